@@ -1,0 +1,76 @@
+/* fx_rows: SHA-256 of rows laid out the Arrow way, and of table rows in
+ * fastaxo's canonical, unambiguous encoding.  Plain C99, no Python.h.
+ *
+ * Every function hashes ONE row; the caller (Cython, prange over rows) owns
+ * the parallel loop, so that threads and the GIL stay in one place.
+ */
+#ifndef FX_ROWS_H
+#define FX_ROWS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "fx_sha256.h"
+
+/* Column kinds of the canonical encoding (see ARCHITECTURE.md, "row encoding"). */
+enum {
+    FX_COL_NULL = 0,      /* Arrow null type: every value is null                       */
+    FX_COL_FIXED = 1,     /* fixed-width value of `width` bytes (ints, floats, temporal, */
+                          /* decimal, fixed_size_binary)                                 */
+    FX_COL_BOOL = 2,      /* bit-packed boolean                                          */
+    FX_COL_BINARY32 = 3,  /* string / binary, int32 offsets                              */
+    FX_COL_BINARY64 = 4,  /* large_string / large_binary, int64 offsets                  */
+    FX_COL_LIST32 = 5,    /* list<child>, int32 offsets                                  */
+    FX_COL_LIST64 = 6,    /* large_list<child>, int64 offsets                            */
+    FX_COL_FIXED_LIST = 7,/* fixed_size_list<child, width>                               */
+    FX_COL_STRUCT = 8,    /* struct<children...>                                         */
+    FX_COL_DICT = 9       /* dictionary: `width`-byte signed indices into child 0        */
+};
+
+/* Status codes of a row, written per row by the parallel loop. */
+enum {
+    FX_ROW_OK = 0,
+    FX_ROW_BAD_OFFSETS = 1,   /* offsets decrease or point outside the values */
+    FX_ROW_BAD_DICT_INDEX = 2 /* dictionary index out of range                */
+};
+
+typedef struct fx_col {
+    int32_t kind;
+    int32_t width;            /* FIXED: bytes; FIXED_LIST: list size; DICT: index bytes */
+    int64_t offset;           /* the array's own slice offset (physical = logical + offset) */
+    int64_t length;           /* logical length of the array (for bounds checks)  */
+    const uint8_t *validity;  /* Arrow validity bitmap or NULL (no nulls)          */
+    const void *offsets;      /* BINARY / LIST offsets buffer (not pre-shifted)    */
+    const uint8_t *data;      /* values (FIXED/BOOL/BINARY) or indices (DICT)      */
+    int64_t data_len;         /* bytes available in `data` (BINARY bounds checks)  */
+    int32_t nchildren;
+    const struct fx_col *children;  /* contiguous array of nchildren descriptors    */
+} fx_col;
+
+/* Digest of bytes [offsets[i] * width, offsets[i+1] * width) of `data`: a string/
+ * binary row (width 1) or a list row of fixed-width values (width = value size).
+ * Offsets are read at i and i + 1 (the caller has already applied the array offset). */
+static inline void fx_hash_offsets32_row(fx_sha256_compress_fn fn, const uint8_t *data,
+                                         const int32_t *offsets, int64_t width, int64_t i,
+                                         uint8_t *out)
+{
+    int64_t a = offsets[i], b = offsets[i + 1];
+    fx_sha256_oneshot(fn, data + a * width, (size_t)((b - a) * width), out);
+}
+
+static inline void fx_hash_offsets64_row(fx_sha256_compress_fn fn, const uint8_t *data,
+                                         const int64_t *offsets, int64_t width, int64_t i,
+                                         uint8_t *out)
+{
+    int64_t a = offsets[i], b = offsets[i + 1];
+    fx_sha256_oneshot(fn, data + a * width, (size_t)((b - a) * width), out);
+}
+
+/* Index of the first row whose offsets are not 0 <= o[i] <= o[i+1] <= limit, or -1. */
+int64_t fx_check_offsets32(const int32_t *offsets, int64_t n, int64_t limit);
+int64_t fx_check_offsets64(const int64_t *offsets, int64_t n, int64_t limit);
+
+/* Canonical digest of row `row` over `ncols` top-level columns.  Returns FX_ROW_*. */
+int fx_hash_table_row(fx_sha256_compress_fn fn, const fx_col *cols, int32_t ncols,
+                      int64_t row, uint8_t out[32]);
+
+#endif

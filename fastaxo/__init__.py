@@ -1,0 +1,38 @@
+"""fastaxo: fast, memory-bounded data preparation for LLM fine-tuning with Axolotl.
+
+Ragged data stays columnar (Arrow's values + offsets) from disk to C; kernels take whole
+arrays per call and release the GIL. ``import fastaxo`` imports numpy and pyarrow only:
+never axolotl, torch or transformers.
+"""
+
+from fastaxo._version import __version__
+from fastaxo._config import config, show_config
+from fastaxo._threads import default_num_threads
+from fastaxo.errors import (
+    CapacityError,
+    ColumnNotFoundError,
+    FastaxoError,
+    InvalidInputError,
+    InvalidTypeError,
+    NullValueError,
+)
+from fastaxo.hashing import ROW_ENCODING_VERSION, DedupeResult, Seen, dedupe, hash_rows, iter_dedupe
+
+__all__ = [
+    "__version__",
+    "hash_rows",
+    "dedupe",
+    "iter_dedupe",
+    "DedupeResult",
+    "Seen",
+    "ROW_ENCODING_VERSION",
+    "show_config",
+    "config",
+    "default_num_threads",
+    "FastaxoError",
+    "InvalidInputError",
+    "InvalidTypeError",
+    "ColumnNotFoundError",
+    "NullValueError",
+    "CapacityError",
+]

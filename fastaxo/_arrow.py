@@ -1,0 +1,195 @@
+"""Zero-copy views of pyarrow arrays for the C kernels.
+
+Two shapes leave this module:
+
+* flat views ``(values, offsets)`` of string/binary and list<fixed-width> arrays, with
+  the slice applied to the offsets (a sliced array's ``.values`` ignores the slice,
+  apache/arrow#37733, so the offsets stay absolute into the whole values buffer);
+* column descriptors for the canonical table-row encoding (see ``csrc/fx_rows.c``):
+  nested tuples ``(kind, width, offset, length, validity_addr, offsets_addr, data_addr,
+  data_len, children)`` pointing into live Arrow buffers. The caller keeps the arrays
+  alive (the ``keep`` list) until the kernel returns.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+
+def _maybe(name: str, t: pa.DataType) -> bool:
+    """pa.types.<name>(t) where this pyarrow has it (view and REE types are newer)."""
+    fn = getattr(pa.types, name, None)
+    return bool(fn(t)) if fn is not None else False
+
+from fastaxo.errors import InvalidTypeError, NullValueError
+
+# Mirrors the FX_COL_* enum of csrc/fx_rows.h (checked by tests/test_hash.py).
+COL_NULL, COL_FIXED, COL_BOOL, COL_BINARY32, COL_BINARY64 = 0, 1, 2, 3, 4
+COL_LIST32, COL_LIST64, COL_FIXED_LIST, COL_STRUCT, COL_DICT = 5, 6, 7, 8, 9
+
+_EMPTY_U8 = np.zeros(0, dtype=np.uint8)
+
+
+def is_binary_like(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_large_binary(t)
+    )
+
+
+def is_raw_value_type(t: pa.DataType) -> bool:
+    """Byte-aligned fixed-width numbers whose little-endian bytes are the row bytes."""
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def is_raw_list(t: pa.DataType) -> bool:
+    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and is_raw_value_type(t.value_type)
+
+
+def _u8(buf: pa.Buffer | None) -> np.ndarray:
+    return _EMPTY_U8 if buf is None else np.frombuffer(buf, dtype=np.uint8)
+
+
+def _first_null(arr: pa.Array) -> int:
+    return int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
+
+
+def binary_view(arr: pa.Array, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """(data uint8, offsets int32/int64 of len(arr)+1) of a string/binary array, no copy."""
+    if arr.null_count:
+        raise NullValueError(
+            f"{what} row {_first_null(arr)} is null; a null has no bytes to hash. Fill nulls "
+            f"first, or pass a Table/RecordBatch, whose row encoding represents nulls"
+        )
+    bufs = arr.buffers()
+    large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+    odt = np.int64 if large else np.int32
+    offsets = np.frombuffer(bufs[1], dtype=odt, count=arr.offset + len(arr) + 1)[arr.offset :]
+    return _u8(bufs[2]), offsets
+
+
+def list_view(arr: pa.Array, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """(values typed, offsets of len(arr)+1, absolute into values) of a list<number> array."""
+    if arr.null_count:
+        raise NullValueError(
+            f"{what} row {_first_null(arr)} is null; a null list has no bytes to hash. Fill "
+            f"nulls first, or pass a Table/RecordBatch, whose row encoding represents nulls"
+        )
+    offsets = arr.offsets.to_numpy(zero_copy_only=True)
+    child = arr.values
+    vt = child.type
+    dtype = np.dtype(vt.to_pandas_dtype()).newbyteorder("<")
+    vbuf = child.buffers()[1]
+    values = (
+        np.frombuffer(vbuf, dtype=dtype, count=child.offset + len(child))[child.offset :]
+        if vbuf is not None
+        else np.zeros(0, dtype=dtype)
+    )
+    if child.null_count and len(arr):
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        inside = child.slice(lo, hi - lo)
+        if inside.null_count:
+            pos = lo + _first_null(inside)
+            row = int(np.searchsorted(offsets, pos, side="right")) - 1
+            raise NullValueError(
+                f"{what} row {row} has a null token at position {pos - int(offsets[row])}; "
+                f"token rows must not contain nulls (a Table/RecordBatch encodes them)"
+            )
+    return values, offsets
+
+
+def _addr(buf: pa.Buffer | None) -> int:
+    return 0 if buf is None else int(buf.address)
+
+
+def column_spec(arr: pa.Array, keep: list[Any], name: str) -> tuple:
+    """Descriptor of one array for fx_hash_table_row; appends what must stay alive to keep."""
+    t = arr.type
+    keep.append(arr)
+    if isinstance(t, pa.BaseExtensionType):
+        return column_spec(arr.storage, keep, name)
+    if _maybe('is_string_view', t) or _maybe('is_binary_view', t):
+        target = pa.large_string() if _maybe('is_string_view', t) else pa.large_binary()
+        return column_spec(arr.cast(target), keep, name)
+    if _maybe('is_list_view', t) or _maybe('is_large_list_view', t):
+        target = pa.large_list(t.value_field) if _maybe('is_large_list_view', t) else pa.list_(t.value_field)
+        return column_spec(arr.cast(target), keep, name)
+    if _maybe('is_run_end_encoded', t):
+        # REE has no per-row buffer; decode it (a copy of this column only).
+        import pyarrow.compute as pc
+
+        return column_spec(pc.run_end_decode(arr) if hasattr(pc, "run_end_decode") else arr.cast(t.value_type), keep, name)
+    bufs = arr.buffers()
+    validity = _addr(bufs[0]) if arr.null_count else 0
+    off, n = arr.offset, len(arr)
+    if pa.types.is_null(t):
+        return (COL_NULL, 0, off, n, 0, 0, 0, 0, ())
+    if pa.types.is_boolean(t):
+        return (COL_BOOL, 1, off, n, validity, 0, _addr(bufs[1]), 0, ())
+    if is_binary_like(t):
+        kind = COL_BINARY64 if (pa.types.is_large_string(t) or pa.types.is_large_binary(t)) else COL_BINARY32
+        data = bufs[2]
+        return (kind, 1, off, n, validity, _addr(bufs[1]), _addr(data), 0 if data is None else data.size, ())
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        kind = COL_LIST64 if pa.types.is_large_list(t) else COL_LIST32
+        child = column_spec(arr.values, keep, name)
+        return (kind, 0, off, n, validity, _addr(bufs[1]), 0, 0, (child,))
+    if pa.types.is_fixed_size_list(t):
+        child = column_spec(arr.values, keep, name)
+        return (COL_FIXED_LIST, t.list_size, off, n, validity, 0, 0, 0, (child,))
+    if pa.types.is_struct(t):
+        children = tuple(column_spec(arr.field(k), keep, name) for k in range(t.num_fields))
+        return (COL_STRUCT, 0, off, n, validity, 0, 0, 0, children)
+    if pa.types.is_dictionary(t):
+        indices = arr.indices
+        if pa.types.is_unsigned_integer(indices.type):
+            # The kernel reads signed indices; widen unsigned ones (a copy of the indices only).
+            signed = pa.DictionaryArray.from_arrays(indices.cast(pa.int64()), arr.dictionary)
+            return column_spec(signed, keep, name)
+        ibuf = indices.buffers()[1]
+        child = column_spec(arr.dictionary, keep, name)
+        return (COL_DICT, indices.type.bit_width // 8, indices.offset, n, validity, 0, _addr(ibuf), 0, (child,))
+    try:
+        bits = t.bit_width
+    except ValueError:
+        bits = 0
+    if bits and bits % 8 == 0:
+        return (COL_FIXED, bits // 8, off, n, validity, 0, _addr(bufs[1]), 0, ())
+    raise InvalidTypeError(
+        f"column {name!r} has type {t}, which the row encoding does not cover (union types); "
+        f"select other columns with columns=[...]"
+    )
+
+
+def type_signature(types: list[pa.DataType]) -> str:
+    """A stable text of column types; two inputs whose digests are comparable share it."""
+    return ",".join(_canonical_type(t) for t in types)
+
+
+def _canonical_type(t: pa.DataType) -> str:
+    # Types that encode identically map to one name: string/large_string/string_view,
+    # list/large_list/list_view, dictionary<V> and V.
+    if isinstance(t, pa.BaseExtensionType):
+        return _canonical_type(t.storage_type)
+    if pa.types.is_dictionary(t):
+        return _canonical_type(t.value_type)
+    if _maybe('is_run_end_encoded', t):
+        return _canonical_type(t.value_type)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or _maybe('is_string_view', t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or _maybe('is_binary_view', t):
+        return "binary"
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or _maybe('is_list_view', t) or _maybe('is_large_list_view', t):
+        return f"list<{_canonical_type(t.value_type)}>"
+    if pa.types.is_map(t):
+        return f"list<struct<{_canonical_type(t.key_type)},{_canonical_type(t.item_type)}>>"
+    if pa.types.is_fixed_size_list(t):
+        return f"fixed_list<{_canonical_type(t.value_type)},{t.list_size}>"
+    if pa.types.is_struct(t):
+        return "struct<" + ",".join(_canonical_type(t.field(k).type) for k in range(t.num_fields)) + ">"
+    return str(t)

@@ -1,0 +1,55 @@
+# All C declarations of csrc/, in one place.
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+
+cdef extern from "fx_sha256.h" nogil:
+    int FX_SHA256_AUTO, FX_SHA256_PORTABLE, FX_SHA256_SHANI, FX_SHA256_ARMV8, FX_SHA256_NIMPL
+    int FX_OK, FX_ERR_UNSUPPORTED, FX_ERR_SELFTEST, FX_ERR_INVALID
+    ctypedef void (*fx_sha256_compress_fn)(uint32_t *state, const uint8_t *blocks, size_t nblocks)
+    ctypedef struct fx_sha256_ctx:
+        pass
+    int fx_sha256_impl_compiled(int impl)
+    int fx_sha256_impl_supported(int impl)
+    const char *fx_sha256_impl_name(int impl)
+    int fx_sha256_impl_from_name(const char *name)
+    int fx_sha256_selftest(int impl)
+    int fx_sha256_select(int impl)
+    int fx_sha256_current()
+    fx_sha256_compress_fn fx_sha256_compress_for(int impl)
+    void fx_sha256_oneshot(fx_sha256_compress_fn fn, const void *data, size_t length, uint8_t *out)
+
+cdef extern from "fx_rows.h" nogil:
+    int FX_COL_NULL, FX_COL_FIXED, FX_COL_BOOL, FX_COL_BINARY32, FX_COL_BINARY64
+    int FX_COL_LIST32, FX_COL_LIST64, FX_COL_FIXED_LIST, FX_COL_STRUCT, FX_COL_DICT
+    int FX_ROW_OK, FX_ROW_BAD_OFFSETS, FX_ROW_BAD_DICT_INDEX
+    ctypedef struct fx_col:
+        int32_t kind
+        int32_t width
+        int64_t offset
+        int64_t length
+        const uint8_t *validity
+        const void *offsets
+        const uint8_t *data
+        int64_t data_len
+        int32_t nchildren
+        const fx_col *children
+    void fx_hash_offsets32_row(fx_sha256_compress_fn fn, const uint8_t *data,
+                               const int32_t *offsets, int64_t width, int64_t i, uint8_t *out)
+    void fx_hash_offsets64_row(fx_sha256_compress_fn fn, const uint8_t *data,
+                               const int64_t *offsets, int64_t width, int64_t i, uint8_t *out)
+    int64_t fx_check_offsets32(const int32_t *offsets, int64_t n, int64_t limit)
+    int64_t fx_check_offsets64(const int64_t *offsets, int64_t n, int64_t limit)
+    int fx_hash_table_row(fx_sha256_compress_fn fn, const fx_col *cols, int32_t ncols,
+                          int64_t row, uint8_t *out)
+
+cdef extern from "fx_seen.h" nogil:
+    int FX_SEEN_OK, FX_SEEN_NOMEM, FX_SEEN_FULL
+    int64_t FX_SEEN_MAX
+    ctypedef struct fx_seen:
+        int64_t count
+    void fx_seen_init(fx_seen *s)
+    void fx_seen_free(fx_seen *s)
+    int fx_seen_reserve(fx_seen *s, int64_t extra)
+    int64_t fx_seen_find(const fx_seen *s, const uint8_t *d)
+    int fx_seen_insert_many(fx_seen *s, const uint8_t *digests, int64_t n, uint8_t *is_new)
+    const uint8_t *fx_seen_get(const fx_seen *s, int64_t index)
+    size_t fx_seen_nbytes(const fx_seen *s)

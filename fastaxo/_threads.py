@@ -1,0 +1,64 @@
+"""Thread-count resolution, done once per call before any kernel runs."""
+
+from __future__ import annotations
+
+import os
+
+from fastaxo.errors import InvalidInputError, InvalidTypeError
+
+__all__ = ["default_num_threads", "resolve_num_threads"]
+
+
+def _cpu_count() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _from_env(name: str) -> int | None:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    # OMP_NUM_THREADS may be a list ("4,2") for nested levels: the first is ours.
+    first = raw.split(",")[0].strip()
+    try:
+        value = int(first)
+    except ValueError:
+        raise InvalidInputError(
+            f"environment variable {name} must be a positive integer, got {raw!r}"
+        ) from None
+    if value < 1:
+        raise InvalidInputError(f"environment variable {name} must be >= 1, got {raw!r}")
+    return value
+
+
+def default_num_threads() -> int:
+    """FASTAXO_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs this process may use."""
+    for name in ("FASTAXO_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = _from_env(name)
+        if value is not None:
+            return value
+    return _cpu_count()
+
+
+def resolve_num_threads(num_threads: object = None) -> int:
+    """The thread count for one call: the argument, else :func:`default_num_threads`."""
+    if num_threads is None:
+        return default_num_threads()
+    if isinstance(num_threads, bool) or not isinstance(num_threads, int):
+        try:
+            import numpy as np
+
+            if isinstance(num_threads, np.integer):
+                num_threads = int(num_threads)
+            else:
+                raise TypeError
+        except TypeError:
+            raise InvalidTypeError(
+                f"num_threads must be a positive int or None, got {type(num_threads).__name__} "
+                f"{num_threads!r}"
+            ) from None
+    if num_threads < 1:
+        raise InvalidInputError(f"num_threads must be >= 1 (or None for the default), got {num_threads}")
+    return num_threads

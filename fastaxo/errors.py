@@ -1,0 +1,49 @@
+"""Errors raised by fastaxo.
+
+Every error derives from :class:`FastaxoError` and also from the builtin exception a
+caller would naturally catch, so ``except ValueError`` and ``except FastaxoError`` both
+work. Messages name the argument, what was expected and what was given.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FastaxoError",
+    "InvalidInputError",
+    "InvalidTypeError",
+    "ColumnNotFoundError",
+    "NullValueError",
+    "CapacityError",
+    "ExtensionUnavailableError",
+]
+
+
+class FastaxoError(Exception):
+    """Base class of every fastaxo error."""
+
+
+class InvalidInputError(FastaxoError, ValueError):
+    """An argument has the right type but a wrong value (shape, range, layout)."""
+
+
+class InvalidTypeError(FastaxoError, TypeError):
+    """An argument has a type fastaxo does not accept."""
+
+
+class ColumnNotFoundError(FastaxoError, KeyError):
+    """A requested column does not exist in the table."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class NullValueError(InvalidInputError):
+    """A null where the input's encoding has no representation for it."""
+
+
+class CapacityError(FastaxoError, OverflowError):
+    """A size exceeds what a structure can hold."""
+
+
+class ExtensionUnavailableError(FastaxoError, ImportError):
+    """The compiled extension is required (FASTAXO_REQUIRE_EXTENSION=1) but did not load."""
