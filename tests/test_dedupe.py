@@ -1,0 +1,164 @@
+"""fastaxo.dedupe: first occurrence kept, in input order, across calls via Seen."""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import fastaxo
+from fastaxo import _reference
+from fastaxo._demo import tokenized_table
+from fastaxo.errors import InvalidInputError, InvalidTypeError
+from strategies import tables
+
+
+def reference_keep(rows: list, seen: set | None = None) -> list[int]:
+    seen = set() if seen is None else seen
+    keep = []
+    for i, r in enumerate(rows):
+        if r not in seen:
+            seen.add(r)
+            keep.append(i)
+    return keep
+
+
+@given(st.lists(st.sampled_from(["a", "b", "", "ccc", "dd", "é"]), max_size=60), st.integers(1, 3))
+def test_keeps_first_occurrences_in_input_order(rows, nt):
+    res = fastaxo.dedupe(rows, num_threads=nt)
+    assert res.keep.tolist() == reference_keep(rows)
+    assert res.keep.dtype == np.int64
+    assert res.n_rows == len(rows) and res.n_duplicates == len(rows) - len(res.keep)
+    assert len(res.seen) == len(set(rows))
+    assert res.apply(rows) == list(dict.fromkeys(rows))
+
+
+@given(tables(max_rows=30))
+def test_tables_match_the_reference_dedupe(table):
+    digests = _reference.hash_rows(table)
+    keep, _ = _reference.dedupe_indices(digests)
+    res = fastaxo.dedupe(table)
+    assert res.keep.tolist() == keep.tolist()
+    assert res.apply(table).num_rows == len(keep)
+
+
+def test_seen_carries_from_train_to_eval():
+    train = pa.table({"ids": pa.array([[1, 2], [3], [1, 2]], pa.list_(pa.int32()))})
+    evals = pa.table({"ids": pa.array([[3], [4], [4], [1, 2]], pa.list_(pa.int32()))})
+    r1 = fastaxo.dedupe(train)
+    r2 = fastaxo.dedupe(evals, seen=r1.seen)
+    assert r1.keep.tolist() == [0, 1]
+    assert r2.keep.tolist() == [1]  # [3] and [1, 2] were in train, the second [4] is a repeat
+    assert r2.seen is r1.seen and len(r2.seen) == 3
+
+
+def test_stream_of_chunks_equals_one_call_and_holds_about_32_bytes_per_row():
+    table = tokenized_table(30_000, dup_fraction=0.2, seed=5)
+    whole = fastaxo.dedupe(table)
+    seen = fastaxo.Seen()
+    kept = []
+    for start in range(0, table.num_rows, 7_000):
+        chunk = table.slice(start, 7_000)
+        res = fastaxo.dedupe(chunk, seen=seen)
+        kept.extend((res.keep + start).tolist())
+    assert kept == whole.keep.tolist()
+    assert len(seen) == len(whole.keep) == 24_000
+    # 32 bytes per digest, a table of at most ~11 bytes per digest, one 1 MiB chunk of slack.
+    assert seen.nbytes <= 43 * len(seen) + 2**20 + 4096
+    assert list(fastaxo.iter_dedupe([table.slice(0, 10), table.slice(0, 10)]))[1][1].keep.tolist() == []
+
+
+def test_large_set_grows_correctly_past_many_chunks():
+    rng = np.random.default_rng(9)
+    digests = rng.integers(0, 256, (200_000, 32), dtype=np.uint8)
+    seen = fastaxo.Seen()
+    assert seen.add(digests).all()
+    assert not seen.add(digests[::-1]).any()
+    assert len(seen) == 200_000
+    assert (seen.digests() == digests).all()  # insertion order
+    assert seen.contains(digests[:5]).all()
+    assert not seen.contains(rng.integers(0, 256, (5, 32), dtype=np.uint8)).any()
+    assert bytes(digests[7]) in seen and digests[7].tobytes().hex() in seen
+
+
+def test_seen_refuses_rows_encoded_differently():
+    r = fastaxo.dedupe(pa.table({"ids": pa.array([[1]], pa.list_(pa.int32()))}))
+    with pytest.raises(InvalidInputError, match=r"seen holds digests of rows encoded as 'table:v1:list<int32>'.*list<int64>"):
+        fastaxo.dedupe(pa.table({"ids": pa.array([[1]], pa.list_(pa.int64()))}), seen=r.seen)
+    # Layout-only differences are the same encoding.
+    fastaxo.dedupe(pa.table({"ids": pa.array([[1]], pa.large_list(pa.int32()))}), seen=r.seen)
+    with pytest.raises(InvalidTypeError, match="seen must be a fastaxo.Seen"):
+        fastaxo.dedupe(["a"], seen=set())
+
+
+def test_seen_pickles_and_copies():
+    res = fastaxo.dedupe(["x", "y", "x"])
+    s2 = pickle.loads(pickle.dumps(res.seen))
+    assert s2.encoding == "bytes" and s2.to_hex() == res.seen.to_hex()
+    assert s2.to_hex() == [hashlib.sha256(b"x").hexdigest(), hashlib.sha256(b"y").hexdigest()]
+    c = s2.copy()
+    fastaxo.dedupe(["z"], seen=c)
+    assert len(c) == 3 and len(s2) == 2
+
+
+def test_seen_is_safe_to_share_between_threads():
+    seen = fastaxo.Seen()
+    chunks = [[f"row{(k * 37 + i) % 5000}" for i in range(4000)] for k in range(8)]
+    kept = []
+
+    def work(chunk):
+        kept.append(len(fastaxo.dedupe(chunk, seen=seen).keep))
+
+    ts = [threading.Thread(target=work, args=(c,)) for c in chunks]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    distinct = len({r for c in chunks for r in c})
+    assert distinct == 4259
+    assert len(seen) == distinct and sum(kept) == distinct  # each distinct row kept exactly once
+
+
+def test_digest_argument_errors():
+    seen = fastaxo.Seen()
+    with pytest.raises(InvalidInputError, match="32 bytes or 64 hex"):
+        b"short" in seen
+    with pytest.raises(InvalidInputError, match=r"digests must be a uint8 array of shape \(n, 32\)"):
+        seen.add(np.zeros((2, 31), np.uint8))
+
+
+def test_dedupe_of_a_parquet_file_read_back(tmp_path):
+    table = tokenized_table(5_000, dup_fraction=0.1, seed=2)
+    pq.write_table(table, tmp_path / "t.parquet", row_group_size=1_000)
+    back = pq.read_table(tmp_path / "t.parquet")
+    assert back.column("input_ids").num_chunks >= 1
+    res = fastaxo.dedupe(back)
+    assert len(res.keep) == 4_500
+    assert res.keep.tolist() == fastaxo.dedupe(table).keep.tolist()
+
+
+def test_cli_dedupe_streams_parquet_files(tmp_path):
+    from fastaxo.__main__ import main
+
+    table = tokenized_table(3_000, dup_fraction=0.1, seed=3)
+    pq.write_table(table.slice(0, 2_000), tmp_path / "a.parquet")
+    pq.write_table(table.slice(1_000), tmp_path / "b.parquet")  # overlaps a.parquet by 1,000 rows
+    assert main(["dedupe", str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet"), "-o", str(tmp_path / "o.parquet"),
+                 "--batch-rows", "512"]) == 0
+    out = pq.read_table(tmp_path / "o.parquet")
+    assert out.equals(table.take(fastaxo.dedupe(table).keep))
+
+
+def test_cli_default_dataset_runs(capsys):
+    from fastaxo.__main__ import main
+
+    assert main(["dedupe", "--rows", "20000"]) == 0
+    out = capsys.readouterr().out
+    assert "kept 18,000 rows, dropped 2,000 duplicates" in out and "result: OK" in out
