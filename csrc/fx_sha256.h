@@ -98,6 +98,36 @@ void fx_sha256_final(fx_sha256_ctx *ctx, uint8_t out[32]);
  * out may alias data. */
 void fx_sha256_oneshot(fx_sha256_compress_fn fn, const void *data, size_t len, uint8_t out[32]);
 
+/* ---- Many independent messages ------------------------------------------
+ * Digests of n messages, 32 bytes each, to out[32*i .. 32*i+32).  impl is
+ * the impl to use (normally fx_sha256_current(), read once by the caller;
+ * AUTO, or an impl that is not supported, means the current one).  With SHA-NI
+ * or ARMv8 two messages are hashed at a time with their rounds interleaved
+ * (about twice the single-message throughput per core on long messages,
+ * also faster on short ones); portable hashes one at a time.  Thread-safe
+ * (no globals written), no malloc, nothing read outside the messages.  Empty
+ * messages and empty segments are fine (their pointers may then be NULL).
+ * out must not overlap the messages.  n <= 0 does nothing. */
+
+typedef struct {
+    const uint8_t *ptr;
+    size_t len;
+} fx_seg;
+
+/* Message i = concatenation of segs[seg_start[i] .. seg_start[i+1]);
+ * seg_start has n+1 entries. */
+void fx_sha256_many_segs(int impl, const fx_seg *segs, const int64_t *seg_start, int64_t n, uint8_t *out);
+/* Contiguous messages: message i = data + off[i]*width, of length
+ * (off[i+1]-off[i])*width bytes; off has n+1 entries. */
+void fx_sha256_many_offsets32(int impl, const uint8_t *data, const int32_t *off, int64_t width, int64_t n,
+                              uint8_t *out);
+void fx_sha256_many_offsets64(int impl, const uint8_t *data, const int64_t *off, int64_t width, int64_t n,
+                              uint8_t *out);
+/* Fixed-size rows: message i = data + i*row_bytes, of row_bytes bytes. */
+void fx_sha256_many_fixed(int impl, const uint8_t *data, int64_t row_bytes, int64_t n, uint8_t *out);
+/* Pointer + length lists: message i = ptrs[i][0 .. lens[i]). */
+void fx_sha256_many_ptrs(int impl, const char *const *ptrs, const int64_t *lens, int64_t n, uint8_t *out);
+
 #ifdef __cplusplus
 }
 #endif

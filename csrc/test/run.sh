@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Standalone tests for the SHA-256 C kernel (csrc/fx_sha256.c).
 #
-#   bash csrc/test/run.sh [--bench] [--no-big] [--no-arm] [--no-apt]
+#   bash csrc/test/run.sh [--bench] [--no-big] [--no-arm] [--no-apt] [--no-san]
 #
 # 1. gets the NIST CAVP vectors (SHA256ShortMsg/LongMsg/Monte.rsp) from the
 #    PyPI package cryptography-vectors (pip download, cached), unless
@@ -9,16 +9,22 @@
 # 2. builds fx_sha256.c + test_sha256.c with gcc -O2 -std=c11 -Wall -Wextra
 #    -Werror (no -march flags) and runs it: every compiled+supported path
 #    against NIST, random lengths vs portable, streaming vs oneshot, guard
-#    pages, threads, and (unless --no-big) a 4 GiB + 77 byte message;
+#    pages, threads, fx_sha256_many_* (random batches of segmented messages
+#    on every impl, guard pages, threads) and (unless --no-big) a 4 GiB + 77
+#    byte message;
 # 3. checks fx_sha256.c also compiles as C99 with -pedantic;
 # 4. builds and runs the same with clang, if clang is installed;
-# 5. cross-compiles for aarch64 and runs the ARMv8-crypto path under
+# 5. runs the suite (fewer random cases) under ASan + UBSan, with gcc and, if
+#    installed, clang (unless --no-san);
+# 6. cross-compiles for aarch64 and runs the ARMv8-crypto path under
 #    qemu-aarch64 -cpu max (installs gcc-aarch64-linux-gnu and qemu-user with
 #    apt-get when missing and running as root, unless --no-apt); on an aarch64
 #    host it runs natively instead.  Set FX_REQUIRE_ARM=1 to make a missing
 #    toolchain an error rather than a skip;
-# 6. with --bench, builds and runs bench_sha256 (with an OpenSSL baseline if
-#    the OpenSSL headers are installed) and `openssl speed` for reference.
+# 7. with --bench, builds and runs bench_sha256 (with an OpenSSL baseline if
+#    the OpenSSL headers are installed), `openssl speed` for reference,
+#    bench_interleave (SHA-NI with 1..4 messages interleaved) and bench_many
+#    (fx_sha256_many_* vs one message at a time).
 #
 # Build products go to a temporary directory; nothing is written in the repo.
 set -euo pipefail
@@ -26,13 +32,14 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 src="$(cd "$here/.." && pwd)"
 
-bench=0 big=1 arm=1 apt=1
+bench=0 big=1 arm=1 apt=1 san=1
 for a in "$@"; do
     case "$a" in
         --bench) bench=1 ;;
         --no-big) big=0 ;;
         --no-arm) arm=0 ;;
         --no-apt) apt=0 ;;
+        --no-san) san=0 ;;
         *) echo "unknown option: $a" >&2; exit 2 ;;
     esac
 done
@@ -125,6 +132,24 @@ else
     note "clang not installed: skipped"
 fi
 
+# ---------------------------------------------------------------- sanitizers
+if [[ $san -eq 1 ]]; then
+    SAN_FLAGS=(-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all)
+    for cc in gcc clang; do
+        command -v "$cc" >/dev/null 2>&1 || continue
+        note "$cc ASan + UBSan"
+        if "$cc" "${SAN_FLAGS[@]}" -std=c11 -Wall -Wextra -Werror -pthread \
+            "$here/test_sha256.c" "$src/fx_sha256.c" -o "$build/test_san_$cc" 2>"$build/san_$cc.log"; then
+            ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+                run_suite "san_$cc" "$build/test_san_$cc" --random 1000 --many 60 "$vec"
+        else
+            # e.g. the sanitizer runtime is not installed for this compiler
+            echo "SKIPPED: $cc could not build with -fsanitize=address,undefined:"
+            tail -n 3 "$build/san_$cc.log"
+        fi
+    done
+fi
+
 # ---------------------------------------------------------------- aarch64
 if [[ $arm -eq 1 && ! "$host" =~ ^(aarch64|arm64)$ ]]; then
     note "aarch64 cross build + qemu"
@@ -147,7 +172,7 @@ if [[ $arm -eq 1 && ! "$host" =~ ^(aarch64|arm64)$ ]]; then
         aarch64-linux-gnu-gcc "${CFLAGS_STRICT[@]}" -pthread -static \
             "$here/test_sha256.c" "$src/fx_sha256.c" -o "$build/test_arm64"
         echo "(running under $qemu -cpu max)"
-        run_suite arm64 "$qemu" -cpu max "$build/test_arm64" --require armv8-crypto --random 1500 "$vec"
+        run_suite arm64 "$qemu" -cpu max "$build/test_arm64" --require armv8-crypto --random 1500 --many 25 "$vec"
     elif [[ "${FX_REQUIRE_ARM:-0}" == 1 ]]; then
         echo "*** aarch64 toolchain or qemu missing and FX_REQUIRE_ARM=1"
         suites_failed=$((suites_failed + 1))
@@ -169,6 +194,12 @@ if [[ $bench -eq 1 ]]; then
             openssl speed -evp sha256 -bytes "$n" -seconds 2 2>/dev/null | tail -n 1 | sed "s/^/openssl speed -evp sha256 -bytes $n: /"
         done
     fi
+    note "bench_interleave (SHA-NI, 1..4 messages interleaved; median of 9)"
+    gcc -O2 -std=c11 -Wall -Wextra -Werror "$here/bench_interleave.c" -o "$build/bench_interleave"
+    "$build/bench_interleave" 9 0.2
+    note "bench_many (fx_sha256_many_* vs one at a time; median of 9)"
+    gcc -O2 -std=c11 -Wall -Wextra -Werror "$here/bench_many.c" "$src/fx_sha256.c" -o "$build/bench_many"
+    "$build/bench_many" 9 0.1
 fi
 
 echo

@@ -13,10 +13,15 @@
  *   --random N       number of random-length messages (default 3000)
  *   --seed S         PRNG seed (default fixed)
  *   --big            also hash a 4 GiB + 77 byte message (64-bit only)
+ *   --many N         number of random batches for fx_sha256_many_* (default 150)
+ *   --many-no-mb     no 1..3 MB messages in those batches (for slow emulators)
  *
  * Every compiled+supported path is checked against the NIST vectors (oneshot
  * and streaming), then random lengths 0..70000 at random alignments against
  * the portable path, and streaming in random chunk sizes against oneshot.
+ * fx_sha256_many_* (every variant, every impl) are checked against portable
+ * oneshot digests of the concatenated messages: random batches of 0..300
+ * messages of random lengths and segmentations, guard pages, threads.
  * Ends with "N passed, M failed"; exit status 0 only if nothing failed.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -492,6 +497,551 @@ static void test_threads_first_use(void)
     free(buf);
 }
 
+/* ----------------------------------------------------- many messages */
+
+/* Impl ids to pass to fx_sha256_many_*: every supported impl, AUTO, and ids
+ * that are unsupported or invalid (those fall back to the current impl). */
+static int many_impls(int ids[FX_SHA256_NIMPL + 3])
+{
+    int n = 0, i;
+    for (i = 0; i < FX_SHA256_NIMPL; i++)
+        if (fx_sha256_impl_supported(i))
+            ids[n++] = i;
+    ids[n++] = FX_SHA256_AUTO;
+    ids[n++] = 77;
+    for (i = 0; i < FX_SHA256_NIMPL; i++)
+        if (!fx_sha256_impl_supported(i)) {
+            ids[n++] = i;
+            break;
+        }
+    return n;
+}
+
+static const char *impl_label(int id)
+{
+    const char *s = fx_sha256_impl_name(id);
+    return s ? s : "invalid-id";
+}
+
+enum { POOL = (3 << 20) + 4096 };
+static uint8_t *g_pool; /* POOL random bytes */
+
+/* Message lengths for the random batches: mostly short (every length 0..200
+ * and the padding edges), some 1..20 kB, occasionally (if big) 1..3 MB. */
+static size_t many_len(int big)
+{
+    static const size_t edge[] = { 0, 1, 55, 56, 57, 63, 64, 65, 119, 120, 127, 128, 129, 191, 192 };
+    uint64_t r = rnd();
+    switch (r % 16) {
+    case 0: case 1: case 2: case 3: case 4: case 5: case 6:
+        return (size_t)((r >> 8) % 201);
+    case 7: case 8: case 9:
+        return edge[(r >> 8) % (sizeof(edge) / sizeof(edge[0]))];
+    case 15:
+        if (big && (r >> 8) % 6 == 0)
+            return (size_t)(1u << 20) + (size_t)((r >> 16) % (2u << 20));
+        /* fall through */
+    default:
+        return 1024 + (size_t)((r >> 8) % (19 * 1024 + 1));
+    }
+}
+
+/* A batch of n messages: msg[i] is an exact-size heap copy (ASan catches any
+ * read past either end), ref[i] its portable oneshot digest. */
+typedef struct {
+    int64_t n;
+    size_t *len;
+    uint8_t **msg;
+    uint8_t (*ref)[32];
+    /* the same messages cut into segments */
+    fx_seg *segs;
+    int64_t *seg_start;
+    int64_t nsegs, cap;
+    uint8_t **own; /* exact-size segment copies to free */
+    int64_t nown;
+} batch_t;
+
+static void batch_add_seg(batch_t *b, const uint8_t *p, size_t len)
+{
+    fx_seg s;
+    if (b->nsegs == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 256;
+        b->segs = (fx_seg *)realloc(b->segs, (size_t)b->cap * sizeof(fx_seg));
+        b->own = (uint8_t **)realloc(b->own, (size_t)b->cap * sizeof(uint8_t *));
+    }
+    s.ptr = p;
+    s.len = len;
+    if (len == 0) {
+        uint64_t r = rnd() % 3; /* an empty segment: NULL, or a valid pointer */
+        s.ptr = r == 0 ? NULL : r == 1 ? p : g_pool + 5;
+    } else if (rnd() & 1) {
+        /* own exact-size copy, so over-reads past this segment are caught */
+        uint8_t *c = (uint8_t *)malloc(len);
+        memcpy(c, p, len);
+        b->own[b->nown++] = c;
+        s.ptr = c;
+    }
+    b->segs[b->nsegs++] = s;
+}
+
+/* Cut message m (len bytes) into segments in one of several styles. */
+static void batch_cut(batch_t *b, const uint8_t *m, size_t len)
+{
+    uint64_t style = rnd() % 6;
+    size_t pos = 0;
+    if (len == 0 && (rnd() & 1))
+        return; /* no segment at all */
+    switch (style) {
+    case 0: /* one segment */
+        batch_add_seg(b, m, len);
+        return;
+    case 1: /* one segment between empty ones */
+        batch_add_seg(b, m, 0);
+        batch_add_seg(b, m, len);
+        batch_add_seg(b, m + len, 0);
+        return;
+    case 2: /* 1-byte and empty segments (short messages), else random cuts */
+        if (len <= 400) {
+            while (pos < len) {
+                size_t s = (size_t)(rnd() % 3);
+                if (s > len - pos)
+                    s = len - pos;
+                batch_add_seg(b, m + pos, s);
+                pos += s;
+            }
+            return;
+        }
+        /* fall through */
+    case 3: { /* a few random cuts */
+        int k = (int)(rnd() % 5) + 1;
+        while (k-- > 0 && pos < len) {
+            size_t s = (size_t)(rnd() % (len - pos + 1));
+            batch_add_seg(b, m + pos, s);
+            pos += s;
+        }
+        batch_add_seg(b, m + pos, len - pos);
+        return;
+    }
+    default: /* rows of a table: small header segments (9, 10 bytes) around larger fields */
+        while (pos < len) {
+            size_t hdr = 9 + (size_t)(rnd() % 2), body = (size_t)(rnd() % 1300);
+            if (hdr > len - pos)
+                hdr = len - pos;
+            batch_add_seg(b, m + pos, hdr);
+            pos += hdr;
+            if (body > len - pos)
+                body = len - pos;
+            batch_add_seg(b, m + pos, body);
+            pos += body;
+        }
+        return;
+    }
+}
+
+static void batch_make(batch_t *b, int64_t n, int mode)
+{
+    fx_sha256_compress_fn port = fx_sha256_compress_for(FX_SHA256_PORTABLE);
+    size_t same = many_len(0);
+    int64_t i;
+    memset(b, 0, sizeof(*b));
+    b->n = n;
+    b->len = (size_t *)malloc(((size_t)n + 1) * sizeof(size_t));
+    b->msg = (uint8_t **)malloc(((size_t)n + 1) * sizeof(uint8_t *));
+    b->ref = (uint8_t(*)[32])malloc(((size_t)n + 1) * 32);
+    b->seg_start = (int64_t *)malloc(((size_t)n + 1) * sizeof(int64_t));
+    for (i = 0; i < n; i++) {
+        size_t len = mode == 0 ? (size_t)(rnd() % 201) : mode == 3 ? same : many_len(mode == 2);
+        size_t at = (size_t)(rnd() % (POOL - len + 1));
+        b->len[i] = len;
+        b->msg[i] = (uint8_t *)malloc(len ? len : 1);
+        memcpy(b->msg[i], g_pool + at, len);
+        fx_sha256_oneshot(port, b->msg[i], len, b->ref[i]);
+        b->seg_start[i] = b->nsegs;
+        batch_cut(b, b->msg[i], len);
+    }
+    b->seg_start[n] = b->nsegs;
+}
+
+static void batch_free(batch_t *b)
+{
+    int64_t i;
+    for (i = 0; i < b->n; i++)
+        free(b->msg[i]);
+    for (i = 0; i < b->nown; i++)
+        free(b->own[i]);
+    free(b->len);
+    free(b->msg);
+    free(b->ref);
+    free(b->seg_start);
+    free(b->segs);
+    free(b->own);
+}
+
+/* out (n digests + a canary) against ref; returns the first bad index or -1
+ * (n if the canary after the digests was written). */
+static int64_t digests_bad(const uint8_t *out, const uint8_t (*ref)[32], int64_t n)
+{
+    int64_t i, k;
+    for (i = 0; i < n; i++)
+        if (memcmp(out + 32 * i, ref[i], 32))
+            return i;
+    for (k = 0; k < 32; k++)
+        if (out[32 * n + k] != 0xA5)
+            return n;
+    return -1;
+}
+
+static uint8_t *out_alloc(int64_t n)
+{
+    uint8_t *out = (uint8_t *)malloc(32 * (size_t)n + 32);
+    memset(out, 0xA5, 32 * (size_t)n + 32);
+    return out;
+}
+
+/* Contiguous buffer data[0..total) (exact-size heap block); offsets in units
+ * of width; refs computed here. */
+static void check_offsets(int impl, const uint8_t *data, const int64_t *off64, int64_t width, int64_t n,
+                          const char *what, long *ok, long *tot)
+{
+    fx_sha256_compress_fn port = fx_sha256_compress_for(FX_SHA256_PORTABLE);
+    uint8_t(*ref)[32] = (uint8_t(*)[32])malloc(((size_t)n + 1) * 32);
+    int32_t *off32 = (int32_t *)malloc(((size_t)n + 1) * sizeof(int32_t));
+    uint8_t *out = out_alloc(n);
+    int64_t i, bad;
+    int fits32 = 1;
+    for (i = 0; i <= n; i++) {
+        fits32 &= off64[i] <= INT32_MAX;
+        off32[i] = (int32_t)off64[i];
+    }
+    for (i = 0; i < n; i++) {
+        size_t len = (size_t)((off64[i + 1] - off64[i]) * width);
+        fx_sha256_oneshot(port, len ? data + off64[i] * width : g_pool, len, ref[i]);
+    }
+    fx_sha256_many_offsets64(impl, data, off64, width, n, out);
+    bad = digests_bad(out, (const uint8_t(*)[32])ref, n);
+    CHECK(bad < 0, "many_offsets64 %s (%s) n=%lld width=%lld: bad message %lld", impl_label(impl), what,
+          (long long)n, (long long)width, (long long)bad);
+    *ok += bad < 0;
+    ++*tot;
+    if (fits32) {
+        memset(out, 0xA5, 32 * (size_t)n + 32);
+        fx_sha256_many_offsets32(impl, data, off32, width, n, out);
+        bad = digests_bad(out, (const uint8_t(*)[32])ref, n);
+        CHECK(bad < 0, "many_offsets32 %s (%s) n=%lld width=%lld: bad message %lld", impl_label(impl), what,
+              (long long)n, (long long)width, (long long)bad);
+        *ok += bad < 0;
+        ++*tot;
+    }
+    free(out);
+    free(off32);
+    free(ref);
+}
+
+static void check_fixed(int impl, const uint8_t *data, int64_t row, int64_t n, const char *what, long *ok,
+                        long *tot)
+{
+    fx_sha256_compress_fn port = fx_sha256_compress_for(FX_SHA256_PORTABLE);
+    uint8_t(*ref)[32] = (uint8_t(*)[32])malloc(((size_t)n + 1) * 32);
+    uint8_t *out = out_alloc(n);
+    int64_t i, bad;
+    for (i = 0; i < n; i++)
+        fx_sha256_oneshot(port, row ? data + i * row : g_pool, (size_t)row, ref[i]);
+    fx_sha256_many_fixed(impl, data, row, n, out);
+    bad = digests_bad(out, (const uint8_t(*)[32])ref, n);
+    CHECK(bad < 0, "many_fixed %s (%s) n=%lld row=%lld: bad message %lld", impl_label(impl), what, (long long)n,
+          (long long)row, (long long)bad);
+    *ok += bad < 0;
+    ++*tot;
+    free(out);
+    free(ref);
+}
+
+/* Random batches through every fx_sha256_many_* on every impl. */
+static void test_many_random(int nbatch, int big)
+{
+    int ids[FX_SHA256_NIMPL + 3], nid = many_impls(ids), b, k;
+    long ok = 0, tot = 0;
+    int64_t msgs = 0;
+    uint64_t bytes = 0;
+
+    for (b = 0; b < nbatch; b++) {
+        batch_t bt;
+        int64_t n, i, bad, total = 0;
+        int mode = (int)(rnd() % 4); /* 0 short, 1 mixed, 2 mixed + MBs, 3 all one length */
+        uint8_t *cat, *out;
+        int64_t *off, *lens, base, width;
+        if (!big && mode == 2)
+            mode = 1;
+        n = b < 3 ? b : (int64_t)(rnd() % 301); /* n = 0, 1, 2 first */
+        batch_make(&bt, n, mode);
+        msgs += n;
+        for (i = 0; i < n; i++)
+            total += (int64_t)bt.len[i];
+        bytes += (uint64_t)total;
+
+        /* the messages back to back in one exact-size block, after a random
+         * prefix (offsets need not start at 0) */
+        base = (int64_t)(rnd() % 100);
+        cat = (uint8_t *)malloc((size_t)(base + total) + 1);
+        off = (int64_t *)malloc(((size_t)n + 1) * sizeof(int64_t));
+        off[0] = base;
+        memset(cat, 0x3c, (size_t)base);
+        for (i = 0; i < n; i++) {
+            memcpy(cat + off[i], bt.msg[i], bt.len[i]);
+            off[i + 1] = off[i] + (int64_t)bt.len[i];
+        }
+
+        lens = (int64_t *)malloc(((size_t)n + 1) * sizeof(int64_t));
+        for (i = 0; i < n; i++)
+            lens[i] = (int64_t)bt.len[i];
+        out = out_alloc(n);
+        for (k = 0; k < nid; k++) {
+            int impl = ids[k];
+            memset(out, 0xA5, 32 * (size_t)n + 32);
+            fx_sha256_many_segs(impl, bt.segs, bt.seg_start, n, out);
+            bad = digests_bad(out, (const uint8_t(*)[32])bt.ref, n);
+            CHECK(bad < 0, "many_segs %s batch %d n=%lld: bad message %lld (len %zu, %lld segs)", impl_label(impl),
+                  b, (long long)n, (long long)bad, bad >= 0 && bad < n ? bt.len[bad] : 0,
+                  bad >= 0 && bad < n ? (long long)(bt.seg_start[bad + 1] - bt.seg_start[bad]) : 0LL);
+            ok += bad < 0;
+            tot++;
+
+            memset(out, 0xA5, 32 * (size_t)n + 32);
+            fx_sha256_many_ptrs(impl, (const char *const *)bt.msg, lens, n, out);
+            bad = digests_bad(out, (const uint8_t(*)[32])bt.ref, n);
+            CHECK(bad < 0, "many_ptrs %s batch %d n=%lld: bad message %lld", impl_label(impl), b, (long long)n,
+                  (long long)bad);
+            ok += bad < 0;
+            tot++;
+
+            /* offsets in bytes (width 1), and in units of 2/4/8/3 bytes over
+             * the same block */
+            check_offsets(impl, cat, off, 1, n, "batch", &ok, &tot);
+            width = b % 4 == 3 ? 3 : 2 << (b % 4);
+            {
+                int64_t *offw = (int64_t *)malloc(((size_t)n + 1) * sizeof(int64_t));
+                offw[0] = base / width;
+                for (i = 0; i < n; i++) {
+                    int64_t units = (int64_t)bt.len[i] / width;
+                    offw[i + 1] = offw[i] + units;
+                }
+                check_offsets(impl, cat, offw, width, n, "units", &ok, &tot);
+                free(offw);
+            }
+            /* fixed-size rows over the same block */
+            if (n) {
+                int64_t row = mode == 3 ? (int64_t)bt.len[0] : (total + base) / n, small = (int64_t)(rnd() % 200);
+                if (mode != 3 && small < row && (rnd() & 1))
+                    row = small;
+                check_fixed(impl, mode == 3 ? cat + base : cat, row, n, "batch", &ok, &tot);
+            }
+        }
+        free(out);
+        free(lens);
+        free(off);
+        free(cat);
+        batch_free(&bt);
+    }
+    CHECK(ok == tot, "many random: %ld/%ld", ok, tot);
+    printf("  many_* random batches: %d batches, %lld messages, %.1f MB, %d impl ids: %ld/%ld pass\n", nbatch,
+           (long long)msgs, (double)bytes / 1e6, nid, ok, tot);
+}
+
+/* Guard pages (works without sanitizers, e.g. under qemu): every message,
+ * segment or row starts right after or ends right before an inaccessible
+ * page. */
+static void test_many_guard(void)
+{
+    fx_sha256_compress_fn port = fx_sha256_compress_for(FX_SHA256_PORTABLE);
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), room = 2 * pg;
+    uint8_t *map = (uint8_t *)mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *mid, *hi, *cat;
+    int ids[FX_SHA256_NIMPL + 3], nid = many_impls(ids), k;
+    enum { MAXN = 48, MAXSEG = 16 };
+    fx_seg segs[MAXN * MAXSEG];
+    int64_t seg_start[MAXN + 1], lens[MAXN + 1], off[MAXN + 1];
+    const char *ptrs[MAXN];
+    uint8_t ref[MAXN][32], out[MAXN * 32 + 32];
+    long ok = 0, tot = 0;
+    size_t L = 0, i;
+
+    if (map == MAP_FAILED) {
+        printf("  many_* guard pages: mmap failed, skipped\n");
+        return;
+    }
+    mid = map + pg;
+    hi = map + 3 * pg;
+    mprotect(map, pg, PROT_NONE);
+    mprotect(hi, pg, PROT_NONE);
+    for (i = 0; i < room; i++)
+        mid[i] = (uint8_t)rnd();
+    cat = (uint8_t *)malloc(room);
+
+    /* segments and pointer lists: lengths 0..700 once each, then some up to
+     * two pages, in calls of 1..MAXN messages */
+    while (L <= 800) {
+        int64_t n = (int64_t)(rnd() % MAXN) + 1, m, nseg = 0;
+        for (m = 0; m < n; m++, L++) {
+            size_t len = L <= 700 ? L : (size_t)(rnd() % (room + 1)), pos = 0;
+            int s = 0;
+            seg_start[m] = nseg;
+            while (pos < len || (s == 0 && (rnd() & 1))) {
+                size_t sl = 0;
+                uint64_t r = rnd();
+                if (s == MAXSEG - 1 || (r & 3) == 0)
+                    sl = len - pos; /* the rest */
+                else if ((r & 3) == 1)
+                    sl = (size_t)((r >> 8) % 3); /* 0, 1, 2 bytes */
+                else
+                    sl = (size_t)((r >> 8) % (len - pos + 1));
+                if (sl > len - pos)
+                    sl = len - pos;
+                segs[nseg].ptr = (r >> 40) & 1 ? mid : hi - sl;
+                segs[nseg].len = sl;
+                memcpy(cat + pos, segs[nseg].ptr, sl);
+                pos += sl;
+                nseg++;
+                s++;
+            }
+            fx_sha256_oneshot(port, cat, len, ref[m]);
+            lens[m] = (int64_t)len;
+            ptrs[m] = (const char *)((rnd() & 1) ? mid : hi - len);
+        }
+        seg_start[n] = nseg;
+        for (k = 0; k < nid; k++) {
+            memset(out, 0xA5, sizeof(out));
+            fx_sha256_many_segs(ids[k], segs, seg_start, n, out);
+            ok += digests_bad(out, (const uint8_t(*)[32])ref, n) < 0;
+            tot++;
+            /* ptrs: same lengths, data at the start or end of the room */
+            fx_sha256_many_ptrs(ids[k], ptrs, lens, n, out);
+            for (m = 0; m < n; m++)
+                fx_sha256_oneshot(port, ptrs[m], (size_t)lens[m], ref[m]);
+            ok += digests_bad(out, (const uint8_t(*)[32])ref, n) < 0;
+            tot++;
+            /* restore the segment refs for the next impl */
+            for (m = 0; m < n; m++) {
+                size_t pos = 0;
+                int64_t j;
+                for (j = seg_start[m]; j < seg_start[m + 1]; j++) {
+                    memcpy(cat + pos, segs[j].ptr, segs[j].len);
+                    pos += segs[j].len;
+                }
+                fx_sha256_oneshot(port, cat, pos, ref[m]);
+            }
+        }
+    }
+    CHECK(ok == tot, "many guard pages (segs, ptrs): %ld/%ld", ok, tot);
+    printf("  many_segs/many_ptrs guard pages, lengths 0..700 + 100 up to 2 pages: %ld/%ld pass\n", ok, tot);
+
+    /* fixed rows and offsets: the block of rows ends at the upper guard or
+     * starts after the lower one */
+    ok = tot = 0;
+    for (L = 0; L <= 300; L++) {
+        int64_t n = (int64_t)(rnd() % MAXN) + 1, m;
+        int64_t row = (int64_t)L;
+        int where;
+        while (n * row > (int64_t)room)
+            n--;
+        for (where = 0; where < 2; where++) {
+            const uint8_t *data = where ? mid : hi - n * row;
+            int64_t total;
+            for (m = 0; m < n; m++)
+                fx_sha256_oneshot(port, data + m * row, (size_t)row, ref[m]);
+            for (k = 0; k < nid; k++) {
+                memset(out, 0xA5, sizeof(out));
+                fx_sha256_many_fixed(ids[k], data, row, n, out);
+                ok += digests_bad(out, (const uint8_t(*)[32])ref, n) < 0;
+                tot++;
+            }
+            /* offsets: random lengths, fitting the room */
+            off[0] = 0;
+            for (m = 0; m < n; m++)
+                off[m + 1] = off[m] + (int64_t)(rnd() % (L + 1));
+            total = off[n];
+            data = where ? mid : hi - total;
+            for (m = 0; m < n; m++)
+                fx_sha256_oneshot(port, data + off[m], (size_t)(off[m + 1] - off[m]), ref[m]);
+            for (k = 0; k < nid; k++) {
+                int32_t off32[MAXN + 1];
+                for (m = 0; m <= n; m++)
+                    off32[m] = (int32_t)off[m];
+                memset(out, 0xA5, sizeof(out));
+                fx_sha256_many_offsets64(ids[k], data, off, 1, n, out);
+                ok += digests_bad(out, (const uint8_t(*)[32])ref, n) < 0;
+                memset(out, 0xA5, sizeof(out));
+                fx_sha256_many_offsets32(ids[k], data, off32, 1, n, out);
+                ok += digests_bad(out, (const uint8_t(*)[32])ref, n) < 0;
+                tot += 2;
+            }
+        }
+    }
+    CHECK(ok == tot, "many guard pages (fixed, offsets): %ld/%ld", ok, tot);
+    printf("  many_fixed/many_offsets guard pages, rows 0..300 B: %ld/%ld pass\n", ok, tot);
+    free(cat);
+    munmap(map, 4 * pg);
+}
+
+/* Threads hashing the same batch concurrently (no shared mutable state). */
+typedef struct {
+    const batch_t *b;
+    int impl;
+    int bad;
+} many_thr_t;
+
+static void *many_thread_main(void *arg)
+{
+    many_thr_t *t = (many_thr_t *)arg;
+    uint8_t *out = out_alloc(t->b->n);
+    int r;
+    for (r = 0; r < 20; r++) {
+        /* chunks of up to 64 messages, as a parallel caller would do */
+        int64_t s;
+        for (s = 0; s < t->b->n; s += 64) {
+            int64_t c = t->b->n - s < 64 ? t->b->n - s : 64;
+            fx_sha256_many_segs(t->impl, t->b->segs, t->b->seg_start + s, c, out + 32 * s);
+        }
+        t->bad |= digests_bad(out, (const uint8_t(*)[32])t->b->ref, t->b->n) >= 0;
+    }
+    free(out);
+    return NULL;
+}
+
+static void test_many_threads(void)
+{
+    enum { NT = 4 };
+    pthread_t th[NT];
+    many_thr_t st[NT];
+    batch_t b;
+    int i, bad = 0;
+    batch_make(&b, 200, 1);
+    for (i = 0; i < NT; i++) {
+        st[i].b = &b;
+        st[i].impl = fx_sha256_current();
+        st[i].bad = 0;
+        pthread_create(&th[i], NULL, many_thread_main, &st[i]);
+    }
+    for (i = 0; i < NT; i++) {
+        pthread_join(th[i], NULL);
+        bad |= st[i].bad;
+    }
+    CHECK(!bad, "many_segs from %d threads", NT);
+    printf("  many_segs from %d threads in chunks of 64: %s\n", NT, bad ? "FAIL" : "pass");
+    batch_free(&b);
+}
+
+static void test_many(int nbatch, int big)
+{
+    size_t i;
+    g_pool = (uint8_t *)malloc(POOL);
+    for (i = 0; i < POOL; i++)
+        g_pool[i] = (uint8_t)rnd();
+    test_many_random(nbatch, big);
+    test_many_guard();
+    test_many_threads();
+    free(g_pool);
+}
+
 /* 2^32 + 77 zero bytes: checks the >4 GiB length handling (oneshot size_t
  * arithmetic and the 64-bit bit count).  Expected digest from hashlib. */
 static void test_big(void)
@@ -533,7 +1083,7 @@ static void test_big(void)
 int main(int argc, char **argv)
 {
     const char *dir = NULL, *require = NULL;
-    int nrandom = 3000, big = 0, a, impl;
+    int nrandom = 3000, big = 0, nmany = 150, many_big = 1, a, impl;
     char path[4096];
     vec_t *shortv, *longv;
     size_t nshort, nlong, i;
@@ -548,11 +1098,16 @@ int main(int argc, char **argv)
             g_rng = strtoull(argv[++a], NULL, 0) | 1;
         else if (!strcmp(argv[a], "--big"))
             big = 1;
+        else if (!strcmp(argv[a], "--many") && a + 1 < argc)
+            nmany = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--many-no-mb"))
+            many_big = 0;
         else
             dir = argv[a];
     }
     if (!dir) {
-        fprintf(stderr, "usage: %s [--require NAME] [--random N] [--seed S] [--big] VECTOR_DIR\n", argv[0]);
+        fprintf(stderr, "usage: %s [--require NAME] [--random N] [--many N] [--many-no-mb] [--seed S] [--big] VECTOR_DIR\n",
+                argv[0]);
         return 2;
     }
 
@@ -583,6 +1138,8 @@ int main(int argc, char **argv)
     }
     printf("random (seed-driven):\n");
     test_random(nrandom);
+    printf("many messages (fx_sha256_many_*):\n");
+    test_many(nmany, many_big);
     if (big) {
         printf("big:\n");
         test_big();
