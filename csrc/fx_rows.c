@@ -46,16 +46,50 @@ static inline int fx_is_valid(const fx_col *c, int64_t i)
     return (c->validity[p >> 3] >> (p & 7)) & 1;
 }
 
-static inline void fx_put_u64(fx_sha256_ctx *ctx, uint64_t v)
+/* Where encoded bytes go: a streaming SHA-256 context, or a segment list. */
+typedef struct {
+    fx_sha256_ctx *ctx;   /* streaming mode when non-NULL */
+    fx_segbuf *sb;        /* segment mode otherwise       */
+} fx_emit;
+
+#define FX_COPY_BELOW 64  /* spans shorter than one block are copied and coalesced */
+
+static void fx_put(fx_emit *e, const uint8_t *p, size_t n)
+{
+    if (e->ctx != NULL) {
+        fx_sha256_update(e->ctx, p, n);
+        return;
+    }
+    fx_segbuf *sb = e->sb;
+    if (sb->full || n == 0) return;
+    if (n < FX_COPY_BELOW) {
+        if (sb->nbytes + (int64_t)n > sb->cap_bytes) { sb->full = 1; return; }
+        uint8_t *dst = sb->bytes + sb->nbytes;
+        memcpy(dst, p, n);
+        sb->nbytes += (int64_t)n;
+        fx_seg *last = sb->nsegs > sb->row_first_seg ? &sb->segs[sb->nsegs - 1] : NULL;
+        if (last != NULL && last->ptr + last->len == dst) {  /* contiguous in scratch */
+            last->len += n;
+            return;
+        }
+        p = dst;
+    }
+    if (sb->nsegs >= sb->cap_segs) { sb->full = 1; return; }
+    sb->segs[sb->nsegs].ptr = p;
+    sb->segs[sb->nsegs].len = n;
+    sb->nsegs++;
+}
+
+static inline void fx_put_u64(fx_emit *e, uint64_t v)
 {
     uint8_t b[8];
     for (int k = 0; k < 8; k++) b[k] = (uint8_t)(v >> (8 * k));
-    fx_sha256_update(ctx, b, 8);
+    fx_put(e, b, 8);
 }
 
-static inline void fx_put_byte(fx_sha256_ctx *ctx, uint8_t v)
+static inline void fx_put_byte(fx_emit *e, uint8_t v)
 {
-    fx_sha256_update(ctx, &v, 1);
+    fx_put(e, &v, 1);
 }
 
 static inline int64_t fx_read_offset(const fx_col *c, int64_t p)
@@ -65,10 +99,10 @@ static inline int64_t fx_read_offset(const fx_col *c, int64_t p)
     return ((const int64_t *)c->offsets)[p];
 }
 
-static int fx_encode(fx_sha256_ctx *ctx, const fx_col *c, int64_t i);
+static int fx_encode(fx_emit *ctx, const fx_col *c, int64_t i);
 
 /* Encode elements [a, b) of child `ch` as a list payload (count already written). */
-static int fx_encode_elems(fx_sha256_ctx *ctx, const fx_col *ch, int64_t a, int64_t b)
+static int fx_encode_elems(fx_emit *ctx, const fx_col *ch, int64_t a, int64_t b)
 {
     if (a < 0 || b < a || b > ch->length) return FX_ROW_BAD_OFFSETS;
     fx_put_u64(ctx, (uint64_t)(b - a));
@@ -81,8 +115,8 @@ static int fx_encode_elems(fx_sha256_ctx *ctx, const fx_col *ch, int64_t a, int6
         }
         if (!any_null) {
             fx_put_byte(ctx, 0x00);
-            fx_sha256_update(ctx, ch->data + (a + ch->offset) * (int64_t)ch->width,
-                             (size_t)((b - a) * (int64_t)ch->width));
+            fx_put(ctx, ch->data + (a + ch->offset) * (int64_t)ch->width,
+                   (size_t)((b - a) * (int64_t)ch->width));
             return FX_ROW_OK;
         }
     }
@@ -94,7 +128,7 @@ static int fx_encode_elems(fx_sha256_ctx *ctx, const fx_col *ch, int64_t a, int6
     return FX_ROW_OK;
 }
 
-static int fx_encode(fx_sha256_ctx *ctx, const fx_col *c, int64_t i)
+static int fx_encode(fx_emit *ctx, const fx_col *c, int64_t i)
 {
     if (c->kind == FX_COL_NULL || !fx_is_valid(c, i)) {
         fx_put_byte(ctx, 0x00);
@@ -104,7 +138,7 @@ static int fx_encode(fx_sha256_ctx *ctx, const fx_col *c, int64_t i)
     int64_t p = i + c->offset;
     switch (c->kind) {
     case FX_COL_FIXED:
-        fx_sha256_update(ctx, c->data + p * (int64_t)c->width, (size_t)c->width);
+        fx_put(ctx, c->data + p * (int64_t)c->width, (size_t)c->width);
         return FX_ROW_OK;
     case FX_COL_BOOL:
         fx_put_byte(ctx, (uint8_t)((c->data[p >> 3] >> (p & 7)) & 1));
@@ -114,7 +148,7 @@ static int fx_encode(fx_sha256_ctx *ctx, const fx_col *c, int64_t i)
         int64_t a = fx_read_offset(c, p), b = fx_read_offset(c, p + 1);
         if (a < 0 || b < a || b > c->data_len) return FX_ROW_BAD_OFFSETS;
         fx_put_u64(ctx, (uint64_t)(b - a));
-        fx_sha256_update(ctx, c->data + a, (size_t)(b - a));
+        fx_put(ctx, c->data + a, (size_t)(b - a));
         return FX_ROW_OK;
     }
     case FX_COL_LIST32:
@@ -150,9 +184,10 @@ int fx_hash_table_row(fx_sha256_compress_fn fn, const fx_col *cols, int32_t ncol
                       int64_t row, uint8_t out[32])
 {
     fx_sha256_ctx ctx;
+    fx_emit e = {&ctx, NULL};
     fx_sha256_init_with(&ctx, fn);
     for (int32_t k = 0; k < ncols; k++) {
-        int st = fx_encode(&ctx, &cols[k], row);
+        int st = fx_encode(&e, &cols[k], row);
         if (st != FX_ROW_OK) {
             memset(out, 0, 32);
             return st;
@@ -160,4 +195,64 @@ int fx_hash_table_row(fx_sha256_compress_fn fn, const fx_col *cols, int32_t ncol
     }
     fx_sha256_final(&ctx, out);
     return FX_ROW_OK;
+}
+
+int fx_encode_row_segs(const fx_col *cols, int32_t ncols, int64_t row, fx_segbuf *sb)
+{
+    int64_t nsegs0 = sb->nsegs, nbytes0 = sb->nbytes;
+    fx_emit e = {NULL, sb};
+    sb->row_first_seg = nsegs0;
+    sb->full = 0;
+    for (int32_t k = 0; k < ncols; k++) {
+        int st = fx_encode(&e, &cols[k], row);
+        if (st != FX_ROW_OK || sb->full) {
+            sb->nsegs = nsegs0;   /* drop this row's partial segments */
+            sb->nbytes = nbytes0;
+            sb->full = 0;
+            return st != FX_ROW_OK ? st : FX_ROW_FULL;
+        }
+    }
+    return FX_ROW_OK;
+}
+
+static void fx_flush_rows(int impl, fx_segbuf *sb, int64_t *starts, int64_t k, uint8_t *out)
+{
+    if (k > 0) fx_sha256_many_segs(impl, sb->segs, starts, k, out);
+    sb->nsegs = 0;
+    sb->nbytes = 0;
+    starts[0] = 0;
+}
+
+int64_t fx_hash_table_rows(int impl, const fx_col *cols, int32_t ncols, int64_t first,
+                           int64_t m, fx_segbuf *sb, int64_t *starts, uint8_t *out)
+{
+    int64_t nbad = 0, pend = first, k = 0;   /* rows [pend, pend + k) are in sb */
+    sb->nsegs = 0;
+    sb->nbytes = 0;
+    starts[0] = 0;
+    for (int64_t r = first; r < first + m; r++) {
+        int st = fx_encode_row_segs(cols, ncols, r, sb);
+        if (st == FX_ROW_FULL && k > 0) {
+            fx_flush_rows(impl, sb, starts, k, out + (pend - first) * 32);
+            pend = r;
+            k = 0;
+            st = fx_encode_row_segs(cols, ncols, r, sb);
+        }
+        if (st == FX_ROW_OK) {
+            starts[++k] = sb->nsegs;
+            continue;
+        }
+        fx_flush_rows(impl, sb, starts, k, out + (pend - first) * 32);
+        uint8_t *o = out + (r - first) * 32;
+        if (st == FX_ROW_FULL) {
+            st = fx_hash_table_row(fx_sha256_compress_for(impl), cols, ncols, r, o);
+        } else {
+            memset(o, 0, 32);
+        }
+        nbad += st != FX_ROW_OK;
+        pend = r + 1;
+        k = 0;
+    }
+    fx_flush_rows(impl, sb, starts, k, out + (pend - first) * 32);
+    return nbad;
 }

@@ -73,4 +73,34 @@ int64_t fx_check_offsets64(const int64_t *offsets, int64_t n, int64_t limit);
 int fx_hash_table_row(fx_sha256_compress_fn fn, const fx_col *cols, int32_t ncols,
                       int64_t row, uint8_t out[32]);
 
+/* Rows as segment lists, for the multi-lane SHA-256 (fx_sha256_many_segs).
+ *
+ * A segment buffer is caller-owned scratch (one per thread, allocated before the
+ * parallel loop): small pieces (headers, short values) are copied into `bytes` and
+ * coalesced; long value spans are referenced in place, never copied.  Capacities are
+ * fixed: when a row does not fit, fx_encode_row_segs returns FX_ROW_FULL and leaves
+ * the buffer as it was before that row, so the caller can flush and retry, or hash that
+ * row with fx_hash_table_row.
+ */
+#define FX_ROW_FULL 100
+
+typedef struct {
+    fx_seg *segs;
+    int64_t nsegs, cap_segs;
+    uint8_t *bytes;
+    int64_t nbytes, cap_bytes;
+    int64_t row_first_seg;   /* segments before this index belong to earlier rows */
+    int full;
+} fx_segbuf;
+
+int fx_encode_row_segs(const fx_col *cols, int32_t ncols, int64_t row, fx_segbuf *sb);
+
+/* Digests of rows [first, first + m) into out (32 * m bytes), through the multi-lane
+ * kernel of `impl`: rows are encoded as segments into `sb` (scratch of this thread) and
+ * hashed in batches; a row too big for the scratch is streamed alone.  `starts` is
+ * scratch of at least m + 1 int64.  Returns the number of bad rows (their digests are
+ * zero; fx_hash_table_row on them tells the status). */
+int64_t fx_hash_table_rows(int impl, const fx_col *cols, int32_t ncols, int64_t first,
+                           int64_t m, fx_segbuf *sb, int64_t *starts, uint8_t *out);
+
 #endif

@@ -16,6 +16,14 @@ cdef extern from "fx_sha256.h" nogil:
     int fx_sha256_current()
     fx_sha256_compress_fn fx_sha256_compress_for(int impl)
     void fx_sha256_oneshot(fx_sha256_compress_fn fn, const void *data, size_t length, uint8_t *out)
+    ctypedef struct fx_seg:
+        const uint8_t *ptr
+        size_t len
+    void fx_sha256_many_segs(int impl, const fx_seg *segs, const int64_t *seg_start, int64_t n, uint8_t *out)
+    void fx_sha256_many_offsets32(int impl, const uint8_t *data, const int32_t *off, int64_t width, int64_t n, uint8_t *out)
+    void fx_sha256_many_offsets64(int impl, const uint8_t *data, const int64_t *off, int64_t width, int64_t n, uint8_t *out)
+    void fx_sha256_many_fixed(int impl, const uint8_t *data, int64_t row_bytes, int64_t n, uint8_t *out)
+    void fx_sha256_many_ptrs(int impl, const char *const *ptrs, const int64_t *lens, int64_t n, uint8_t *out)
 
 cdef extern from "fx_rows.h" nogil:
     int FX_COL_NULL, FX_COL_FIXED, FX_COL_BOOL, FX_COL_BINARY32, FX_COL_BINARY64
@@ -40,6 +48,15 @@ cdef extern from "fx_rows.h" nogil:
     int64_t fx_check_offsets64(const int64_t *offsets, int64_t n, int64_t limit)
     int fx_hash_table_row(fx_sha256_compress_fn fn, const fx_col *cols, int32_t ncols,
                           int64_t row, uint8_t *out)
+    ctypedef struct fx_segbuf:
+        fx_seg *segs
+        int64_t nsegs, cap_segs
+        uint8_t *bytes
+        int64_t nbytes, cap_bytes
+        int64_t row_first_seg
+        int full
+    int64_t fx_hash_table_rows(int impl, const fx_col *cols, int32_t ncols, int64_t first,
+                               int64_t m, fx_segbuf *sb, int64_t *starts, uint8_t *out)
 
 cdef extern from "fx_seen.h" nogil:
     int FX_SEEN_OK, FX_SEEN_NOMEM, FX_SEEN_FULL

@@ -4,9 +4,9 @@
 The public API is :mod:`fastaxo.hashing`; this module trusts its callers for types and
 shapes but re-checks every invariant that protects memory (offsets, lengths, shapes).
 """
-from cython.parallel cimport prange
+from cython.parallel cimport prange, threadid
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uintptr_t
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_AsUTF8String
@@ -26,6 +26,10 @@ ctypedef fused offset_t:
 # Below these sizes a thread team costs more than it saves.
 cdef int64_t PAR_MIN_ROWS = 512
 cdef int64_t PAR_MIN_BYTES = 1 << 16
+cdef enum:
+    CHUNK = 64            # rows per multi-lane call: the unit of work a thread takes
+    SEG_CAP = 4096        # per-thread scratch of the table path: segments...
+    BYTES_CAP = 65536     # ...and coalesced header bytes
 
 
 cdef inline bint _par(int num_threads, int64_t nrows, int64_t nbytes) noexcept nogil:
@@ -135,12 +139,15 @@ def hash_offsets(const uint8_t[::1] data, const offset_t[::1] offsets, int64_t w
                          f"({offsets[bad]}, {offsets[bad + 1]}; {data.shape[0] // width} values)")
     cdef const uint8_t *base = &data[0] if data.shape[0] > 0 else <const uint8_t *>&out[0, 0]
     cdef int64_t nbytes = (offsets[n] - offsets[0]) * width
-    for i in prange(n, nogil=True, num_threads=num_threads, schedule="dynamic", chunksize=64,
+    cdef int impl = fx_sha256_current()
+    cdef int64_t c, a, nchunks = (n + CHUNK - 1) // CHUNK
+    for c in prange(nchunks, nogil=True, num_threads=num_threads, schedule="dynamic", chunksize=1,
                     use_threads_if=_par(num_threads, n, nbytes)):
+        a = c * CHUNK
         if offset_t is int32_t:
-            fx_hash_offsets32_row(fn, base, &offsets[0], width, i, &out[i, 0])
+            fx_sha256_many_offsets32(impl, base, &offsets[a], width, min(CHUNK, n - a), &out[a, 0])
         else:
-            fx_hash_offsets64_row(fn, base, &offsets[0], width, i, &out[i, 0])
+            fx_sha256_many_offsets64(impl, base, &offsets[a], width, min(CHUNK, n - a), &out[a, 0])
 
 
 def hash_fixed(const uint8_t[::1] data, int64_t row_bytes, uint8_t[:, ::1] out, int num_threads):
@@ -155,9 +162,12 @@ def hash_fixed(const uint8_t[::1] data, int64_t row_bytes, uint8_t[:, ::1] out, 
     if n == 0:
         return
     cdef const uint8_t *base = &data[0] if data.shape[0] > 0 else <const uint8_t *>&out[0, 0]
-    for i in prange(n, nogil=True, num_threads=num_threads, schedule="static",
+    cdef int impl = fx_sha256_current()
+    cdef int64_t c, a, nchunks = (n + CHUNK - 1) // CHUNK
+    for c in prange(nchunks, nogil=True, num_threads=num_threads, schedule="static",
                     use_threads_if=_par(num_threads, n, n * row_bytes)):
-        fx_sha256_oneshot(fn, base + i * row_bytes, <size_t>row_bytes, &out[i, 0])
+        a = c * CHUNK
+        fx_sha256_many_fixed(impl, base + a * row_bytes, row_bytes, min(CHUNK, n - a), &out[a, 0])
 
 
 def hash_objects(list rows, Py_ssize_t start, Py_ssize_t stop, uint8_t[:, ::1] out,
@@ -182,7 +192,9 @@ def hash_objects(list rows, Py_ssize_t start, Py_ssize_t stop, uint8_t[:, ::1] o
     if n == 0:
         return -1
     cdef const char **ptrs = <const char **>malloc(n * sizeof(char *))
-    cdef Py_ssize_t *lens = <Py_ssize_t *>malloc(n * sizeof(Py_ssize_t))
+    cdef int64_t *lens = <int64_t *>malloc(n * sizeof(int64_t))
+    cdef int impl = fx_sha256_current()
+    cdef int64_t c, a, nchunks = (n + CHUNK - 1) // CHUNK
     keep = []  # temporaries (non-ASCII str encoded to UTF-8) alive until hashed
     try:
         if ptrs is NULL or lens is NULL:
@@ -205,9 +217,10 @@ def hash_objects(list rows, Py_ssize_t start, Py_ssize_t stop, uint8_t[:, ::1] o
             ptrs[i] = p
             lens[i] = size
             nbytes += size
-        for i in prange(n, nogil=True, num_threads=num_threads, schedule="dynamic",
-                        chunksize=64, use_threads_if=_par(num_threads, n, nbytes)):
-            fx_sha256_oneshot(fn, ptrs[i], <size_t>lens[i], &out[i, 0])
+        for c in prange(nchunks, nogil=True, num_threads=num_threads, schedule="dynamic",
+                        chunksize=1, use_threads_if=_par(num_threads, n, nbytes)):
+            a = c * CHUNK
+            fx_sha256_many_ptrs(impl, &ptrs[a], &lens[a], min(CHUNK, n - a), &out[a, 0])
     finally:
         free(ptrs)
         free(lens)
@@ -240,14 +253,19 @@ def hash_table(list specs, int64_t n, uint8_t[:, ::1] out, int num_threads):
 
     A descriptor is a tuple (kind, width, offset, length, validity_addr, offsets_addr,
     data_addr, data_len, children) built by fastaxo._arrow from live pyarrow buffers,
-    which the caller keeps alive. Returns None, or (row, status) for the first bad row.
+    which the caller keeps alive. Rows are encoded as segment lists into per-thread
+    scratch and hashed by the multi-lane kernel. Returns None, or (row, status) for
+    the first bad row.
     """
     cdef fx_sha256_compress_fn fn = _compress()
+    cdef int impl = fx_sha256_current()
     cdef int32_t ncols = len(specs)
     cdef Py_ssize_t total = 0, nxt, qi, k
-    cdef int64_t i, nbad = 0
-    cdef int st
-    cdef fx_col *nodes
+    cdef int64_t i, c, a, nbad = 0, nchunks = (n + CHUNK - 1) // CHUNK
+    cdef int st, t
+    cdef fx_col *nodes = NULL
+    cdef fx_segbuf *sbs = NULL
+    cdef int64_t *starts = NULL
     if num_threads < 1:
         raise ValueError(f"num_threads must be >= 1, got {num_threads}")
     if out.shape[0] != n or out.shape[1] != 32:
@@ -256,11 +274,19 @@ def hash_table(list specs, int64_t n, uint8_t[:, ::1] out, int num_threads):
         return None
     for spec in specs:
         total += _count_nodes(spec)
-    nodes = <fx_col *>malloc(max(total, 1) * sizeof(fx_col))
-    if nodes is NULL:
-        raise MemoryError()
     try:
-        memset(nodes, 0, max(total, 1) * sizeof(fx_col))
+        nodes = <fx_col *>calloc(max(total, 1), sizeof(fx_col))
+        sbs = <fx_segbuf *>calloc(num_threads, sizeof(fx_segbuf))
+        starts = <int64_t *>malloc(num_threads * (CHUNK + 1) * sizeof(int64_t))
+        if nodes is NULL or sbs is NULL or starts is NULL:
+            raise MemoryError()
+        for t in range(num_threads):
+            sbs[t].segs = <fx_seg *>malloc(SEG_CAP * sizeof(fx_seg))
+            sbs[t].bytes = <uint8_t *>malloc(BYTES_CAP)
+            if sbs[t].segs is NULL or sbs[t].bytes is NULL:
+                raise MemoryError()
+            sbs[t].cap_segs = SEG_CAP
+            sbs[t].cap_bytes = BYTES_CAP
         # Breadth first, so that the children of each node are contiguous.
         queue = [(spec, k) for k, spec in enumerate(specs)]
         nxt = ncols
@@ -272,9 +298,12 @@ def hash_table(list specs, int64_t n, uint8_t[:, ::1] out, int num_threads):
             for child in spec[8]:
                 queue.append((child, nxt))
                 nxt += 1
-        for i in prange(n, nogil=True, num_threads=num_threads, schedule="dynamic",
-                        chunksize=64, use_threads_if=_par(num_threads, n, 0)):
-            nbad += fx_hash_table_row(fn, nodes, ncols, i, &out[i, 0]) != FX_ROW_OK
+        for c in prange(nchunks, nogil=True, num_threads=num_threads, schedule="dynamic",
+                        chunksize=1, use_threads_if=_par(num_threads, n, 0)):
+            a = c * CHUNK
+            t = threadid()
+            nbad += fx_hash_table_rows(impl, nodes, ncols, a, min(CHUNK, n - a), &sbs[t],
+                                       &starts[t * (CHUNK + 1)], &out[a, 0])
         if nbad:
             for i in range(n):
                 st = fx_hash_table_row(fn, nodes, ncols, i, &out[i, 0])
@@ -282,6 +311,12 @@ def hash_table(list specs, int64_t n, uint8_t[:, ::1] out, int num_threads):
                     return (i, st)
         return None
     finally:
+        if sbs is not NULL:
+            for t in range(num_threads):
+                free(sbs[t].segs)
+                free(sbs[t].bytes)
+        free(sbs)
+        free(starts)
         free(nodes)
 
 
