@@ -300,3 +300,19 @@ def test_a_row_of_several_hundred_megabytes():
     got = fastaxo.hash_rows(arr, num_threads=2)
     assert bytes(got[1]) == H(memoryview(big)[1:])
     assert bytes(got[0]) == H(b"\x07")
+
+
+def test_table_rows_too_big_for_the_segment_scratch_fall_back_to_streaming():
+    """Rows whose encoding overflows the per-thread scratch (64 KiB of headers, 4096 segments),
+    mixed with small rows in the same 64-row chunk: flush, retry, stream alone, in order."""
+    rng = np.random.default_rng(21)
+    many_short = [[f"w{j}" for j in range(int(rng.integers(0, 12_000)))] if i % 7 == 3 else ["a", "bc"]
+                  for i in range(150)]
+    many_long = [[("x" * 70) + str(j) for j in range(5000)] if i % 11 == 5 else [] for i in range(150)]
+    t = pa.table({"s": pa.array(many_short, pa.list_(pa.string())),
+                  "l": pa.array(many_long, pa.large_list(pa.string())),
+                  "n": pa.array([None if i % 5 == 0 else i for i in range(150)], pa.int64())})
+    expected = _reference.hash_rows(t)
+    for nt in (1, 2):
+        assert (fastaxo.hash_rows(t, num_threads=nt) == expected).all()
+    assert (fastaxo.hash_rows(t.slice(3, 100)) == expected[3:103]).all()
