@@ -51,12 +51,40 @@ def is_raw_list(t: pa.DataType) -> bool:
     return (pa.types.is_list(t) or pa.types.is_large_list(t)) and is_raw_value_type(t.value_type)
 
 
+def numpy_dtype(t: pa.DataType) -> np.dtype:
+    """Little-endian NumPy dtype of a fixed-width number type (pyarrow's own
+    ``to_pandas_dtype`` would import pandas)."""
+    if pa.types.is_integer(t):
+        kind = "i" if pa.types.is_signed_integer(t) else "u"
+    elif pa.types.is_floating(t):
+        kind = "f"
+    else:
+        raise InvalidTypeError(f"{t} is not a fixed-width number type")
+    return np.dtype(f"<{kind}{t.bit_width // 8}")
+
+
 def _u8(buf: pa.Buffer | None) -> np.ndarray:
     return _EMPTY_U8 if buf is None else np.frombuffer(buf, dtype=np.uint8)
 
 
 def _first_null(arr: pa.Array) -> int:
     return int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
+
+
+def _offsets(arr: pa.Array, large: bool) -> np.ndarray:
+    """The len(arr)+1 offsets of a binary/list array, slice applied, straight from the buffer
+    (``Array.to_numpy`` would import pandas)."""
+    odt = np.int64 if large else np.int32
+    return np.frombuffer(arr.buffers()[1], dtype=odt, count=arr.offset + len(arr) + 1)[arr.offset :]
+
+
+def fixed_view(arr: pa.Array) -> np.ndarray:
+    """The values of a fixed-width number array without nulls, slice applied, no copy."""
+    dtype = numpy_dtype(arr.type)
+    buf = arr.buffers()[1]
+    if buf is None:
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(buf, dtype=dtype, count=arr.offset + len(arr))[arr.offset :]
 
 
 def binary_view(arr: pa.Array, what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -66,11 +94,8 @@ def binary_view(arr: pa.Array, what: str) -> tuple[np.ndarray, np.ndarray]:
             f"{what} row {_first_null(arr)} is null; a null has no bytes to hash. Fill nulls "
             f"first, or pass a Table/RecordBatch, whose row encoding represents nulls"
         )
-    bufs = arr.buffers()
     large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
-    odt = np.int64 if large else np.int32
-    offsets = np.frombuffer(bufs[1], dtype=odt, count=arr.offset + len(arr) + 1)[arr.offset :]
-    return _u8(bufs[2]), offsets
+    return _u8(arr.buffers()[2]), _offsets(arr, large)
 
 
 def list_view(arr: pa.Array, what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -80,16 +105,9 @@ def list_view(arr: pa.Array, what: str) -> tuple[np.ndarray, np.ndarray]:
             f"{what} row {_first_null(arr)} is null; a null list has no bytes to hash. Fill "
             f"nulls first, or pass a Table/RecordBatch, whose row encoding represents nulls"
         )
-    offsets = arr.offsets.to_numpy(zero_copy_only=True)
+    offsets = _offsets(arr, pa.types.is_large_list(arr.type))
     child = arr.values
-    vt = child.type
-    dtype = np.dtype(vt.to_pandas_dtype()).newbyteorder("<")
-    vbuf = child.buffers()[1]
-    values = (
-        np.frombuffer(vbuf, dtype=dtype, count=child.offset + len(child))[child.offset :]
-        if vbuf is not None
-        else np.zeros(0, dtype=dtype)
-    )
+    values = fixed_view(child)
     if child.null_count and len(arr):
         lo, hi = int(offsets[0]), int(offsets[-1])
         inside = child.slice(lo, hi - lo)

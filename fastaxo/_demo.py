@@ -61,7 +61,7 @@ def tokenized_table(n_rows: int = 100_000, dup_fraction: float = 0.1, seed: int 
 
 
 def text_rows(n_rows: int, mean_bytes: int, seed: int = 0, dup_fraction: float = 0.0) -> pa.Array:
-    """n_rows ASCII strings of lognormal length around mean_bytes (a large_string-free string array)."""
+    """n_rows ASCII strings of lognormal length around mean_bytes (string; large_string past 2 GiB)."""
     rng = np.random.default_rng(seed)
     if mean_bytes <= 0:
         raise ValueError("mean_bytes must be > 0")
@@ -69,7 +69,9 @@ def text_rows(n_rows: int, mean_bytes: int, seed: int = 0, dup_fraction: float =
     offsets = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     data = rng.integers(32, 127, int(offsets[-1]), dtype=np.uint8)
-    arr = pa.LargeStringArray.from_buffers(n_rows, pa.py_buffer(offsets), pa.py_buffer(data)).cast(pa.string())
+    arr = pa.LargeStringArray.from_buffers(n_rows, pa.py_buffer(offsets), pa.py_buffer(data))
+    if offsets[-1] < 2**31:  # string (int32 offsets) where it fits, as most data is
+        arr = arr.cast(pa.string())
     if dup_fraction:
         n_dup = int(round(n_rows * dup_fraction))
         idx = np.arange(n_rows)

@@ -111,7 +111,7 @@ class _FixedArrowRows(_ChunkedRows):
                     f"{what} row {_arrow._first_null(c)} (of its chunk) is null; a null has no bytes to hash. "
                     "Fill nulls first, or pass a Table/RecordBatch, whose row encoding represents nulls"
                 )
-        self.views = [c.to_numpy(zero_copy_only=True) for c in chunks]
+        self.views = [_arrow.fixed_view(c) for c in chunks]
         t = chunks[0].type if chunks else pa.int64()
         super().__init__(chunks, f"values:{t}")
 

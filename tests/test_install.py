@@ -109,3 +109,23 @@ def test_import_does_not_import_frameworks():
 def test_typing_stubs_and_marker_are_installed():
     pkg = Path(fastaxo.__file__).parent
     assert (pkg / "py.typed").exists() and (pkg / "_hash.pyi").exists()
+
+
+def test_hashing_does_not_import_pandas():
+    # pyarrow's DataType.to_pandas_dtype() imports pandas (~50 MB, 0.2 s): never on the hot path.
+    # Inputs are built from buffers: pa.array() and Array.to_numpy() import pandas by themselves.
+    code = (
+        "import sys, numpy as np, pyarrow as pa, fastaxo;"
+        "buf = lambda a: pa.py_buffer(np.ascontiguousarray(a));"
+        "vals = pa.Array.from_buffers(pa.int32(), 3, [None, buf(np.arange(3, dtype=np.int32))]);"
+        "ids = pa.ListArray.from_buffers(pa.list_(pa.int32()), 2, [None, buf(np.array([0, 2, 3], np.int32))], children=[vals]);"
+        "f = pa.Array.from_buffers(pa.float32(), 2, [None, buf(np.array([1.5, 2.5], np.float32))]);"
+        "s = pa.StringArray.from_buffers(2, buf(np.array([0, 1, 3], np.int32)), pa.py_buffer(b'abc'));"
+        "before = 'pandas' in sys.modules;"
+        "fastaxo.hash_rows(ids); fastaxo.hash_rows(f); fastaxo.hash_rows(s);"
+        "fastaxo.dedupe(pa.Table.from_arrays([ids, s], names=['a', 'b']));"
+        "print(before, 'pandas' in sys.modules)"
+    )
+    r = _run(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "False False"
