@@ -161,4 +161,5 @@ def test_cli_default_dataset_runs(capsys):
 
     assert main(["dedupe", "--rows", "20000"]) == 0
     out = capsys.readouterr().out
-    assert "kept 18,000 rows, dropped 2,000 duplicates" in out and "result: OK" in out
+    assert "kept 18,000 rows, dropped 2,000 duplicates" in out and "digests identical: True" in out
+    assert "result: OK" in out
