@@ -46,25 +46,6 @@ typedef struct fx_col {
     const struct fx_col *children;  /* contiguous array of nchildren descriptors    */
 } fx_col;
 
-/* Digest of bytes [offsets[i] * width, offsets[i+1] * width) of `data`: a string/
- * binary row (width 1) or a list row of fixed-width values (width = value size).
- * Offsets are read at i and i + 1 (the caller has already applied the array offset). */
-static inline void fx_hash_offsets32_row(fx_sha256_compress_fn fn, const uint8_t *data,
-                                         const int32_t *offsets, int64_t width, int64_t i,
-                                         uint8_t *out)
-{
-    int64_t a = offsets[i], b = offsets[i + 1];
-    fx_sha256_oneshot(fn, data + a * width, (size_t)((b - a) * width), out);
-}
-
-static inline void fx_hash_offsets64_row(fx_sha256_compress_fn fn, const uint8_t *data,
-                                         const int64_t *offsets, int64_t width, int64_t i,
-                                         uint8_t *out)
-{
-    int64_t a = offsets[i], b = offsets[i + 1];
-    fx_sha256_oneshot(fn, data + a * width, (size_t)((b - a) * width), out);
-}
-
 /* Index of the first row whose offsets are not 0 <= o[i] <= o[i+1] <= limit, or -1. */
 int64_t fx_check_offsets32(const int32_t *offsets, int64_t n, int64_t limit);
 int64_t fx_check_offsets64(const int64_t *offsets, int64_t n, int64_t limit);

@@ -40,10 +40,6 @@ cdef extern from "fx_rows.h" nogil:
         int64_t data_len
         int32_t nchildren
         const fx_col *children
-    void fx_hash_offsets32_row(fx_sha256_compress_fn fn, const uint8_t *data,
-                               const int32_t *offsets, int64_t width, int64_t i, uint8_t *out)
-    void fx_hash_offsets64_row(fx_sha256_compress_fn fn, const uint8_t *data,
-                               const int64_t *offsets, int64_t width, int64_t i, uint8_t *out)
     int64_t fx_check_offsets32(const int32_t *offsets, int64_t n, int64_t limit)
     int64_t fx_check_offsets64(const int64_t *offsets, int64_t n, int64_t limit)
     int fx_hash_table_row(fx_sha256_compress_fn fn, const fx_col *cols, int32_t ncols,

@@ -98,19 +98,6 @@ cdef inline fx_sha256_compress_fn _compress() except NULL:
 
 
 # ---------------------------------------------------------------- flat layouts
-def check_offsets(const offset_t[::1] offsets, int64_t limit):
-    """Index of the first row whose offsets are not 0 <= o[i] <= o[i+1] <= limit, or -1."""
-    cdef int64_t n = offsets.shape[0] - 1, bad
-    if n < 0:
-        return 0
-    with nogil:
-        if offset_t is int32_t:
-            bad = fx_check_offsets32(&offsets[0], n, limit)
-        else:
-            bad = fx_check_offsets64(&offsets[0], n, limit)
-    return bad
-
-
 def hash_offsets(const uint8_t[::1] data, const offset_t[::1] offsets, int64_t width,
                  uint8_t[:, ::1] out, int num_threads):
     """out[i] = SHA-256(data[offsets[i]*width : offsets[i+1]*width]) for each row i.
@@ -118,8 +105,8 @@ def hash_offsets(const uint8_t[::1] data, const offset_t[::1] offsets, int64_t w
     The offsets are validated here (monotone, inside data) before the GIL is released.
     """
     cdef int64_t n = offsets.shape[0] - 1
-    cdef int64_t i, bad
-    cdef fx_sha256_compress_fn fn = _compress()
+    cdef int64_t bad
+    _compress()  # raises when no SHA-256 path is usable
     if num_threads < 1:
         raise ValueError(f"num_threads must be >= 1, got {num_threads}")
     if n < 0 or out.shape[0] != n or out.shape[1] != 32:
@@ -153,8 +140,7 @@ def hash_offsets(const uint8_t[::1] data, const offset_t[::1] offsets, int64_t w
 def hash_fixed(const uint8_t[::1] data, int64_t row_bytes, uint8_t[:, ::1] out, int num_threads):
     """out[i] = SHA-256(data[i*row_bytes : (i+1)*row_bytes]) for each row of out."""
     cdef int64_t n = out.shape[0]
-    cdef int64_t i
-    cdef fx_sha256_compress_fn fn = _compress()
+    _compress()  # raises when no SHA-256 path is usable
     if num_threads < 1:
         raise ValueError(f"num_threads must be >= 1, got {num_threads}")
     if out.shape[1] != 32 or row_bytes < 0 or n * row_bytes > data.shape[0]:
@@ -184,7 +170,7 @@ def hash_objects(list rows, Py_ssize_t start, Py_ssize_t stop, uint8_t[:, ::1] o
     cdef int64_t nbytes = 0
     cdef const char *p
     cdef object row
-    cdef fx_sha256_compress_fn fn = _compress()
+    _compress()  # raises when no SHA-256 path is usable
     if num_threads < 1:
         raise ValueError(f"num_threads must be >= 1, got {num_threads}")
     if start < 0 or stop > len(rows) or n < 0 or out.shape[0] != n or out.shape[1] != 32:
