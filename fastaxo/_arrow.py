@@ -87,24 +87,32 @@ def fixed_view(arr: pa.Array) -> np.ndarray:
     return np.frombuffer(buf, dtype=dtype, count=arr.offset + len(arr))[arr.offset :]
 
 
-def binary_view(arr: pa.Array, what: str) -> tuple[np.ndarray, np.ndarray]:
-    """(data uint8, offsets int32/int64 of len(arr)+1) of a string/binary array, no copy."""
+def require_no_nulls(arr: pa.Array, what: str, base: int) -> None:
+    """Raw-bytes digests have no representation for a null row: refuse it, naming the row
+    (``base`` is the global index of the array's first row, for chunked data)."""
     if arr.null_count:
         raise NullValueError(
-            f"{what} row {_first_null(arr)} is null; a null has no bytes to hash. Fill nulls "
+            f"{what} row {base + _first_null(arr)} is null; a null has no bytes to hash. Fill nulls "
             f"first, or pass a Table/RecordBatch, whose row encoding represents nulls"
         )
+
+
+def number_view(arr: pa.Array, what: str, base: int) -> np.ndarray:
+    """The values of a fixed-width number array (no nulls allowed), slice applied, no copy."""
+    require_no_nulls(arr, what, base)
+    return fixed_view(arr)
+
+
+def binary_view(arr: pa.Array, what: str, base: int) -> tuple[np.ndarray, np.ndarray]:
+    """(data uint8, offsets int32/int64 of len(arr)+1) of a string/binary array, no copy."""
+    require_no_nulls(arr, what, base)
     large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
     return _u8(arr.buffers()[2]), _offsets(arr, large)
 
 
-def list_view(arr: pa.Array, what: str) -> tuple[np.ndarray, np.ndarray]:
+def list_view(arr: pa.Array, what: str, base: int) -> tuple[np.ndarray, np.ndarray]:
     """(values typed, offsets of len(arr)+1, absolute into values) of a list<number> array."""
-    if arr.null_count:
-        raise NullValueError(
-            f"{what} row {_first_null(arr)} is null; a null list has no bytes to hash. Fill "
-            f"nulls first, or pass a Table/RecordBatch, whose row encoding represents nulls"
-        )
+    require_no_nulls(arr, what, base)
     offsets = _offsets(arr, pa.types.is_large_list(arr.type))
     child = arr.values
     values = fixed_view(child)
@@ -115,7 +123,7 @@ def list_view(arr: pa.Array, what: str) -> tuple[np.ndarray, np.ndarray]:
             pos = lo + _first_null(inside)
             row = int(np.searchsorted(offsets, pos, side="right")) - 1
             raise NullValueError(
-                f"{what} row {row} has a null token at position {pos - int(offsets[row])}; "
+                f"{what} row {base + row} has a null token at position {pos - int(offsets[row])}; "
                 f"token rows must not contain nulls (a Table/RecordBatch encodes them)"
             )
     return values, offsets

@@ -23,7 +23,6 @@ from fastaxo.errors import (
     ColumnNotFoundError,
     InvalidInputError,
     InvalidTypeError,
-    NullValueError,
 )
 
 __all__ = ["hash_rows", "dedupe", "DedupeResult", "Seen", "ROW_ENCODING_VERSION"]
@@ -83,17 +82,20 @@ class _ChunkedRows(_Rows):
         return _reference.hash_rows(self.chunks[k].slice(a, b - a))
 
 
+def _chunk_bases(chunks: list[Any]) -> list[int]:
+    """Global index of each chunk's first row (error messages name global rows)."""
+    return np.cumsum([0] + [len(c) for c in chunks[:-1]]).tolist() if chunks else []
+
+
 class _FlatArrowRows(_ChunkedRows):
     """string/binary arrays (row = value bytes) and list<number> arrays (row = values' bytes)."""
 
     def __init__(self, chunks: list[pa.Array], what: str):
         chunks = [c for c in chunks if len(c)]
         t = chunks[0].type if chunks else pa.binary()
-        if _arrow.is_binary_like(t):
-            encoding, self.views = "bytes", [_arrow.binary_view(c, what) for c in chunks]
-        else:
-            encoding, self.views = f"values:{t.value_type}", [_arrow.list_view(c, what) for c in chunks]
-        super().__init__(chunks, encoding)
+        view = _arrow.binary_view if _arrow.is_binary_like(t) else _arrow.list_view
+        self.views = [view(c, what, base) for c, base in zip(chunks, _chunk_bases(chunks))]
+        super().__init__(chunks, "bytes" if _arrow.is_binary_like(t) else f"values:{t.value_type}")
 
     def _hash_chunk(self, k: int, a: int, b: int, out: np.ndarray, nt: int) -> None:
         values, offsets = self.views[k]
@@ -105,13 +107,7 @@ class _FixedArrowRows(_ChunkedRows):
 
     def __init__(self, chunks: list[pa.Array], what: str):
         chunks = [c for c in chunks if len(c)]
-        for c in chunks:
-            if c.null_count:
-                raise NullValueError(
-                    f"{what} row {_arrow._first_null(c)} (of its chunk) is null; a null has no bytes to hash. "
-                    "Fill nulls first, or pass a Table/RecordBatch, whose row encoding represents nulls"
-                )
-        self.views = [_arrow.fixed_view(c) for c in chunks]
+        self.views = [_arrow.number_view(c, what, base) for c, base in zip(chunks, _chunk_bases(chunks))]
         t = chunks[0].type if chunks else pa.int64()
         super().__init__(chunks, f"values:{t}")
 

@@ -263,6 +263,14 @@ def test_nulls_in_raw_arrays_are_a_clear_error():
         fastaxo.hash_rows(pa.array([[1], [2], None], pa.list_(pa.int32())))
     with pytest.raises(NullValueError, match=r"data row 1 has a null token at position 1"):
         fastaxo.hash_rows(pa.array([[1], [2, None]], pa.list_(pa.int32())))
+    # In chunked data the message names the row of the data, not of its chunk.
+    for arr, row in [(pa.chunked_array([["a", "b"], ["c", None]]), 3),
+                     (pa.chunked_array([[[1]], [[2], None]], pa.list_(pa.int32())), 2),
+                     (pa.chunked_array([[1, 2], [3, None]], pa.int32()), 3)]:
+        with pytest.raises(NullValueError, match=rf"data row {row} is null"):
+            fastaxo.hash_rows(arr)
+    with pytest.raises(NullValueError, match=r"data row 1 has a null token at position 1"):
+        fastaxo.hash_rows(pa.chunked_array([[[1]], [[2, None]]], pa.list_(pa.int32())))
     # ...but a null outside the slice is not in the data.
     arr = pa.array([[None], [1, 2]], pa.list_(pa.int32())).slice(1)
     assert as_bytes(fastaxo.hash_rows(arr)) == [H(np.array([1, 2], "<i4").tobytes())]
