@@ -19,7 +19,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).parent.resolve()
-CSRC = ["csrc/fx_sha256.c", "csrc/fx_rows.c", "csrc/fx_seen.c"]
+HASH_CSRC = ["csrc/fx_sha256.c", "csrc/fx_rows.c", "csrc/fx_seen.c"]
+PACK_CSRC = ["csrc/fx_pack.c", "csrc/fx_fill.c"]
 
 OPENMP_TEST = textwrap.dedent(
     """
@@ -105,14 +106,17 @@ def extensions():
     from Cython.Build import cythonize
 
     debug = _env_flag("FASTAXO_DEBUG") in ("1", "true", "yes", "on")
-    ext = Extension(
-        "fastaxo._hash",
-        sources=["fastaxo/_hash.pyx", *CSRC],
-        include_dirs=["csrc"],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    )
+    exts = [
+        Extension(
+            f"fastaxo.{name}",
+            sources=[f"fastaxo/{name}.pyx", *csrc],
+            include_dirs=["csrc"],
+            define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        )
+        for name, csrc in (("_hash", HASH_CSRC), ("_pack", PACK_CSRC))
+    ]
     return cythonize(
-        [ext],
+        exts,
         compiler_directives={
             "language_level": 3,
             "boundscheck": debug,

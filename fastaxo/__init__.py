@@ -15,8 +15,11 @@ from fastaxo.errors import (
     InvalidInputError,
     InvalidTypeError,
     NullValueError,
+    SequenceTooLongError,
 )
 from fastaxo.hashing import ROW_ENCODING_VERSION, DedupeResult, Seen, dedupe, hash_rows, iter_dedupe
+from fastaxo.packing import Bins, PackIterator, Packed, PackStats, iter_pack, pack, pack_bins
+from fastaxo.padding import Padded, PaddedBatches, pad, pad_batches
 
 __all__ = [
     "__version__",
@@ -26,6 +29,17 @@ __all__ = [
     "DedupeResult",
     "Seen",
     "ROW_ENCODING_VERSION",
+    "pack_bins",
+    "pack",
+    "iter_pack",
+    "Bins",
+    "PackStats",
+    "Packed",
+    "PackIterator",
+    "pad",
+    "pad_batches",
+    "Padded",
+    "PaddedBatches",
     "show_config",
     "config",
     "default_num_threads",
@@ -35,4 +49,5 @@ __all__ = [
     "ColumnNotFoundError",
     "NullValueError",
     "CapacityError",
+    "SequenceTooLongError",
 ]

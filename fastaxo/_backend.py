@@ -1,5 +1,5 @@
-"""Loads the compiled extension once, honouring FASTAXO_PURE_PYTHON, FASTAXO_REQUIRE_EXTENSION
-and FASTAXO_SHA256 (the SHA-256 path to force: auto, portable, sha-ni, armv8-crypto)."""
+"""Loads the compiled extensions (_hash, _pack) once, both or neither, honouring
+FASTAXO_PURE_PYTHON, FASTAXO_REQUIRE_EXTENSION and FASTAXO_SHA256 (the SHA-256 path to force: auto, portable, sha-ni, armv8-crypto)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,15 @@ def _flag(name: str) -> bool:
 
 
 PURE_PYTHON_FORCED = _flag("FASTAXO_PURE_PYTHON")
-ext: ModuleType | None = None
+ext: ModuleType | None = None  # fastaxo._hash
+pack_ext: ModuleType | None = None  # fastaxo._pack
 import_error: BaseException | None = None
 
 if not PURE_PYTHON_FORCED:
     try:
-        from fastaxo import _hash as ext  # type: ignore[no-redef]
+        from fastaxo import _hash as _h, _pack as _p
+
+        ext, pack_ext = _h, _p
     except ImportError as exc:  # pragma: no cover - exercised by the pure-Python CI leg
         import_error = exc
 

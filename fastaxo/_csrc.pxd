@@ -66,3 +66,20 @@ cdef extern from "fx_seen.h" nogil:
     int fx_seen_insert_many(fx_seen *s, const uint8_t *digests, int64_t n, uint8_t *is_new)
     const uint8_t *fx_seen_get(const fx_seen *s, int64_t index)
     size_t fx_seen_nbytes(const fx_seen *s)
+
+cdef extern from "fx_pack.h" nogil:
+    int FX_PACK_BFD, FX_PACK_FFD, FX_PACK_FF, FX_PACK_NF
+    int FX_PACK_OK, FX_PACK_EINVAL, FX_PACK_EOVERLONG, FX_PACK_ENOMEM
+    int64_t FX_PACK_BFD_MAX_CAPACITY
+    int fx_pack_assign(const int64_t *lengths, int64_t n, int64_t capacity, int64_t max_items,
+                       int strategy, int allow_overlong,
+                       int64_t *order, int64_t *bin_offsets, int64_t *n_bins, int64_t *bad_item)
+
+cdef extern from "fx_fill.h" nogil:
+    int FX_T_I8, FX_T_I16, FX_T_I32, FX_T_I64, FX_T_U8, FX_T_U16, FX_T_U32, FX_T_U64
+    int FX_T_F32, FX_T_F64, FX_T_F16, FX_T_NTYPES
+    int fx_type_size(int t)
+    int fx_copy_supported(int dt, int st)
+    void fx_copy_elems(void *dst, int dt, const void *src, int st, int64_t n)
+    void fx_fill_elems(void *dst, int size, const void *pattern, int64_t n)
+    void fx_iota_elems(void *dst, int dt, int64_t start, int64_t n)

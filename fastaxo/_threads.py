@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 from fastaxo.errors import InvalidInputError, InvalidTypeError
@@ -9,7 +10,9 @@ from fastaxo.errors import InvalidInputError, InvalidTypeError
 __all__ = ["default_num_threads", "resolve_num_threads"]
 
 
+@functools.lru_cache(maxsize=1)
 def _cpu_count() -> int:
+    """CPUs this process may use (read once: sched_getaffinity costs microseconds per call)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):

@@ -14,6 +14,7 @@ __all__ = [
     "ColumnNotFoundError",
     "NullValueError",
     "CapacityError",
+    "SequenceTooLongError",
     "ExtensionUnavailableError",
 ]
 
@@ -43,6 +44,15 @@ class NullValueError(InvalidInputError):
 
 class CapacityError(FastaxoError, OverflowError):
     """A size exceeds what a structure can hold."""
+
+
+class SequenceTooLongError(InvalidInputError):
+    """A sequence is longer than the packed row (or padded width) and no lossy option was
+    chosen. ``row`` is its index, ``length`` its token count, ``limit`` the capacity."""
+
+    def __init__(self, message: str, row: int, length: int, limit: int):
+        super().__init__(message)
+        self.row, self.length, self.limit = row, length, limit
 
 
 class ExtensionUnavailableError(FastaxoError, ImportError):

@@ -1,0 +1,38 @@
+"""Private packing and padding kernels (fastaxo._pack). The public API is fastaxo.packing and
+fastaxo.padding; these trust their callers for types but re-check memory invariants."""
+
+from typing import Any
+
+import numpy as np
+
+KIND_COPY: int
+KIND_POS: int
+KIND_SEG: int
+KIND_ONE: int
+TYPE_CODES: dict[np.dtype[Any], int]
+STRATEGIES: dict[str, int]
+BFD_MAX_CAPACITY: int
+OK: int
+EINVAL: int
+EOVERLONG: int
+ENOMEM: int
+
+def copy_supported(dt: int, st: int) -> bool: ...
+def assign(
+    lengths: np.ndarray, capacity: int, max_items: int, strategy: int, allow_overlong: bool,
+    groups: np.ndarray, num_threads: int,
+) -> tuple[int, int, np.ndarray | None, np.ndarray | None]: ...
+def source_ptrs(
+    rows: np.ndarray | None, n: int, starts: np.ndarray | None,
+    chunks: list[tuple[np.ndarray, np.ndarray]], chunk_base: np.ndarray, itemsize: int, num_threads: int,
+) -> np.ndarray: ...
+def fill_bins(
+    out: np.ndarray, dt: int, width: int, flat_base: np.ndarray | None, eoff: np.ndarray,
+    src: np.ndarray | None, lens: np.ndarray, st: int, kind: int, pad: bytes, num_threads: int,
+) -> None: ...
+def padded_cu_seqlens(eoff: np.ndarray, lens: np.ndarray, width: int, out_dtype: Any) -> np.ndarray: ...
+def pad_fill(
+    out: np.ndarray, dt: int, boff: np.ndarray, obase: np.ndarray, widths: np.ndarray,
+    src: np.ndarray | None, lens: np.ndarray, st: int, kind: int, left: bool, pad: bytes,
+    pad_range: bool, num_threads: int,
+) -> None: ...

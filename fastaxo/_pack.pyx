@@ -1,0 +1,377 @@
+# cython: language_level=3
+"""Private packing and padding kernels: typed memoryviews in, GIL released, prange over bins/rows.
+
+The public API is :mod:`fastaxo.packing` and :mod:`fastaxo.padding`; they validate and allocate.
+This module trusts them for types but re-checks every invariant that protects memory (output
+sizes, row widths) and reports a violation instead of writing out of bounds.
+"""
+from cython.parallel cimport prange
+from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
+from libc.string cimport memcpy
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS
+
+import numpy as np
+
+from fastaxo._csrc cimport *
+
+# Kinds of output column (what a row's tokens become).
+cdef enum:
+    K_COPY = 0      # the source tokens, converted to the output type
+    K_POS = 1       # 0, 1, 2, ... per sequence
+    K_SEG = 2       # the sequence's 1-based index within its bin (segment ids)
+    K_ONE = 3       # 1
+
+KIND_COPY = K_COPY
+KIND_POS = K_POS
+KIND_SEG = K_SEG
+KIND_ONE = K_ONE
+
+# Element type codes of csrc/fx_fill.h, by NumPy dtype.
+TYPE_CODES = {
+    np.dtype("int8"): FX_T_I8, np.dtype("int16"): FX_T_I16, np.dtype("int32"): FX_T_I32,
+    np.dtype("int64"): FX_T_I64, np.dtype("uint8"): FX_T_U8, np.dtype("uint16"): FX_T_U16,
+    np.dtype("uint32"): FX_T_U32, np.dtype("uint64"): FX_T_U64, np.dtype("float16"): FX_T_F16,
+    np.dtype("float32"): FX_T_F32, np.dtype("float64"): FX_T_F64,
+}
+
+STRATEGIES = {"bfd": FX_PACK_BFD, "ffd": FX_PACK_FFD, "ff": FX_PACK_FF, "nf": FX_PACK_NF}
+BFD_MAX_CAPACITY = FX_PACK_BFD_MAX_CAPACITY
+OK = FX_PACK_OK
+EINVAL = FX_PACK_EINVAL
+EOVERLONG = FX_PACK_EOVERLONG
+ENOMEM = FX_PACK_ENOMEM
+
+# Below this many output elements a thread team costs more than it saves.
+cdef int64_t PAR_MIN_ELEMS = 1 << 18
+
+
+def copy_supported(int dt, int st):
+    """True when values of type code ``st`` can be written as type code ``dt``."""
+    return bool(fx_copy_supported(dt, st))
+
+
+# ---------------------------------------------------------------- bin assignment
+def assign(const int64_t[::1] lengths, int64_t capacity, int64_t max_items, int strategy,
+           bint allow_overlong, const int64_t[::1] groups, int num_threads):
+    """Assign items to bins, each group of items independently (in parallel).
+
+    ``groups`` holds item boundaries (``groups[0] == 0``, ``groups[-1] == n``, non-empty
+    groups). Returns ``(status, bad_item, order, bin_offsets)`` with global item indices;
+    on a non-OK status ``bad_item`` is the global index the kernel reported (or -1).
+    """
+    cdef int64_t n = lengths.shape[0]
+    cdef int64_t G = groups.shape[0] - 1
+    if n == 0:
+        return OK, -1, np.empty(0, np.int64), np.zeros(1, np.int64)
+    if G < 1 or groups[0] != 0 or groups[G] != n:
+        raise ValueError("groups must run from 0 to len(lengths)")
+    cdef int64_t g, j, s, e, k, total
+    for g in range(G):
+        if groups[g + 1] <= groups[g]:
+            raise ValueError("groups must be non-empty and increasing")
+    order_arr = np.empty(n, np.int64)
+    scratch_arr = np.empty(n + G + 1, np.int64)
+    nb_arr = np.zeros(G, np.int64)
+    bad_arr = np.full(G, -1, np.int64)
+    st_arr = np.zeros(G, np.int32)
+    cdef int64_t[::1] order = order_arr
+    cdef int64_t[::1] scratch = scratch_arr
+    cdef int64_t[::1] nb = nb_arr
+    cdef int64_t[::1] bad = bad_arr
+    cdef int32_t[::1] st = st_arr
+    for g in prange(G, nogil=True, num_threads=num_threads, schedule="dynamic", chunksize=1,
+                    use_threads_if=num_threads > 1 and G > 1):
+        s = groups[g]
+        e = groups[g + 1]
+        st[g] = fx_pack_assign(&lengths[s], e - s, capacity, max_items, strategy, allow_overlong,
+                               &order[s], &scratch[s + g], &nb[g], &bad[g])
+    for g in range(G):
+        if st[g] != FX_PACK_OK:
+            return int(st[g]), (int(bad[g] + groups[g]) if bad[g] >= 0 else -1), None, None
+    total = 0
+    for g in range(G):
+        total += nb[g]
+    offsets_arr = np.empty(total + 1, np.int64)
+    cdef int64_t[::1] offsets = offsets_arr
+    with nogil:
+        k = 0
+        for g in range(G):
+            s = groups[g]
+            for j in range(nb[g]):
+                offsets[k] = scratch[s + g + j] + s
+                k += 1
+            if s:
+                for j in range(s, groups[g + 1]):
+                    order[j] += s
+        offsets[total] = n
+    return OK, -1, order_arr, offsets_arr
+
+
+# ---------------------------------------------------------------- sources
+cdef uintptr_t _address(object arr) except? 0:
+    """Address of a C-contiguous buffer (the buffer protocol: cheaper than any NumPy attribute)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(arr, &view, PyBUF_C_CONTIGUOUS)
+    cdef uintptr_t addr = <uintptr_t>view.buf
+    PyBuffer_Release(&view)
+    return addr
+
+
+def source_ptrs(object rows, int64_t n, object starts, list chunks, const int64_t[::1] chunk_base,
+                int itemsize, int num_threads):
+    """Address of the first token of each of ``n`` entries: row ``rows[e]`` (``e`` itself when
+    ``rows`` is None; global over ``chunks``, a list of ``(values, offsets)`` C-contiguous arrays
+    whose first rows are ``chunk_base``), plus ``starts[e]`` tokens (or 0 when None).
+
+    Rows are checked against the chunks; the caller guarantees starts within their rows.
+    """
+    cdef const int64_t[::1] rw
+    cdef bint has_rows = rows is not None
+    if has_rows:
+        rw = rows
+        if rw.shape[0] != n:
+            raise ValueError("source_ptrs: rows must have n entries")
+    cdef int64_t nchunks = chunk_base.shape[0] - 1
+    if nchunks < 1 or len(chunks) != nchunks:
+        raise ValueError("source_ptrs: inconsistent chunk tables")
+    tables = np.empty((3, nchunks), np.uintp)
+    cdef uintptr_t[:, ::1] tab = tables
+    cdef int64_t c
+    for c in range(nchunks):
+        values, offsets = chunks[c]
+        if offsets.shape[0] != chunk_base[c + 1] - chunk_base[c] + 1:
+            raise ValueError("source_ptrs: chunk offsets do not match chunk_base")
+        tab[0, c] = _address(values)
+        tab[1, c] = _address(offsets)
+        tab[2, c] = offsets.dtype.itemsize == 8
+    cdef const uintptr_t[::1] chunk_values = tab[0]
+    cdef const uintptr_t[::1] chunk_offsets = tab[1]
+    cdef const uintptr_t[::1] chunk_off64 = tab[2]
+    cdef const int64_t[::1] st
+    cdef bint has_starts = starts is not None
+    if has_starts:
+        st = starts
+        if st.shape[0] != n:
+            raise ValueError("source_ptrs: starts must have one entry per row")
+    out_arr = np.empty(n, np.uintp)
+    cdef uintptr_t[::1] out = out_arr
+    cdef int64_t e, r, lo, hi, mid, local, off, bad = 0
+    for e in prange(n, nogil=True, num_threads=num_threads, schedule="static",
+                    use_threads_if=num_threads > 1 and n >= 65536):
+        r = rw[e] if has_rows else e
+        if r < 0 or r >= chunk_base[nchunks]:
+            bad += 1
+            out[e] = 0
+            continue
+        c = 0
+        if nchunks > 1:
+            lo = 0
+            hi = nchunks
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if chunk_base[mid] <= r:
+                    lo = mid
+                else:
+                    hi = mid
+            c = lo
+        local = r - chunk_base[c]
+        if chunk_off64[c]:
+            off = (<const int64_t *>chunk_offsets[c])[local]
+        else:
+            off = (<const int32_t *>chunk_offsets[c])[local]
+        if has_starts:
+            off = off + st[e]
+        out[e] = chunk_values[c] + <uintptr_t>(off * itemsize)
+    if bad:
+        raise ValueError(f"source_ptrs: {bad} row indices out of range")
+    return out_arr
+
+
+cdef inline void _fill_value(char *dst, int dt, int dsize, int64_t value, int64_t n) noexcept nogil:
+    cdef int32_t v32
+    cdef int64_t v64
+    if dt == FX_T_I32:
+        v32 = <int32_t>value
+        fx_fill_elems(dst, 4, &v32, n)
+    else:
+        v64 = value
+        fx_fill_elems(dst, 8, &v64, n)
+
+
+# ---------------------------------------------------------------- packed rows
+def fill_bins(char[::1] out, int dt, int64_t width, object flat_base, const int64_t[::1] eoff,
+              object src, const int64_t[::1] lens, int st, int kind, bytes pad, int num_threads):
+    """Write one output column of packed bins.
+
+    Bin ``b`` holds entries ``eoff[b]:eoff[b+1]`` (entry ``e``: ``lens[e]`` tokens at address
+    ``src[e]`` of type ``st``). Padded layout (``width > 0``): bin ``b`` is row ``b`` of a
+    ``[n_bins, width]`` array, its tail padded (``pad`` bytes for K_COPY, 0 for masks, 0,1,2..
+    for positions). Flat layout (``width == 0``): bin ``b`` starts at element ``flat_base[b]``.
+    """
+    cdef int64_t nb = eoff.shape[0] - 1
+    cdef int dsize = fx_type_size(dt)
+    cdef int64_t n_entries = lens.shape[0]
+    cdef const uintptr_t[::1] srcp
+    cdef const int64_t[::1] fbase
+    cdef bint padded = width > 0
+    cdef const char *padp = pad
+    if dsize == 0 or nb < 0 or eoff[0] != 0 or eoff[nb] != n_entries:
+        raise ValueError("fill_bins: inconsistent bins")
+    if kind == K_COPY:
+        if src is None or not fx_copy_supported(dt, st):
+            raise ValueError("fill_bins: unsupported copy")
+        srcp = src
+        if srcp.shape[0] != n_entries:
+            raise ValueError("fill_bins: src must have one address per entry")
+        if len(pad) != dsize:
+            raise ValueError("fill_bins: pad must be one output element")
+    elif dt != FX_T_I32 and dt != FX_T_I64:
+        raise ValueError("fill_bins: generated columns are int32 or int64")
+    cdef int64_t total
+    if padded:
+        if nb * width > out.shape[0] // dsize:
+            raise ValueError("fill_bins: output too small")
+        total = nb * width
+    else:
+        fbase = flat_base
+        if fbase.shape[0] != nb + 1 or fbase[0] != 0 or fbase[nb] > out.shape[0] // dsize:
+            raise ValueError("fill_bins: output too small")
+        total = fbase[nb]
+    cdef char *base = &out[0] if out.shape[0] else NULL
+    cdef char *row
+    cdef int64_t b, e, pos, l, limit, bad = 0
+    for b in prange(nb, nogil=True, num_threads=num_threads, schedule="dynamic", chunksize=64,
+                    use_threads_if=num_threads > 1 and total >= PAR_MIN_ELEMS):
+        if padded:
+            row = base + b * width * dsize
+            limit = width
+        else:
+            row = base + fbase[b] * dsize
+            limit = fbase[b + 1] - fbase[b]
+        pos = 0
+        for e in range(eoff[b], eoff[b + 1]):
+            l = lens[e]
+            if l < 0 or pos + l > limit:
+                bad += 1
+                break
+            if kind == K_COPY:
+                fx_copy_elems(row + pos * dsize, dt, <const void *>srcp[e], st, l)
+            elif kind == K_POS:
+                fx_iota_elems(row + pos * dsize, dt, 0, l)
+            elif kind == K_SEG:
+                _fill_value(row + pos * dsize, dt, dsize, e - eoff[b] + 1, l)
+            else:
+                _fill_value(row + pos * dsize, dt, dsize, 1, l)
+            pos = pos + l
+        if pos < limit:
+            if kind == K_COPY:
+                fx_fill_elems(row + pos * dsize, dsize, padp, limit - pos)
+            elif kind == K_POS:
+                fx_iota_elems(row + pos * dsize, dt, 0, limit - pos)
+            else:
+                _fill_value(row + pos * dsize, dt, dsize, 0, limit - pos)
+    if bad:
+        raise ValueError(f"fill_bins: {bad} bins exceed their row")
+
+
+def padded_cu_seqlens(const int64_t[::1] eoff, const int64_t[::1] lens, int64_t width, out_dtype):
+    """Sequence boundaries over the flattened ``[n_bins, width]`` rows; a non-empty pad tail
+    counts as one more segment (as its position ids restart at 0)."""
+    cdef int64_t nb = eoff.shape[0] - 1
+    cdef int64_t b, e, used, nseg = 0
+    for b in range(nb):
+        used = 0
+        for e in range(eoff[b], eoff[b + 1]):
+            used += lens[e]
+        nseg += (eoff[b + 1] - eoff[b]) + (1 if used < width else 0)
+    out_arr = np.empty(nseg + 1, np.int64)
+    cdef int64_t[::1] out = out_arr
+    cdef int64_t k = 0, pos = 0
+    with nogil:
+        out[0] = 0
+        for b in range(nb):
+            used = 0
+            for e in range(eoff[b], eoff[b + 1]):
+                used += lens[e]
+                k += 1
+                out[k] = b * width + used
+            if used < width:
+                k += 1
+                out[k] = (b + 1) * width
+    return out_arr.astype(out_dtype, copy=False)
+
+
+# ---------------------------------------------------------------- padding
+def pad_fill(char[::1] out, int dt, const int64_t[::1] boff, const int64_t[::1] obase,
+             const int64_t[::1] widths, object src, const int64_t[::1] lens, int st, int kind,
+             bint left, bytes pad, bint pad_range, int num_threads):
+    """Write one padded column for rows grouped in batches.
+
+    Batch ``b`` (rows ``boff[b]:boff[b+1]``) is a ``[rows, widths[b]]`` block at element
+    ``obase[b]``. Row ``i`` has ``lens[i]`` tokens at ``src[i]``; at most ``widths[b]`` are
+    kept (the head when padding right, the tail when padding left). Kinds: K_COPY (source
+    tokens), K_ONE (1s, an attention mask), K_POS (0, 1, 2, ...). The pad is ``pad`` (one
+    element) or, with ``pad_range``, 0, 1, 2, ... (Axolotl's position-id padding).
+    """
+    cdef int64_t nbatch = boff.shape[0] - 1
+    cdef int64_t n = lens.shape[0]
+    cdef int dsize = fx_type_size(dt)
+    cdef const uintptr_t[::1] srcp
+    cdef const char *padp = pad
+    if dsize == 0 or nbatch < 0 or boff[0] != 0 or boff[nbatch] != n \
+            or obase.shape[0] < nbatch or widths.shape[0] < nbatch:
+        raise ValueError("pad_fill: inconsistent batches")
+    if kind == K_COPY:
+        if src is None or not fx_copy_supported(dt, st):
+            raise ValueError("pad_fill: unsupported copy")
+        srcp = src
+        if srcp.shape[0] != n:
+            raise ValueError("pad_fill: src must have one address per row")
+    elif dt != FX_T_I32 and dt != FX_T_I64:
+        raise ValueError("pad_fill: generated columns are int32 or int64")
+    if not pad_range and len(pad) != dsize:
+        raise ValueError("pad_fill: pad must be one output element")
+    cdef int64_t b, need = 0
+    for b in range(nbatch):
+        if widths[b] < 0 or boff[b + 1] < boff[b] or obase[b] < 0:
+            raise ValueError("pad_fill: inconsistent batches")
+        need = max(need, obase[b] + (boff[b + 1] - boff[b]) * widths[b])
+    if need > out.shape[0] // dsize:
+        raise ValueError("pad_fill: output too small")
+    cdef char *base = &out[0] if out.shape[0] else NULL
+    cdef char *row
+    cdef char *data
+    cdef char *tail
+    cdef int64_t i, lo, hi, mid, w, l, keep, skip, npad
+    for i in prange(n, nogil=True, num_threads=num_threads, schedule="static",
+                    use_threads_if=num_threads > 1 and need >= PAR_MIN_ELEMS):
+        lo = 0
+        hi = nbatch
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if boff[mid] <= i:
+                lo = mid
+            else:
+                hi = mid
+        w = widths[lo]
+        row = base + (obase[lo] + (i - boff[lo]) * w) * dsize
+        l = lens[i]
+        keep = l if l < w else w
+        npad = w - keep
+        skip = (l - keep) if left else 0
+        if left:
+            data = row + npad * dsize
+            tail = row
+        else:
+            data = row
+            tail = row + keep * dsize
+        if kind == K_COPY:
+            fx_copy_elems(data, dt, <const char *>srcp[i] + skip * fx_type_size(st), st, keep)
+        elif kind == K_POS:
+            fx_iota_elems(data, dt, 0, keep)
+        else:
+            _fill_value(data, dt, dsize, 1, keep)
+        if pad_range:
+            fx_iota_elems(tail, dt, 0, npad)
+        else:
+            fx_fill_elems(tail, dsize, padp, npad)

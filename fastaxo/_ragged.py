@@ -1,0 +1,295 @@
+"""Ragged token columns for the packing and padding kernels.
+
+Every accepted input becomes a :class:`Ragged`: one or more Arrow-layout chunks
+``(values, offsets)`` that stay where they are (no copy for Arrow and NumPy input), the
+per-row lengths (int64), and optionally a row map (``index``: logical row i is physical row
+``index[i]``, for a ``datasets.Dataset`` with an indices mapping). The kernels read tokens
+through per-entry addresses (``source_ptrs``), so chunks, slices and the row map cost nothing
+per token. Lists of lists are converted once (the slow path, documented as such).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from itertools import chain
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from fastaxo import _arrow
+from fastaxo.errors import ColumnNotFoundError, InvalidInputError, InvalidTypeError
+
+_INT64 = np.dtype(np.int64)
+_EMPTY_I64 = np.zeros(0, dtype=np.int64)
+
+
+class Ragged:
+    """Rows of tokens: ``chunks`` of ``(values, offsets)`` (offsets absolute into values),
+    ``bases`` (first global row of each chunk, plus the total), ``lengths`` per logical row,
+    and an optional row map ``index``."""
+
+    __slots__ = ("name", "chunks", "bases", "lengths", "dtype", "index")
+
+    def __init__(self, name: str, chunks: list[tuple[np.ndarray, np.ndarray]], dtype: np.dtype,
+                 index: np.ndarray | None = None, lengths: np.ndarray | None = None):
+        """``lengths`` may be given only for offsets built here from those lengths (trusted)."""
+        self.name = name
+        self.chunks = chunks
+        self.dtype = np.dtype(dtype)
+        if len(chunks) == 1:
+            self.bases = np.array([0, len(chunks[0][1]) - 1], dtype=np.int64)
+        else:
+            self.bases = np.zeros(len(chunks) + 1, dtype=np.int64)
+            np.cumsum([len(o) - 1 for _, o in chunks], out=self.bases[1:])
+        if lengths is None:
+            for (values, offsets), base in zip(chunks, self.bases):
+                if len(offsets) > 1:
+                    bad = _first_bad_offsets(values, offsets)
+                    if bad is not None:
+                        raise InvalidInputError(
+                            f"{name}: offsets are corrupt at row {base + bad}: {_why_bad(values, offsets, bad)}"
+                        )
+            if chunks:
+                lengths = np.concatenate([np.diff(o).astype(np.int64, copy=False) for _, o in chunks])
+            else:
+                lengths = _EMPTY_I64
+        if index is not None:
+            index = np.ascontiguousarray(index, dtype=np.int64)
+            if len(index) and (index.min() < 0 or index.max() >= len(lengths)):
+                raise InvalidInputError(f"{name}: row map points outside the {len(lengths)} stored rows")
+            lengths = lengths[index]
+        self.index = index
+        self.lengths = lengths
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def total(self) -> int:
+        return int(self.lengths.sum()) if len(self.lengths) else 0
+
+    def physical(self, rows: np.ndarray) -> np.ndarray:
+        """Physical row numbers of logical rows."""
+        return rows if self.index is None else self.index[rows]
+
+    def source(self) -> tuple[list, np.ndarray]:
+        """(chunks, chunk_base) as the kernels' ``source_ptrs`` takes them."""
+        if self.chunks:
+            return self.chunks, self.bases
+        return [(np.zeros(0, self.dtype), np.zeros(1, np.int64))], np.zeros(2, dtype=np.int64)
+
+    def row(self, i: int) -> np.ndarray:
+        """Row ``i`` as a NumPy view (tests and the reference implementation)."""
+        p = int(i if self.index is None else self.index[i])
+        c = int(np.searchsorted(self.bases, p, side="right")) - 1
+        values, offsets = self.chunks[c]
+        local = p - int(self.bases[c])
+        return values[int(offsets[local]) : int(offsets[local + 1])]
+
+    def value_range(self) -> tuple[int, int] | None:
+        """(min, max) over the tokens of all rows (None when there are none)."""
+        lo = hi = None
+        for values, offsets in self.chunks:
+            if len(offsets) < 2:
+                continue
+            part = values[int(offsets[0]) : int(offsets[-1])]
+            if len(part):
+                a, b = int(part.min()), int(part.max())
+                lo = a if lo is None else min(lo, a)
+                hi = b if hi is None else max(hi, b)
+        return None if lo is None else (lo, hi)
+
+
+def _first_bad_offsets(values: np.ndarray, offsets: np.ndarray) -> int | None:
+    if offsets[0] < 0 or offsets[-1] > len(values):
+        return 0 if offsets[0] < 0 else len(offsets) - 2
+    d = np.diff(offsets)
+    neg = np.flatnonzero(d < 0)
+    return int(neg[0]) if len(neg) else None
+
+
+def _why_bad(values: np.ndarray, offsets: np.ndarray, row: int) -> str:
+    if offsets[0] < 0:
+        return f"the first offset is {int(offsets[0])} (< 0)"
+    if offsets[-1] > len(values):
+        return f"the last offset is {int(offsets[-1])}, beyond the {len(values)} values"
+    return f"offset {int(offsets[row + 1])} follows {int(offsets[row])} (offsets must not decrease)"
+
+
+def _check_value_dtype(name: str, dtype: np.dtype, integer: bool) -> np.dtype:
+    dtype = np.dtype(dtype)
+    ok = dtype.kind in "iu" or (not integer and dtype.kind == "f")
+    if not ok or dtype.itemsize > 8:
+        want = "integers" if integer else "numbers (integers or floats)"
+        raise InvalidTypeError(f"{name}: expected rows of {want}, got values of dtype {dtype}")
+    return dtype
+
+
+def _native(a: np.ndarray) -> np.ndarray:
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    return np.ascontiguousarray(a)
+
+
+def _from_arrow(data: pa.Array | pa.ChunkedArray, name: str, integer: bool) -> Ragged:
+    t = data.type
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not _arrow.is_raw_value_type(t.value_type):
+        raise InvalidTypeError(
+            f"{name}: expected an Arrow list or large_list of numbers, got an Arrow array of type {t}"
+        )
+    dtype = _check_value_dtype(name, _arrow.numpy_dtype(t.value_type), integer)
+    if isinstance(data, pa.ChunkedArray):
+        arrays = [c for c in data.chunks if len(c)]
+    else:
+        arrays = [data]
+    chunks = []
+    base = 0
+    for arr in arrays:
+        values, offsets = _arrow.list_view(arr, name, base)
+        chunks.append((values, offsets))
+        base += len(arr)
+    return Ragged(name, chunks, dtype)
+
+
+def _from_rows(data: list | tuple | np.ndarray, name: str, integer: bool) -> Ragged:
+    n = len(data)
+    if n and type(data[0]) is np.ndarray:
+        # fast path (a collator's micro-batch): 1-D arrays of one native dtype
+        dt0 = data[0].dtype
+        if dt0.kind in "iu" and dt0.isnative and all(type(r) is np.ndarray and r.dtype == dt0 and r.ndim == 1 for r in data):
+            lengths = np.array([len(r) for r in data], dtype=np.int64)
+            offsets = np.empty(n + 1, dtype=np.int64)
+            offsets[0] = 0
+            np.cumsum(lengths, out=offsets[1:])
+            return Ragged(name, [(np.concatenate(data), offsets)], dt0, lengths=lengths)
+    if n and all(isinstance(r, np.ndarray) for r in data):
+        bad = next((i for i, r in enumerate(data) if r.ndim != 1), None)
+        if bad is not None:
+            raise InvalidInputError(f"{name} row {bad}: expected a 1-D array, got {data[bad].ndim} dimensions")
+        # an empty row's dtype says nothing (np.array([]) is float64): type from non-empty rows
+        dtypes = {r.dtype for r in data if len(r)} or {data[0].dtype if data[0].dtype.kind in "iu" else np.dtype(np.int64)}
+        dtype = np.result_type(*dtypes)
+        _check_value_dtype(name, dtype, integer)
+        lengths = np.fromiter((len(r) for r in data), dtype=np.int64, count=n)
+        values = np.concatenate([r for r in data if len(r)] or [np.zeros(0, dtype)], dtype=dtype)
+        values = _native(values)
+    else:
+        rows = []
+        for i, r in enumerate(data):
+            if isinstance(r, (str, bytes)) or not hasattr(r, "__len__"):
+                raise InvalidTypeError(
+                    f"{name} row {i}: expected a sequence of token ids, got {type(r).__name__}"
+                )
+            rows.append(r)
+        lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=n)
+        total = int(lengths.sum()) if n else 0
+        try:
+            values = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=total)
+        except (TypeError, ValueError, OverflowError) as exc:
+            if integer:
+                raise InvalidTypeError(f"{name}: expected rows of integer token ids ({exc})") from None
+            values = np.fromiter(chain.from_iterable(rows), dtype=np.float64, count=total)
+        if integer and total:
+            # np.fromiter(int64) silently truncates floats: refuse them.
+            probe = next((x for x in chain.from_iterable(rows) if not isinstance(x, (int, np.integer))), None)
+            if probe is not None:
+                raise InvalidTypeError(
+                    f"{name}: expected integer token ids, got a {type(probe).__name__} ({probe!r:.40})"
+                )
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return Ragged(name, [(values, offsets)], values.dtype, lengths=lengths)
+
+
+def as_ragged(data: Any, name: str, *, integer: bool = True) -> Ragged:
+    """Coerce one ragged column (see the module docstring for the accepted forms)."""
+    if isinstance(data, Ragged):
+        return data
+    if isinstance(data, (pa.Array, pa.ChunkedArray)):
+        return _from_arrow(data, name, integer)
+    if isinstance(data, tuple) and len(data) == 2 and all(isinstance(a, np.ndarray) for a in data):
+        values, offsets = data
+        if values.ndim != 1 or offsets.ndim != 1:
+            raise InvalidInputError(
+                f"{name}: a (values, offsets) pair must hold two 1-D arrays, got {values.ndim}-D and {offsets.ndim}-D"
+            )
+        if offsets.dtype.kind not in "iu" or len(offsets) < 1:
+            raise InvalidInputError(
+                f"{name}: offsets must be a non-empty integer array (n+1 entries), got dtype {offsets.dtype} "
+                f"with {len(offsets)} entries"
+            )
+        dtype = _check_value_dtype(name, values.dtype, integer)
+        if offsets.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+            if offsets.dtype.kind == "u" and len(offsets) and offsets.max() > np.iinfo(np.int64).max:
+                raise InvalidInputError(f"{name}: offsets exceed int64")
+            offsets = offsets.astype(np.int64)
+        return Ragged(name, [(_native(values), _native(offsets))], dtype)
+    if isinstance(data, np.ndarray):
+        if data.ndim == 2 and data.dtype.kind in "iuf":
+            dtype = _check_value_dtype(name, data.dtype, integer)
+            n, w = data.shape
+            offsets = np.arange(n + 1, dtype=np.int64) * w
+            return Ragged(name, [(_native(data).reshape(-1), offsets)], dtype)
+        if data.ndim == 1 and data.dtype == object:
+            return _from_rows(list(data), name, integer)
+        raise InvalidInputError(
+            f"{name}: expected ragged rows; a NumPy array must be 2-D (rectangular rows) or 1-D of "
+            f"dtype object (one array per row), got {data.ndim}-D of dtype {data.dtype}"
+        )
+    if isinstance(data, (list, tuple)):
+        return _from_rows(data, name, integer)
+    raise InvalidTypeError(
+        f"{name}: expected a pyarrow ListArray/LargeListArray/ChunkedArray, a (values, offsets) tuple of "
+        f"NumPy arrays, a list of NumPy arrays or a list of lists; got {type(data).__module__}."
+        f"{type(data).__qualname__}"
+    )
+
+
+def is_hf_dataset(data: Any) -> bool:
+    mod = type(data).__module__ or ""
+    return mod.startswith("datasets.") and hasattr(data, "with_format") and hasattr(data, "_indices")
+
+
+def is_table_like(data: Any) -> bool:
+    return isinstance(data, (pa.Table, pa.RecordBatch, Mapping)) or is_hf_dataset(data)
+
+
+def column_names(data: Any) -> list[str]:
+    if isinstance(data, (pa.Table, pa.RecordBatch)) or is_hf_dataset(data):
+        return list(data.column_names)
+    return list(data.keys())
+
+
+def get_column(data: Any, name: str, what: str, *, integer: bool = True) -> Ragged:
+    """Column ``name`` of a Table / RecordBatch / mapping / datasets.Dataset as a Ragged."""
+    names = column_names(data)
+    if name not in names:
+        raise ColumnNotFoundError(f"{what}: no column {name!r}; the columns are {names}")
+    if is_hf_dataset(data):
+        table = data.data.table if hasattr(data.data, "table") else data.data
+        col = table.column(name)
+        index = None
+        if data._indices is not None:
+            idx = data._indices.column(0)
+            index = np.concatenate([_arrow.fixed_view(c) for c in idx.chunks]) if idx.num_chunks else _EMPTY_I64
+        r = _from_arrow(col, name, integer)
+        if index is not None:
+            r = Ragged(name, r.chunks, r.dtype, index=index)
+        return r
+    if isinstance(data, (pa.Table, pa.RecordBatch)):
+        return _from_arrow(data.column(name), name, integer)
+    return as_ragged(data[name], name, integer=integer)
+
+
+def check_aligned(ref: Ragged, other: Ragged) -> None:
+    """Per-token columns must have the same length as ``ref`` row by row."""
+    if len(other) != len(ref):
+        raise InvalidInputError(f"{other.name} has {len(other)} rows; {ref.name} has {len(ref)}")
+    diff = np.flatnonzero(other.lengths != ref.lengths)
+    if len(diff):
+        i = int(diff[0])
+        raise InvalidInputError(
+            f"{other.name} row {i} has {int(other.lengths[i])} values; {ref.name} row {i} has "
+            f"{int(ref.lengths[i])} (per-token columns must match row by row)"
+        )

@@ -1,0 +1,287 @@
+"""Padding of ragged rows to rectangular arrays: one micro-batch (:func:`pad`) or a whole
+epoch of micro-batches in one call (:func:`pad_batches`), each to its own width.
+
+The same input forms as :func:`fastaxo.pack`; every output token is written once by C code
+with the GIL released (rows in parallel for big inputs). Truncation happens only with
+``truncate=True`` (the head is kept when padding right, the tail when padding left) and is
+counted; otherwise a row longer than ``pad_to`` raises
+:class:`~fastaxo.errors.SequenceTooLongError` naming the row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from fastaxo import _backend, _reference_pack
+from fastaxo._ragged import Ragged, as_ragged, check_aligned, column_names, get_column, is_table_like
+from fastaxo._threads import resolve_num_threads
+from fastaxo.errors import InvalidInputError, InvalidTypeError, SequenceTooLongError
+from fastaxo.packing import _check_fits, _choice, _int_arg, _out_dtype, _positive_int
+
+__all__ = ["pad", "pad_batches", "Padded", "PaddedBatches"]
+
+
+class Padded(Mapping):
+    """Padded rows: a mapping of ``[rows, width]`` NumPy arrays (``input_ids``,
+    ``attention_mask``, and ``labels`` / ``position_ids`` when given), plus ``width``,
+    ``truncated`` (rows cut) and ``truncated_tokens``."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], width: int, truncated: int = 0, truncated_tokens: int = 0):
+        self._arrays = arrays
+        self.width = width
+        self.truncated = truncated
+        self.truncated_tokens = truncated_tokens
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self._arrays[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._arrays)
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+    def to_torch(self) -> dict[str, Any]:
+        """The arrays as torch tensors sharing memory (``torch.from_numpy``)."""
+        import torch
+
+        return {k: torch.from_numpy(v) for k, v in self._arrays.items()}
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{k}: {v.shape} {v.dtype}" for k, v in self._arrays.items())
+        return f"<fastaxo.Padded {shapes}>"
+
+
+class PaddedBatches(Sequence):
+    """Micro-batches padded in one call: ``batches[b]`` is a :class:`Padded` of views into one
+    buffer per column (``buffers``), batch ``b`` being ``[rows_b, widths[b]]``."""
+
+    def __init__(self, buffers: dict[str, np.ndarray], batch_offsets: np.ndarray, widths: np.ndarray,
+                 bases: np.ndarray, truncated: int, truncated_tokens: int):
+        self.buffers = buffers
+        self.batch_offsets = batch_offsets
+        self.widths = widths
+        self.bases = bases
+        self.truncated = truncated
+        self.truncated_tokens = truncated_tokens
+
+    def __len__(self) -> int:
+        return len(self.widths)
+
+    def __getitem__(self, b: Any) -> Any:
+        if isinstance(b, slice):
+            return [self[i] for i in range(*b.indices(len(self)))]
+        b = int(b)
+        if b < 0:
+            b += len(self)
+        if not 0 <= b < len(self):
+            raise IndexError(f"batch {b} out of range for {len(self)} batches")
+        rows = int(self.batch_offsets[b + 1] - self.batch_offsets[b])
+        w = int(self.widths[b])
+        lo = int(self.bases[b])
+        arrays = {k: v[lo : lo + rows * w].reshape(rows, w) for k, v in self.buffers.items()}
+        return Padded(arrays, w)
+
+    def __repr__(self) -> str:
+        return f"<fastaxo.PaddedBatches: {len(self):,} batches, columns {list(self.buffers)}>"
+
+
+def _columns(data: Any, labels: Any, position_ids: Any) -> tuple[Ragged, Ragged | None, Ragged | bool | None]:
+    if is_table_like(data):
+        ids = get_column(data, "input_ids", "data")
+        names = column_names(data)
+        if labels is None and "labels" in names:
+            labels = get_column(data, "labels", "data")
+        if position_ids is None and "position_ids" in names:
+            position_ids = get_column(data, "position_ids", "data")
+    else:
+        ids = as_ragged(data, "input_ids")
+    lab = None
+    if labels is not None and labels is not False:
+        lab = labels if isinstance(labels, Ragged) else as_ragged(labels, "labels")
+        check_aligned(ids, lab)
+    pos: Ragged | bool | None = None
+    if position_ids is True:
+        pos = True
+    elif position_ids is not None and position_ids is not False:
+        pos = position_ids if isinstance(position_ids, Ragged) else as_ragged(position_ids, "position_ids")
+        check_aligned(ids, pos)
+    return ids, lab, pos
+
+
+def _batch_offsets(batch_offsets: Any, n: int) -> np.ndarray:
+    try:
+        bo = np.asarray(batch_offsets)
+    except Exception:
+        raise InvalidTypeError(f"batch_offsets: expected a 1-D integer array, got {type(batch_offsets).__name__}") from None
+    if bo.ndim != 1 or bo.dtype.kind not in "iu" or len(bo) < 1:
+        raise InvalidInputError(
+            f"batch_offsets: expected a 1-D integer array of n_batches + 1 boundaries, got shape {bo.shape} "
+            f"dtype {bo.dtype}"
+        )
+    bo = bo.astype(np.int64)
+    if bo[0] != 0 or bo[-1] != n:
+        raise InvalidInputError(f"batch_offsets must start at 0 and end at the number of rows ({n}); "
+                                f"got {int(bo[0])} ... {int(bo[-1])}")
+    dec = np.flatnonzero(np.diff(bo) < 0)
+    if len(dec):
+        i = int(dec[0])
+        raise InvalidInputError(f"batch_offsets must not decrease; batch {i} ends at {int(bo[i + 1])} before "
+                                f"it starts at {int(bo[i])}")
+    return bo
+
+
+def _pad(data: Any, batch_offsets: Any, labels: Any, position_ids: Any, pad_to: Any, multiple_of: Any,
+         pad_id: Any, label_pad_id: Any, position_pad_id: Any, side: str, truncate: bool, attention_mask: bool,
+         dtype: Any, num_threads: Any):
+    pad_to = _positive_int(pad_to, "pad_to", allow_none=True)
+    mult = _positive_int(multiple_of, "multiple_of", allow_none=True)
+    side = _choice(side, "side", ("right", "left"))
+    dt = _out_dtype(dtype)
+    pad_id = _int_arg(pad_id, "pad_id")
+    label_pad_id = _int_arg(label_pad_id, "label_pad_id")
+    pos_pad = None if position_pad_id is None else _int_arg(position_pad_id, "position_pad_id")
+    nt = resolve_num_threads(num_threads)
+    ids, lab, pos = _columns(data, labels, position_ids)
+    _check_fits(ids, dt, pad_id, "pad_id")
+    if lab is not None:
+        _check_fits(lab, dt, label_pad_id, "label_pad_id")
+    if isinstance(pos, Ragged):
+        _check_fits(pos, dt, 0 if pos_pad is None else pos_pad, "position_pad_id")
+    n = len(ids)
+    lengths = ids.lengths
+    bo = np.array([0, n], np.int64) if batch_offsets is None else _batch_offsets(batch_offsets, n)
+    nbatch = len(bo) - 1
+    if pad_to is not None:
+        widths = np.full(nbatch, pad_to, np.int64)
+    elif nbatch == 1:
+        widths = np.array([int(lengths.max()) if n else 0], np.int64)
+    else:
+        widths = np.zeros(nbatch, np.int64)
+        nonempty = bo[1:] > bo[:-1]
+        if n:
+            widths[nonempty] = np.maximum.reduceat(lengths, bo[:-1][nonempty])
+    if mult is not None:
+        widths = -(-widths // mult) * mult
+    truncated = truncated_tokens = 0
+    if pad_to is not None and n:
+        limit = widths[np.searchsorted(bo, np.arange(n), side="right") - 1] if nbatch > 1 else widths[0]
+        over = lengths > limit
+        if over.any():
+            i = int(np.flatnonzero(over)[0])
+            if not truncate:
+                lim = int(limit if np.ndim(limit) == 0 else limit[i])
+                raise SequenceTooLongError(
+                    f"input_ids row {i} has {int(lengths[i]):,} tokens; pad_to is {lim:,}. Pass truncate=True to "
+                    f"keep the {'head' if side == 'right' else 'tail'} of long rows (counted), or a larger pad_to",
+                    i, int(lengths[i]), lim,
+                )
+            truncated = int(np.count_nonzero(over))
+            truncated_tokens = int((lengths - limit)[over].sum())
+    if nbatch == 1:
+        bases = np.array([0, n * int(widths[0])], np.int64)
+    else:
+        bases = np.zeros(nbatch + 1, np.int64)
+        np.cumsum((bo[1:] - bo[:-1]) * widths, out=bases[1:])
+    total = int(bases[-1])
+    left = side == "left"
+    specs: list[tuple[str, Ragged | None, str, Any, bool]] = [("input_ids", ids, "copy", pad_id, False)]
+    if attention_mask:
+        specs.append(("attention_mask", None, "ones", 0, False))
+    if lab is not None:
+        specs.append(("labels", lab, "copy", label_pad_id, False))
+    if pos is True:
+        specs.append(("position_ids", None, "iota", pos_pad or 0, pos_pad is None))
+    elif isinstance(pos, Ragged):
+        specs.append(("position_ids", pos, "copy", pos_pad or 0, pos_pad is None))
+    ext = _backend.pack_ext
+    buffers: dict[str, np.ndarray] = {}
+    if ext is None:
+        for name, col, kind, padv, rng in specs:
+            buf = np.empty(total, dt)
+            for b in range(nbatch):
+                a, z = int(bo[b]), int(bo[b + 1])
+                rows = [(ids if col is None else col).row(i) for i in range(a, z)]
+                block = _reference_pack.pad_rows(rows, int(widths[b]), left, padv, rng, dt, kind)
+                buf[int(bases[b]) : int(bases[b + 1])] = block.reshape(-1)
+            buffers[name] = buf
+    else:
+        kinds = {"copy": ext.KIND_COPY, "ones": ext.KIND_ONE, "iota": ext.KIND_POS}
+        code = ext.TYPE_CODES[dt]
+        for name, col, kind, padv, rng in specs:
+            buf = np.empty(total, dt)
+            src = None
+            st = code
+            if col is not None:
+                src = ext.source_ptrs(col.index, n, None, *col.source(), col.dtype.itemsize, nt)
+                st = ext.TYPE_CODES[col.dtype]
+            ext.pad_fill(buf.view(np.uint8), code, bo, bases, widths, src, lengths, st, kinds[kind], left,
+                         np.array(padv, dt).tobytes(), rng, nt)
+            buffers[name] = buf
+    return buffers, bo, widths, bases, truncated, truncated_tokens
+
+
+def pad(data: Any, *, labels: Any = None, position_ids: Any = None, pad_to: int | None = None,
+        multiple_of: int | None = None, pad_id: int = 0, label_pad_id: int = -100,
+        position_pad_id: int | None = None, side: str = "right", truncate: bool = False,
+        attention_mask: bool = True, dtype: Any = np.int64, num_threads: int | None = None) -> Padded:
+    """Pad ragged rows to one rectangular batch.
+
+    Parameters
+    ----------
+    data : ragged rows or a table
+        ``input_ids`` in any form :func:`fastaxo.pack` accepts (Arrow and NumPy are the fast
+        paths), or a table / mapping with ``input_ids`` (and ``labels`` / ``position_ids``,
+        used when present).
+    labels, position_ids : ragged rows, optional
+        Per-token columns aligned with ``input_ids``. ``position_ids=True`` generates
+        0..len-1 per row.
+    pad_to : int, optional
+        Width of the output (default: the longest row), rounded up to ``multiple_of``.
+    pad_id, label_pad_id : int
+        Fill for ``input_ids`` / ``labels``.
+    position_pad_id : int, optional
+        Fill for ``position_ids``; None (default) continues 0, 1, 2, ... over the padding,
+        as Axolotl's collator does.
+    side : {"right", "left"}
+    truncate : bool
+        Cut rows longer than ``pad_to`` (head kept for right padding, tail for left) instead of
+        raising; counted in ``truncated`` / ``truncated_tokens``.
+    attention_mask : bool
+        Emit ``attention_mask`` (1 for tokens, 0 for padding).
+    dtype : np.int32 or np.int64
+    num_threads : int, optional
+
+    Returns
+    -------
+    Padded
+        ``input_ids``, ``attention_mask`` (and ``labels``, ``position_ids``) as ``[rows, width]``.
+    """
+    buffers, bo, widths, bases, tr, trt = _pad(data, None, labels, position_ids, pad_to, multiple_of, pad_id,
+                                               label_pad_id, position_pad_id, side, truncate, attention_mask,
+                                               dtype, num_threads)
+    n, w = int(bo[-1]), int(widths[0])
+    return Padded({k: v.reshape(n, w) for k, v in buffers.items()}, w, tr, trt)
+
+
+def pad_batches(data: Any, batch_offsets: Any, *, labels: Any = None, position_ids: Any = None,
+                pad_to: int | None = None, multiple_of: int | None = None, pad_id: int = 0,
+                label_pad_id: int = -100, position_pad_id: int | None = None, side: str = "right",
+                truncate: bool = False, attention_mask: bool = True, dtype: Any = np.int64,
+                num_threads: int | None = None) -> PaddedBatches:
+    """Pad many micro-batches in one call, each to its own width.
+
+    ``batch_offsets`` (``n_batches + 1`` non-decreasing row boundaries from 0 to the number of
+    rows) splits the rows into batches; batch ``b`` is padded to its longest row (or
+    ``pad_to``), rounded up to ``multiple_of``. Other arguments as in :func:`pad`.
+    Returns a sequence of :class:`Padded` views into one buffer per column.
+    """
+    if batch_offsets is None:
+        raise InvalidInputError("batch_offsets: expected n_batches + 1 row boundaries, got None (use pad())")
+    buffers, bo, widths, bases, tr, trt = _pad(data, batch_offsets, labels, position_ids, pad_to, multiple_of,
+                                               pad_id, label_pad_id, position_pad_id, side, truncate,
+                                               attention_mask, dtype, num_threads)
+    return PaddedBatches(buffers, bo, widths, bases, tr, trt)

@@ -1,0 +1,144 @@
+"""Padding: pad and pad_batches against the plain-Python reference, exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import fastaxo
+from fastaxo import _reference_pack
+from fastaxo.errors import InvalidInputError, InvalidTypeError, SequenceTooLongError
+
+from test_pack import make_form, ragged_tokens
+
+
+def ref_pad(rows, labels, pos, width, side, pad_id, label_pad_id, pos_pad, dt):
+    left = side == "left"
+    out = {"input_ids": _reference_pack.pad_rows(rows, width, left, pad_id, False, dt),
+           "attention_mask": _reference_pack.pad_rows(rows, width, left, 0, False, dt, "ones")}
+    if labels is not None:
+        out["labels"] = _reference_pack.pad_rows(labels, width, left, label_pad_id, False, dt)
+    if pos is True:
+        out["position_ids"] = _reference_pack.pad_rows(rows, width, left, pos_pad or 0, pos_pad is None, dt, "iota")
+    elif pos is not None:
+        out["position_ids"] = _reference_pack.pad_rows(pos, width, left, pos_pad or 0, pos_pad is None, dt)
+    return out
+
+
+@st.composite
+def pad_case(draw):
+    rows, labels, form = draw(ragged_tokens())
+    return dict(
+        rows=rows, labels=labels, form=form,
+        side=draw(st.sampled_from(["right", "left"])),
+        pad_to=draw(st.sampled_from([None, None, 1, 16, 100])),
+        mult=draw(st.sampled_from([None, 8])),
+        dtype=draw(st.sampled_from([np.int32, np.int64])),
+        with_labels=draw(st.booleans()),
+        pos=draw(st.sampled_from([None, True, "given"])),
+        pos_pad=draw(st.sampled_from([None, 0, -1])),
+        threads=draw(st.sampled_from([1, 2])),
+        batch=draw(st.sampled_from([None, 1, 3, 16])),
+    )
+
+
+def widths_for(lengths, pad_to, mult):
+    w = pad_to if pad_to is not None else (max(lengths) if lengths else 0)
+    return w if mult is None else -(-w // mult) * mult
+
+
+@given(pad_case())
+def test_pad_matches_reference(c):
+    rows = c["rows"]
+    data = make_form(rows, c["form"])
+    labels = make_form(c["labels"], "arrays") if c["with_labels"] else None
+    pos_rows = [np.arange(len(r)) * 2 for r in rows]
+    pos = True if c["pos"] is True else (pos_rows if c["pos"] == "given" else None)
+    kw = dict(labels=labels, position_ids=pos, pad_to=c["pad_to"], multiple_of=c["mult"], side=c["side"],
+              truncate=True, pad_id=7, label_pad_id=-100, position_pad_id=c["pos_pad"], dtype=c["dtype"],
+              num_threads=c["threads"])
+    lens = [len(r) for r in rows]
+    if c["batch"] is None:
+        got = [fastaxo.pad(data, **kw)]
+        bounds = [0, len(rows)]
+    else:
+        bounds = list(range(0, len(rows), c["batch"])) + [len(rows)]
+        if len(rows) == 0:
+            bounds = [0, 0]
+        got = list(fastaxo.pad_batches(data, bounds, **kw))
+    assert len(got) == len(bounds) - 1
+    truncated = 0
+    for b, g in enumerate(got):
+        a, z = bounds[b], bounds[b + 1]
+        w = widths_for(lens[a:z], c["pad_to"], c["mult"])
+        truncated += sum(1 for n in lens[a:z] if n > w)
+        want = ref_pad(rows[a:z], c["labels"][a:z] if labels is not None else None,
+                       True if pos is True else (pos_rows[a:z] if pos is not None else None),
+                       w, c["side"], 7, -100, c["pos_pad"], np.dtype(c["dtype"]))
+        assert sorted(g) == sorted(want)
+        for k in want:
+            assert g[k].dtype == want[k].dtype and g[k].shape == (z - a, w), k
+            assert np.array_equal(g[k], want[k]), k
+    assert (got[0].truncated if c["batch"] is None else fastaxo.pad_batches(data, bounds, **kw).truncated) == truncated
+
+
+def test_pad_example_left_right_and_truncate():
+    rows = [np.array([1, 2, 3, 4, 5]), np.array([6, 7])]
+    r = fastaxo.pad(rows, multiple_of=4, position_ids=True)
+    assert r["input_ids"].tolist() == [[1, 2, 3, 4, 5, 0, 0, 0], [6, 7, 0, 0, 0, 0, 0, 0]]
+    assert r["attention_mask"].tolist() == [[1, 1, 1, 1, 1, 0, 0, 0], [1, 1, 0, 0, 0, 0, 0, 0]]
+    assert r["position_ids"].tolist() == [[0, 1, 2, 3, 4, 0, 1, 2], [0, 1, 0, 1, 2, 3, 4, 5]]
+    l = fastaxo.pad(rows, pad_to=3, side="left", truncate=True, pad_id=9)
+    assert l["input_ids"].tolist() == [[3, 4, 5], [9, 6, 7]]
+    assert (l.truncated, l.truncated_tokens) == (1, 2)
+    rt = fastaxo.pad(rows, pad_to=3, truncate=True)
+    assert rt["input_ids"].tolist() == [[1, 2, 3], [6, 7, 0]]
+
+
+def test_pad_batches_each_to_its_own_width():
+    rows = [[1], [2, 3, 4], [5, 6], [7, 8, 9, 10, 11]]
+    pb = fastaxo.pad_batches(rows, [0, 2, 2, 4])
+    assert len(pb) == 3 and pb.widths.tolist() == [3, 0, 5]
+    assert pb[0]["input_ids"].tolist() == [[1, 0, 0], [2, 3, 4]]
+    assert pb[1]["input_ids"].shape == (0, 0)
+    assert pb[2]["input_ids"].tolist() == [[5, 6, 0, 0, 0], [7, 8, 9, 10, 11]]
+    assert np.shares_memory(pb[2]["input_ids"], pb.buffers["input_ids"])
+
+
+def test_pad_from_table_uses_labels_and_position_ids():
+    tbl = pa.table({"input_ids": [[1, 2], [3]], "labels": [[-100, 2], [3]], "position_ids": [[0, 1], [0]]})
+    r = fastaxo.pad(tbl, pad_to=4)
+    assert r["labels"].tolist() == [[-100, 2, -100, -100], [3, -100, -100, -100]]
+    assert r["position_ids"].tolist() == [[0, 1, 0, 1], [0, 0, 1, 2]]
+
+
+def test_pad_errors():
+    rows = [[1, 2, 3], [4]]
+    with pytest.raises(SequenceTooLongError, match=r"input_ids row 0 has 3 tokens; pad_to is 2. Pass truncate=True"):
+        fastaxo.pad(rows, pad_to=2)
+    with pytest.raises(InvalidInputError, match="side must be one of"):
+        fastaxo.pad(rows, side="middle")
+    with pytest.raises(InvalidInputError, match="labels row 1 has 2 values"):
+        fastaxo.pad(rows, labels=[[1, 2, 3], [4, 5]])
+    with pytest.raises(InvalidInputError, match="batch_offsets must start at 0 and end at the number of rows"):
+        fastaxo.pad_batches(rows, [0, 1])
+    with pytest.raises(InvalidInputError, match="must not decrease"):
+        fastaxo.pad_batches(rows, [0, 2, 1, 2])
+    with pytest.raises(InvalidInputError, match="pad_to must be >= 1"):
+        fastaxo.pad(rows, pad_to=0)
+    with pytest.raises(InvalidTypeError, match="pad_id must be an int"):
+        fastaxo.pad(rows, pad_id=None)
+    with pytest.raises(InvalidInputError, match="pad_id is 4294967296; it does not fit"):
+        fastaxo.pad(rows, pad_id=2**32, dtype=np.int32)
+
+
+def test_pad_empty():
+    r = fastaxo.pad([])
+    assert r["input_ids"].shape == (0, 0)
+    r = fastaxo.pad([[], []], multiple_of=8)
+    assert r["input_ids"].shape == (2, 0)
+    r = fastaxo.pad([[], []], pad_to=3)
+    assert r["attention_mask"].tolist() == [[0, 0, 0], [0, 0, 0]]
