@@ -82,3 +82,15 @@ void fx_iota_elems(void *dst, int dt, int64_t start, int64_t n)
         for (int64_t i = 0; i < n; i++) d[i] = start + i;
     }
 }
+
+/* ---------------------------------------------------------------- prefetch */
+void fx_prefetch_run(const void *p, int64_t bytes)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    const char *c = (const char *)p;
+    if (bytes > 4096) bytes = 4096;
+    for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i, 0, 0);
+#else
+    (void)p; (void)bytes;
+#endif
+}

@@ -30,4 +30,10 @@ void fx_fill_elems(void *dst, int size, const void *pattern, int64_t n);
 /* dst[i] = start + i (dt is FX_T_I32 or FX_T_I64). */
 void fx_iota_elems(void *dst, int dt, int64_t start, int64_t n);
 
+
+/* Hint that a run of `bytes` (the first 4 KiB of it) at p will be read soon: entries are
+ * read in bin order, which is random in the source, so the hardware prefetcher alone misses
+ * the start of every entry. No effect without GCC/clang builtins. */
+void fx_prefetch_run(const void *p, int64_t bytes);
+
 #endif

@@ -83,3 +83,4 @@ cdef extern from "fx_fill.h" nogil:
     void fx_copy_elems(void *dst, int dt, const void *src, int st, int64_t n)
     void fx_fill_elems(void *dst, int size, const void *pattern, int64_t n)
     void fx_iota_elems(void *dst, int dt, int64_t start, int64_t n)
+    void fx_prefetch_run(const void *p, int64_t bytes)

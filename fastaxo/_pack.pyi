@@ -17,6 +17,7 @@ EINVAL: int
 EOVERLONG: int
 ENOMEM: int
 
+def set_prefetch_ahead(n: int) -> int: ...
 def copy_supported(dt: int, st: int) -> bool: ...
 def assign(
     lengths: np.ndarray, capacity: int, max_items: int, strategy: int, allow_overlong: bool,

@@ -485,9 +485,21 @@ def _check_bins(bins: Any, ids: Ragged, width: int, layout: str) -> Bins:
     return bins
 
 
+def _buffer(pool: dict[str, np.ndarray] | None, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A fresh array, or a view of the pooled one when it is big enough (no first-touch cost)."""
+    size = math.prod(shape)
+    if pool is not None:
+        buf = pool.get(name)
+        if buf is None or buf.dtype != dtype or buf.size < size:
+            buf = pool[name] = np.empty(size, dtype)
+        return buf[:size].reshape(shape)
+    return np.empty(shape, dtype)
+
+
 def _materialise(ids: Ragged, lab: Ragged | None, extra: dict[str, Ragged], bins: Bins, width: int,
                  layout: str, attention: str | None, position_ids: bool, pad_id: int, label_pad_id: int,
-                 pad_values: Mapping[str, Any], dt: np.dtype, nt: int) -> Packed:
+                 pad_values: Mapping[str, Any], dt: np.dtype, nt: int,
+                 pool: dict[str, np.ndarray] | None = None) -> Packed:
     ext = _backend.pack_ext
     if ext is None:
         return Packed(_reference_pack.materialise(ids, lab, extra, bins, width, layout, attention,
@@ -509,27 +521,27 @@ def _materialise(ids: Ragged, lab: Ragged | None, extra: dict[str, Ragged], bins
         w = 0
     out: dict[str, np.ndarray] = {}
 
-    def column(col: Ragged, out_dt: np.dtype, pad: Any) -> np.ndarray:
-        arr = np.empty(shape, out_dt)
+    def column(name: str, col: Ragged, out_dt: np.dtype, pad: Any) -> np.ndarray:
+        arr = _buffer(pool, name, shape, out_dt)
         src = ext.source_ptrs(col.physical(bins.indices), len(lens), starts, *col.source(), col.dtype.itemsize, nt)
         ext.fill_bins(arr.reshape(-1).view(np.uint8), ext.TYPE_CODES[out_dt], w, flat_base, offsets, src, lens,
                       ext.TYPE_CODES[col.dtype], ext.KIND_COPY, np.array(pad, out_dt).tobytes(), nt)
         return arr
 
-    def generated(kind: int) -> np.ndarray:
-        arr = np.empty(shape, dt)
+    def generated(name: str, kind: int) -> np.ndarray:
+        arr = _buffer(pool, name, shape, dt)
         ext.fill_bins(arr.reshape(-1).view(np.uint8), code, w, flat_base, offsets, None, lens, code, kind, b"", nt)
         return arr
 
-    out["input_ids"] = column(ids, dt, pad_id)
+    out["input_ids"] = column("input_ids", ids, dt, pad_id)
     if lab is not None:
-        out["labels"] = column(lab, dt, label_pad_id)
+        out["labels"] = column("labels", lab, dt, label_pad_id)
     if position_ids:
-        out["position_ids"] = generated(ext.KIND_POS)
+        out["position_ids"] = generated("position_ids", ext.KIND_POS)
     if attention is not None:
-        out["attention_mask"] = generated(ext.KIND_SEG if attention == "segments" else ext.KIND_ONE)
+        out["attention_mask"] = generated("attention_mask", ext.KIND_SEG if attention == "segments" else ext.KIND_ONE)
     for name, col in extra.items():
-        out[name] = column(col, col.dtype, pad_values.get(name, 0))
+        out[name] = column(name, col, col.dtype, pad_values.get(name, 0))
     if layout == "padded":
         total = nb * width
         cu_dt = np.int32 if total <= np.iinfo(np.int32).max else np.int64
@@ -646,20 +658,22 @@ class PackIterator:
     """Packed rows in chunks of bins (``iter_pack``): iterate for :class:`Packed` chunks;
     ``bins`` and ``stats`` describe the whole assignment, known before the first chunk."""
 
-    def __init__(self, gen_args: tuple, bins: Bins, chunk_bins: int):
+    def __init__(self, gen_args: tuple, bins: Bins, chunk_bins: int, reuse_buffers: bool):
         self._args = gen_args
         self.bins = bins
         self.stats = bins.stats
         self.chunk_bins = chunk_bins
+        self.reuse_buffers = reuse_buffers
 
     def __len__(self) -> int:
         return -(-len(self.bins) // self.chunk_bins)
 
     def __iter__(self) -> Iterator[Packed]:
         ids, lab, extra, pv, o, position_ids = self._args
+        pool: dict[str, np.ndarray] | None = {} if self.reuse_buffers else None
         for chunk in self.bins.chunks(self.chunk_bins):
             yield _materialise(ids, lab, extra, chunk, o["width"], o["layout"], o["attention"], position_ids,
-                               o["pad_id"], o["label_pad_id"], pv, o["dt"], o["nt"])
+                               o["pad_id"], o["label_pad_id"], pv, o["dt"], o["nt"], pool)
 
 
 def iter_pack(data: Any, max_len: int, *, chunk_bins: int = 65536, labels: Any = None, columns: Any = None,
@@ -668,11 +682,16 @@ def iter_pack(data: Any, max_len: int, *, chunk_bins: int = 65536, labels: Any =
               label_pad_id: int = -100, dtype: Any = np.int64, overflow: str = "error",
               max_rows_per_bin: int | None = None, group_size: int | None = None,
               pad_to_multiple_of: int | None = None, bins: Bins | None = None,
-              num_threads: int | None = None) -> PackIterator:
+              reuse_buffers: bool = False, num_threads: int | None = None) -> PackIterator:
     """Like :func:`pack`, but materialises ``chunk_bins`` bins at a time: memory holds one
-    chunk of output, whatever the dataset size. Assignment happens once, up front."""
+    chunk of output, whatever the dataset size. Assignment happens once, up front.
+
+    With ``reuse_buffers=True`` every chunk is written into the same arrays (the previous
+    chunk's arrays are overwritten: consume or copy each chunk before asking for the next).
+    That saves the allocation and first touch of fresh memory per chunk, which on virtual
+    machines costs more than the writing itself."""
     chunk_bins = _positive_int(chunk_bins, "chunk_bins")
     o = _pack_options(max_len, strategy, layout, attention, overflow, dtype, pad_id, label_pad_id,
                       pad_to_multiple_of, max_rows_per_bin, group_size, num_threads)
     ids, lab, extra, pv, bins = _prepare(data, labels, columns, pad_values, bins, o)
-    return PackIterator((ids, lab, extra, pv, o, bool(position_ids)), bins, chunk_bins)
+    return PackIterator((ids, lab, extra, pv, o, bool(position_ids)), bins, chunk_bins, bool(reuse_buffers))

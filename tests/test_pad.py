@@ -142,3 +142,20 @@ def test_pad_empty():
     assert r["input_ids"].shape == (2, 0)
     r = fastaxo.pad([[], []], pad_to=3)
     assert r["attention_mask"].tolist() == [[0, 0, 0], [0, 0, 0]]
+
+
+def test_big_pad_parallel_is_exact():
+    rng = np.random.default_rng(4)
+    rows = [rng.integers(-5, 50_000, n).astype(np.int32) for n in rng.integers(0, 700, 6000)]
+    bounds = np.arange(0, 6001, 16)
+    bounds[-1] = 6000
+    one = fastaxo.pad_batches(rows, bounds, side="left", position_ids=True, num_threads=1)
+    two = fastaxo.pad_batches(rows, bounds, side="left", position_ids=True, num_threads=2)
+    for k in one.buffers:
+        assert np.array_equal(one.buffers[k], two.buffers[k]), k
+    for b in (0, 7, len(two) - 1):
+        a, z = int(bounds[b]), int(bounds[b + 1])
+        w = max(len(r) for r in rows[a:z])
+        want = ref_pad(rows[a:z], None, True, w, "left", 0, -100, None, np.dtype(np.int64))
+        for k in want:
+            assert np.array_equal(two[b][k], want[k]), k
