@@ -23,6 +23,7 @@ def assign(
     lengths: np.ndarray, capacity: int, max_items: int, strategy: int, allow_overlong: bool,
     groups: np.ndarray, num_threads: int,
 ) -> tuple[int, int, np.ndarray | None, np.ndarray | None]: ...
+def row_ptrs(rows: list[np.ndarray], dtype: np.dtype[Any]) -> tuple[np.ndarray, np.ndarray] | None: ...
 def source_ptrs(
     rows: np.ndarray | None, n: int, starts: np.ndarray | None,
     chunks: list[tuple[np.ndarray, np.ndarray]], chunk_base: np.ndarray, itemsize: int, num_threads: int,
@@ -37,3 +38,7 @@ def pad_fill(
     src: np.ndarray | None, lens: np.ndarray, st: int, kind: int, left: bool, pad: bytes,
     pad_range: bool, num_threads: int,
 ) -> None: ...
+def pad_list(
+    ids: list[np.ndarray], labels: list[np.ndarray] | None, dtype: np.dtype[Any], pad_id: int, label_pad_id: int,
+    multiple_of: int, left: bool, mask: bool,
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None: ...

@@ -8,7 +8,7 @@ sizes, row widths) and reports a violation instead of writing out of bounds.
 from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
 from libc.string cimport memcpy
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_ND
 
 import numpy as np
 
@@ -127,6 +127,35 @@ cdef uintptr_t _address(object arr) except? 0:
     cdef uintptr_t addr = <uintptr_t>view.buf
     PyBuffer_Release(&view)
     return addr
+
+
+def row_ptrs(list rows, object dtype):
+    """(addresses, lengths) of a list of 1-D C-contiguous arrays of exactly ``dtype`` (native
+    byte order), read in place; None when any row is not like that."""
+    cdef Py_ssize_t n = len(rows), i
+    ptrs_arr = np.empty(n, np.uintp)
+    lens_arr = np.empty(n, np.int64)
+    cdef uintptr_t[::1] ptrs = ptrs_arr
+    cdef int64_t[::1] lens = lens_arr
+    cdef Py_buffer view
+    cdef object r
+    if not dtype.isnative:
+        return None
+    for i in range(n):
+        r = rows[i]
+        if type(r) is not np.ndarray or r.dtype != dtype:
+            return None
+        try:
+            PyObject_GetBuffer(r, &view, PyBUF_C_CONTIGUOUS | PyBUF_ND)
+        except BufferError:  # not contiguous
+            return None
+        if view.ndim != 1:
+            PyBuffer_Release(&view)
+            return None
+        ptrs[i] = <uintptr_t>view.buf
+        lens[i] = view.shape[0]
+        PyBuffer_Release(&view)
+    return ptrs_arr, lens_arr
 
 
 def source_ptrs(object rows, int64_t n, object starts, list chunks, const int64_t[::1] chunk_base,
@@ -390,3 +419,87 @@ def pad_fill(char[::1] out, int dt, const int64_t[::1] boff, const int64_t[::1] 
             fx_iota_elems(tail, dt, 0, npad)
         else:
             fx_fill_elems(tail, dsize, padp, npad)
+
+
+def pad_list(list ids, object labels, object dtype, int64_t pad_id, int64_t label_pad_id,
+             int64_t multiple_of, bint left, bint mask):
+    """The collator fast path: pad a list of 1-D contiguous integer arrays (and labels) to the
+    longest row (rounded up to ``multiple_of`` when > 0) in one call, without concatenating.
+
+    Returns ``(input_ids, attention_mask or None, labels or None)`` as ``[n, width]`` arrays of
+    ``dtype``, or None when the rows are not all 1-D contiguous arrays of one integer dtype
+    (the caller then takes the general path). Raises ValueError (with the row) when a label
+    row's length differs from its token row.
+    """
+    cdef Py_ssize_t n = len(ids), i
+    if n == 0 or type(ids[0]) is not np.ndarray:
+        return None
+    src_dt = ids[0].dtype
+    if src_dt not in TYPE_CODES or src_dt.kind not in "iu" or not np.can_cast(src_dt, dtype):
+        return None
+    got = row_ptrs(ids, src_dt)
+    if got is None:
+        return None
+    cdef const uintptr_t[::1] ip = got[0]
+    cdef const int64_t[::1] il = got[1]
+    cdef const uintptr_t[::1] lp
+    cdef bint has_labels = labels is not None
+    lab_dt = src_dt
+    if has_labels:
+        if len(labels) != n or not labels or type(labels[0]) is not np.ndarray:
+            return None
+        lab_dt = labels[0].dtype
+        if lab_dt not in TYPE_CODES or lab_dt.kind not in "iu" or not np.can_cast(lab_dt, dtype):
+            return None
+        lgot = row_ptrs(labels, lab_dt)
+        if lgot is None:
+            return None
+        lp = lgot[0]
+        if not np.array_equal(lgot[1], got[1]):
+            bad = int(np.flatnonzero(lgot[1] != got[1])[0])
+            raise ValueError(f"labels row {bad} has {int(lgot[1][bad])} values; input_ids row {bad} has "
+                             f"{int(got[1][bad])} (per-token columns must match row by row)")
+    cdef int dt = TYPE_CODES[dtype]
+    cdef int st = TYPE_CODES[src_dt]
+    cdef int lt = TYPE_CODES[lab_dt]
+    cdef int dsize = fx_type_size(dt)
+    cdef int64_t width = 0
+    for i in range(n):
+        if il[i] > width:
+            width = il[i]
+    if multiple_of > 0:
+        width = (width + multiple_of - 1) // multiple_of * multiple_of
+    out_ids = np.empty((n, width), dtype)
+    out_mask = np.empty((n, width), dtype) if mask else None
+    out_lab = np.empty((n, width), dtype) if has_labels else None
+    cdef char *po = <char *>_address(out_ids)
+    cdef char *pm = <char *>_address(out_mask) if mask else NULL
+    cdef char *pl = <char *>_address(out_lab) if has_labels else NULL
+    cdef int64_t l, off, npad, rowb
+    cdef int32_t p32
+    cdef int64_t p64
+    cdef char pad_b[8]
+    cdef char lpad_b[8]
+    if dt == FX_T_I32:
+        p32 = <int32_t>pad_id
+        memcpy(pad_b, &p32, 4)
+        p32 = <int32_t>label_pad_id
+        memcpy(lpad_b, &p32, 4)
+    else:
+        memcpy(pad_b, &pad_id, 8)
+        memcpy(lpad_b, &label_pad_id, 8)
+    with nogil:
+        for i in range(n):
+            l = il[i]
+            npad = width - l
+            off = npad if left else 0
+            rowb = i * width * dsize
+            fx_copy_elems(po + rowb + off * dsize, dt, <const void *>ip[i], st, l)
+            fx_fill_elems(po + rowb + (0 if left else l) * dsize, dsize, pad_b, npad)
+            if mask:
+                _fill_value(pm + rowb + off * dsize, dt, dsize, 1, l)
+                _fill_value(pm + rowb + (0 if left else l) * dsize, dt, dsize, 0, npad)
+            if has_labels:
+                fx_copy_elems(pl + rowb + off * dsize, dt, <const void *>lp[i], lt, l)
+                fx_fill_elems(pl + rowb + (0 if left else l) * dsize, dsize, lpad_b, npad)
+    return out_ids, out_mask, out_lab

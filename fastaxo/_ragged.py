@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from itertools import chain
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 import pyarrow as pa
@@ -73,6 +73,14 @@ class Ragged:
         """Physical row numbers of logical rows."""
         return rows if self.index is None else self.index[rows]
 
+    def entry_ptrs(self, rows: np.ndarray | None, n: int, starts: np.ndarray | None, nt: int) -> np.ndarray:
+        """Address of the first token of each of ``n`` entries: logical row ``rows[e]`` (``e``
+        when None) plus ``starts[e]`` tokens."""
+        from fastaxo._backend import pack_ext
+
+        phys = self.index if rows is None else self.physical(rows)
+        return pack_ext.source_ptrs(phys, n, starts, *self.source(), self.dtype.itemsize, nt)
+
     def source(self) -> tuple[list, np.ndarray]:
         """(chunks, chunk_base) as the kernels' ``source_ptrs`` takes them."""
         if self.chunks:
@@ -99,6 +107,42 @@ class Ragged:
                 lo = a if lo is None else min(lo, a)
                 hi = b if hi is None else max(hi, b)
         return None if lo is None else (lo, hi)
+
+
+class ArrayRows:
+    """A list of 1-D C-contiguous NumPy arrays of one native dtype, read in place (no
+    concatenation): the shape a collator's micro-batch arrives in."""
+
+    __slots__ = ("name", "rows", "ptrs", "lengths", "dtype", "index")
+
+    def __init__(self, name: str, rows: list, ptrs: np.ndarray, lengths: np.ndarray, dtype: np.dtype):
+        self.name, self.rows, self.ptrs, self.lengths, self.dtype = name, rows, ptrs, lengths, dtype
+        self.index = None
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def total(self) -> int:
+        return int(self.lengths.sum()) if len(self.lengths) else 0
+
+    def entry_ptrs(self, rows: np.ndarray | None, n: int, starts: np.ndarray | None, nt: int) -> np.ndarray:
+        p = self.ptrs if rows is None else self.ptrs[rows]
+        if starts is not None:
+            p = p + starts.astype(np.uintp) * np.uintp(self.dtype.itemsize)
+        return p
+
+    def row(self, i: int) -> np.ndarray:
+        return self.rows[i]
+
+    def value_range(self) -> tuple[int, int] | None:
+        parts = [r for r in self.rows if len(r)]
+        if not parts:
+            return None
+        return min(int(r.min()) for r in parts), max(int(r.max()) for r in parts)
+
+
+Rows = Union[Ragged, ArrayRows]  # what the kernels read a ragged column from
 
 
 def _first_bad_offsets(values: np.ndarray, offsets: np.ndarray) -> int | None:
@@ -155,14 +199,15 @@ def _from_arrow(data: pa.Array | pa.ChunkedArray, name: str, integer: bool) -> R
 def _from_rows(data: list | tuple | np.ndarray, name: str, integer: bool) -> Ragged:
     n = len(data)
     if n and type(data[0]) is np.ndarray:
-        # fast path (a collator's micro-batch): 1-D arrays of one native dtype
+        # fast path (a collator's micro-batch): 1-D contiguous arrays of one native dtype, in place
         dt0 = data[0].dtype
-        if dt0.kind in "iu" and dt0.isnative and all(type(r) is np.ndarray and r.dtype == dt0 and r.ndim == 1 for r in data):
-            lengths = np.array([len(r) for r in data], dtype=np.int64)
-            offsets = np.empty(n + 1, dtype=np.int64)
-            offsets[0] = 0
-            np.cumsum(lengths, out=offsets[1:])
-            return Ragged(name, [(np.concatenate(data), offsets)], dt0, lengths=lengths)
+        if dt0.kind in "iu" or (not integer and dt0.kind == "f"):
+            from fastaxo._backend import pack_ext
+
+            if pack_ext is not None:
+                got = pack_ext.row_ptrs(data if type(data) is list else list(data), dt0)
+                if got is not None:
+                    return ArrayRows(name, data, got[0], got[1], dt0)
     if n and all(isinstance(r, np.ndarray) for r in data):
         bad = next((i for i, r in enumerate(data) if r.ndim != 1), None)
         if bad is not None:
@@ -202,9 +247,9 @@ def _from_rows(data: list | tuple | np.ndarray, name: str, integer: bool) -> Rag
     return Ragged(name, [(values, offsets)], values.dtype, lengths=lengths)
 
 
-def as_ragged(data: Any, name: str, *, integer: bool = True) -> Ragged:
+def as_ragged(data: Any, name: str, *, integer: bool = True) -> Rows:
     """Coerce one ragged column (see the module docstring for the accepted forms)."""
-    if isinstance(data, Ragged):
+    if isinstance(data, (Ragged, ArrayRows)):
         return data
     if isinstance(data, (pa.Array, pa.ChunkedArray)):
         return _from_arrow(data, name, integer)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from fastaxo import _backend, _reference_pack
-from fastaxo._ragged import Ragged, as_ragged, check_aligned, column_names, get_column, is_table_like
+from fastaxo._ragged import ArrayRows, Ragged, Rows, as_ragged, check_aligned, column_names, get_column, is_table_like
 from fastaxo._threads import resolve_num_threads
 from fastaxo.errors import FastaxoError, InvalidInputError, InvalidTypeError, SequenceTooLongError
 
@@ -163,7 +163,7 @@ def _choice(value: Any, name: str, options: Sequence[str]) -> str:
 
 def _lengths_of(lengths: Any) -> np.ndarray:
     """A 1-D int64 array of lengths, from lengths or from ragged rows."""
-    if isinstance(lengths, Ragged):
+    if isinstance(lengths, (Ragged, ArrayRows)):
         return lengths.lengths
     if isinstance(lengths, np.ndarray) and lengths.ndim == 1 and lengths.dtype.kind in "iu":
         arr = lengths
@@ -403,7 +403,7 @@ def _out_dtype(dtype: Any) -> np.dtype:
     return dt
 
 
-def _check_fits(col: Ragged, dt: np.dtype, pad_value: int, pad_name: str) -> None:
+def _check_fits(col: Rows, dt: np.dtype, pad_value: int, pad_name: str) -> None:
     bits = 63 if dt == _I64 else 31
     if (col.dtype == dt or (col.dtype == _I32 and dt == _I64)) and -(2**bits) <= pad_value < 2**bits:
         return
@@ -425,9 +425,9 @@ def _int_arg(value: Any, name: str) -> int:
     return int(value)
 
 
-def _resolve_columns(data: Any, labels: Any, columns: Any) -> tuple[Ragged, Ragged | None, dict[str, Ragged]]:
+def _resolve_columns(data: Any, labels: Any, columns: Any) -> tuple[Rows, Rows | None, dict[str, Rows]]:
     """input_ids, labels and extra per-token columns, all aligned row by row."""
-    extra: dict[str, Ragged] = {}
+    extra: dict[str, Rows] = {}
     if is_table_like(data):
         ids = get_column(data, "input_ids", "data")
         if labels is None and "labels" in column_names(data):
@@ -448,7 +448,7 @@ def _resolve_columns(data: Any, labels: Any, columns: Any) -> tuple[Ragged, Ragg
             extra = {k: as_ragged(v, k, integer=False) for k, v in columns.items()}
     lab = None
     if labels is not None and labels is not False:
-        lab = labels if isinstance(labels, Ragged) else as_ragged(labels, "labels")
+        lab = as_ragged(labels, "labels")
         check_aligned(ids, lab)
     for name, col in extra.items():
         if name in ("input_ids", "labels", "position_ids", "attention_mask", "cu_seqlens", "bin_offsets"):
@@ -457,7 +457,7 @@ def _resolve_columns(data: Any, labels: Any, columns: Any) -> tuple[Ragged, Ragg
     return ids, lab, extra
 
 
-def _check_bins(bins: Any, ids: Ragged, width: int, layout: str) -> Bins:
+def _check_bins(bins: Any, ids: Rows, width: int, layout: str) -> Bins:
     if not isinstance(bins, Bins):
         raise InvalidTypeError(f"bins must be a fastaxo.Bins (from pack_bins), got {type(bins).__name__}")
     if len(bins.indices):
@@ -496,14 +496,21 @@ def _buffer(pool: dict[str, np.ndarray] | None, name: str, shape: tuple[int, ...
     return np.empty(shape, dtype)
 
 
-def _materialise(ids: Ragged, lab: Ragged | None, extra: dict[str, Ragged], bins: Bins, width: int,
+def _materialise(ids: Rows, lab: Rows | None, extra: dict[str, Rows], bins: Bins, width: int,
                  layout: str, attention: str | None, position_ids: bool, pad_id: int, label_pad_id: int,
                  pad_values: Mapping[str, Any], dt: np.dtype, nt: int,
                  pool: dict[str, np.ndarray] | None = None) -> Packed:
     ext = _backend.pack_ext
     if ext is None:
-        return Packed(_reference_pack.materialise(ids, lab, extra, bins, width, layout, attention,
-                                                  position_ids, pad_id, label_pad_id, pad_values, dt), bins, layout)
+        arrays = _reference_pack.materialise(ids, lab, extra, bins, width, layout, attention, position_ids,
+                                             pad_id, label_pad_id, pad_values, dt)
+        if pool is not None:
+            for name, arr in list(arrays.items()):
+                if name not in ("cu_seqlens", "bin_offsets"):
+                    buf = _buffer(pool, name, arr.shape, arr.dtype)
+                    buf[...] = arr
+                    arrays[name] = buf
+        return Packed(arrays, bins, layout)
     nb = len(bins)
     offsets = np.ascontiguousarray(bins.offsets, np.int64)
     lens = np.ascontiguousarray(bins.lengths, np.int64)
@@ -521,9 +528,9 @@ def _materialise(ids: Ragged, lab: Ragged | None, extra: dict[str, Ragged], bins
         w = 0
     out: dict[str, np.ndarray] = {}
 
-    def column(name: str, col: Ragged, out_dt: np.dtype, pad: Any) -> np.ndarray:
+    def column(name: str, col: Rows, out_dt: np.dtype, pad: Any) -> np.ndarray:
         arr = _buffer(pool, name, shape, out_dt)
-        src = ext.source_ptrs(col.physical(bins.indices), len(lens), starts, *col.source(), col.dtype.itemsize, nt)
+        src = col.entry_ptrs(bins.indices, len(lens), starts, nt)
         ext.fill_bins(arr.reshape(-1).view(np.uint8), ext.TYPE_CODES[out_dt], w, flat_base, offsets, src, lens,
                       ext.TYPE_CODES[col.dtype], ext.KIND_COPY, np.array(pad, out_dt).tobytes(), nt)
         return arr

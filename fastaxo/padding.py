@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from fastaxo import _backend, _reference_pack
-from fastaxo._ragged import Ragged, as_ragged, check_aligned, column_names, get_column, is_table_like
+from fastaxo._ragged import Rows, as_ragged, check_aligned, column_names, get_column, is_table_like
 from fastaxo._threads import resolve_num_threads
 from fastaxo.errors import InvalidInputError, InvalidTypeError, SequenceTooLongError
 from fastaxo.packing import _check_fits, _choice, _int_arg, _out_dtype, _positive_int
@@ -89,7 +89,13 @@ class PaddedBatches(Sequence):
         return f"<fastaxo.PaddedBatches: {len(self):,} batches, columns {list(self.buffers)}>"
 
 
-def _columns(data: Any, labels: Any, position_ids: Any) -> tuple[Ragged, Ragged | None, Ragged | bool | None]:
+_FAST_DTYPES: dict[Any, np.dtype] = {}
+for _t in (np.int32, np.int64):
+    _FAST_DTYPES[_t] = _FAST_DTYPES[np.dtype(_t)] = np.dtype(_t)
+_FITS = {np.dtype(np.int32): (-(2**31), 2**31 - 1), np.dtype(np.int64): (-(2**63), 2**63 - 1)}
+
+
+def _columns(data: Any, labels: Any, position_ids: Any) -> tuple[Rows, Rows | None, Rows | bool | None]:
     if is_table_like(data):
         ids = get_column(data, "input_ids", "data")
         names = column_names(data)
@@ -101,13 +107,13 @@ def _columns(data: Any, labels: Any, position_ids: Any) -> tuple[Ragged, Ragged 
         ids = as_ragged(data, "input_ids")
     lab = None
     if labels is not None and labels is not False:
-        lab = labels if isinstance(labels, Ragged) else as_ragged(labels, "labels")
+        lab = as_ragged(labels, "labels")
         check_aligned(ids, lab)
-    pos: Ragged | bool | None = None
+    pos: Rows | bool | None = None
     if position_ids is True:
         pos = True
     elif position_ids is not None and position_ids is not False:
-        pos = position_ids if isinstance(position_ids, Ragged) else as_ragged(position_ids, "position_ids")
+        pos = as_ragged(position_ids, "position_ids")
         check_aligned(ids, pos)
     return ids, lab, pos
 
@@ -149,7 +155,7 @@ def _pad(data: Any, batch_offsets: Any, labels: Any, position_ids: Any, pad_to: 
     _check_fits(ids, dt, pad_id, "pad_id")
     if lab is not None:
         _check_fits(lab, dt, label_pad_id, "label_pad_id")
-    if isinstance(pos, Ragged):
+    if pos is not None and pos is not True:
         _check_fits(pos, dt, 0 if pos_pad is None else pos_pad, "position_pad_id")
     n = len(ids)
     lengths = ids.lengths
@@ -188,14 +194,14 @@ def _pad(data: Any, batch_offsets: Any, labels: Any, position_ids: Any, pad_to: 
         np.cumsum((bo[1:] - bo[:-1]) * widths, out=bases[1:])
     total = int(bases[-1])
     left = side == "left"
-    specs: list[tuple[str, Ragged | None, str, Any, bool]] = [("input_ids", ids, "copy", pad_id, False)]
+    specs: list[tuple[str, Rows | None, str, Any, bool]] = [("input_ids", ids, "copy", pad_id, False)]
     if attention_mask:
         specs.append(("attention_mask", None, "ones", 0, False))
     if lab is not None:
         specs.append(("labels", lab, "copy", label_pad_id, False))
     if pos is True:
         specs.append(("position_ids", None, "iota", pos_pad or 0, pos_pad is None))
-    elif isinstance(pos, Ragged):
+    elif pos is not None:
         specs.append(("position_ids", pos, "copy", pos_pad or 0, pos_pad is None))
     ext = _backend.pack_ext
     buffers: dict[str, np.ndarray] = {}
@@ -216,7 +222,7 @@ def _pad(data: Any, batch_offsets: Any, labels: Any, position_ids: Any, pad_to: 
             src = None
             st = code
             if col is not None:
-                src = ext.source_ptrs(col.index, n, None, *col.source(), col.dtype.itemsize, nt)
+                src = col.entry_ptrs(None, n, None, nt)
                 st = ext.TYPE_CODES[col.dtype]
             ext.pad_fill(buf.view(np.uint8), code, bo, bases, widths, src, lengths, st, kinds[kind], left,
                          np.array(padv, dt).tobytes(), rng, nt)
@@ -260,6 +266,27 @@ def pad(data: Any, *, labels: Any = None, position_ids: Any = None, pad_to: int 
     Padded
         ``input_ids``, ``attention_mask`` (and ``labels``, ``position_ids``) as ``[rows, width]``.
     """
+    ext = _backend.pack_ext
+    if (ext is not None and type(data) is list and position_ids is None and pad_to is None
+            and (labels is None or type(labels) is list) and type(pad_id) is int and type(label_pad_id) is int
+            and (multiple_of is None or (type(multiple_of) is int and multiple_of >= 1))
+            and (side == "right" or side == "left")):
+        # the collator fast path: a list of NumPy rows, read in place, one kernel call
+        dt = _FAST_DTYPES.get(dtype) if not isinstance(dtype, str) else None
+        if dt is not None and _FITS[dt][0] <= pad_id <= _FITS[dt][1] and _FITS[dt][0] <= label_pad_id <= _FITS[dt][1]:
+            try:
+                got = ext.pad_list(data, labels, dt, pad_id, label_pad_id, multiple_of or 0, side == "left",
+                                   bool(attention_mask))
+            except ValueError as exc:
+                raise InvalidInputError(str(exc)) from None
+            if got is not None:
+                ids_out, mask_out, lab_out = got
+                arrays = {"input_ids": ids_out}
+                if mask_out is not None:
+                    arrays["attention_mask"] = mask_out
+                if lab_out is not None:
+                    arrays["labels"] = lab_out
+                return Padded(arrays, ids_out.shape[1])
     buffers, bo, widths, bases, tr, trt = _pad(data, None, labels, position_ids, pad_to, multiple_of, pad_id,
                                                label_pad_id, position_pad_id, side, truncate, attention_mask,
                                                dtype, num_threads)

@@ -123,6 +123,9 @@ def test_pad_errors():
         fastaxo.pad(rows, side="middle")
     with pytest.raises(InvalidInputError, match="labels row 1 has 2 values"):
         fastaxo.pad(rows, labels=[[1, 2, 3], [4, 5]])
+    arrays = [np.array(r) for r in rows]
+    with pytest.raises(InvalidInputError, match="labels row 1 has 2 values; input_ids row 1 has 1"):
+        fastaxo.pad(arrays, labels=[np.array([1, 2, 3]), np.array([4, 5])])  # the list-of-arrays fast path
     with pytest.raises(InvalidInputError, match="batch_offsets must start at 0 and end at the number of rows"):
         fastaxo.pad_batches(rows, [0, 1])
     with pytest.raises(InvalidInputError, match="must not decrease"):
