@@ -80,3 +80,30 @@ def fmt_table(headers: list[str], rows: list[list[str]]) -> str:
     sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     body = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in rows]
     return "\n".join([line, sep, *body])
+
+
+class JsonRecorder(list):
+    """The records of a run; each is also appended to the --json file as soon as it exists."""
+
+    def __init__(self, path: str | None):
+        super().__init__()
+        self.path = path
+        if path:
+            open(path, "w").close()
+
+    def append(self, rec: dict) -> None:
+        super().append(rec)
+        if self.path:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(rec) + "\n")
+
+
+def release_freed_memory() -> None:
+    """Return freed heap memory to the OS (glibc malloc_trim), so a peak measured from the
+    current RSS is not hidden by memory freed earlier and reused without raising RSS."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

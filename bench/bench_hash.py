@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import child_peak, fmt_table, interleaved, machine, median, reset_peak, status_kib  # noqa: E402
+from _common import JsonRecorder, child_peak, fmt_table, interleaved, machine, median, reset_peak, status_kib  # noqa: E402
 
 import fastaxo  # noqa: E402
 from fastaxo._demo import text_rows, tokenized_table  # noqa: E402
@@ -265,22 +265,6 @@ def bench_bulk(threads: int, reps: int, results: list[dict]) -> str:
     return fmt_table(["row size", "threads", "fastaxo MB/s", "openssl x threads MB/s", "% of openssl", "85% target"], rows_out)
 
 
-class _Recorder(list):
-    """The records of a run; each is also appended to the --json file as soon as it exists."""
-
-    def __init__(self, path: str | None):
-        super().__init__()
-        self.path = path
-        if path:
-            open(path, "w").close()
-
-    def append(self, rec: dict) -> None:
-        super().append(rec)
-        if self.path:
-            with open(self.path, "a") as f:
-                f.write(json.dumps(rec) + "\n")
-
-
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         child(sys.argv[2:])
@@ -296,7 +280,7 @@ def main() -> None:
     p.add_argument("--json", help="also write every record as a JSON line to this file")
     args = p.parse_args()
     sizes = [int(s) for s in args.rows.split(",")]
-    results = _Recorder(args.json)
+    results = JsonRecorder(args.json)
     only = set(args.only or ["bulk", "hash", "dedupe"])
     load_baselines("dedupe" in only)
     print(f"# fastaxo {fastaxo.__version__}; {machine()}")
