@@ -8,6 +8,10 @@ sizes, row widths) and reports a violation instead of writing out of bounds.
 from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
 from libc.string cimport memcpy
+from cpython.list cimport PyList_GET_SIZE, PyList_GET_ITEM
+from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
+from cpython.long cimport PyLong_Check, PyLong_AsLongLong
+from cpython.ref cimport PyObject
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_ND
 
 import numpy as np
@@ -68,13 +72,14 @@ def assign(const int64_t[::1] lengths, int64_t capacity, int64_t max_items, int 
     """Assign items to bins, each group of items independently (in parallel).
 
     ``groups`` holds item boundaries (``groups[0] == 0``, ``groups[-1] == n``, non-empty
-    groups). Returns ``(status, bad_item, order, bin_offsets)`` with global item indices;
-    on a non-OK status ``bad_item`` is the global index the kernel reported (or -1).
+    groups). Returns ``(status, bad_item, order, bin_offsets, entry_lengths)`` with global
+    item indices (``entry_lengths[j] = lengths[order[j]]``); on a non-OK status
+    ``bad_item`` is the global index the kernel reported (or -1) and the arrays are None.
     """
     cdef int64_t n = lengths.shape[0]
     cdef int64_t G = groups.shape[0] - 1
     if n == 0:
-        return OK, -1, np.empty(0, np.int64), np.zeros(1, np.int64)
+        return OK, -1, np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64)
     if G < 1 or groups[0] != 0 or groups[G] != n:
         raise ValueError("groups must run from 0 to len(lengths)")
     cdef int64_t g, j, s, e, k, total
@@ -82,11 +87,14 @@ def assign(const int64_t[::1] lengths, int64_t capacity, int64_t max_items, int 
         if groups[g + 1] <= groups[g]:
             raise ValueError("groups must be non-empty and increasing")
     order_arr = np.empty(n, np.int64)
+    elen_arr = np.empty(n, np.int64)
+    # group g writes its bin offsets at scratch[groups[g] + g ...] (at most its item count + 1)
     scratch_arr = np.empty(n + G + 1, np.int64)
     nb_arr = np.zeros(G, np.int64)
     bad_arr = np.full(G, -1, np.int64)
     st_arr = np.zeros(G, np.int32)
     cdef int64_t[::1] order = order_arr
+    cdef int64_t[::1] elen = elen_arr
     cdef int64_t[::1] scratch = scratch_arr
     cdef int64_t[::1] nb = nb_arr
     cdef int64_t[::1] bad = bad_arr
@@ -97,9 +105,13 @@ def assign(const int64_t[::1] lengths, int64_t capacity, int64_t max_items, int 
         e = groups[g + 1]
         st[g] = fx_pack_assign(&lengths[s], e - s, capacity, max_items, strategy, allow_overlong,
                                &order[s], &scratch[s + g], &nb[g], &bad[g])
+        if st[g] == FX_PACK_OK:
+            for j in range(s, e):
+                order[j] = order[j] + s
+                elen[j] = lengths[order[j]]
     for g in range(G):
         if st[g] != FX_PACK_OK:
-            return int(st[g]), (int(bad[g] + groups[g]) if bad[g] >= 0 else -1), None, None
+            return int(st[g]), (int(bad[g] + groups[g]) if bad[g] >= 0 else -1), None, None, None
     total = 0
     for g in range(G):
         total += nb[g]
@@ -112,11 +124,8 @@ def assign(const int64_t[::1] lengths, int64_t capacity, int64_t max_items, int 
             for j in range(nb[g]):
                 offsets[k] = scratch[s + g + j] + s
                 k += 1
-            if s:
-                for j in range(s, groups[g + 1]):
-                    order[j] += s
         offsets[total] = n
-    return OK, -1, order_arr, offsets_arr
+    return OK, -1, order_arr, offsets_arr, elen_arr
 
 
 # ---------------------------------------------------------------- sources
@@ -503,3 +512,43 @@ def pad_list(list ids, object labels, object dtype, int64_t pad_id, int64_t labe
                 fx_copy_elems(pl + rowb + off * dsize, dt, <const void *>lp[i], lt, l)
                 fx_fill_elems(pl + rowb + (0 if left else l) * dsize, dsize, lpad_b, npad)
     return out_ids, out_mask, out_lab
+
+
+def lists_to_values(list rows):
+    """Convert a list of lists (or tuples) of Python ints into ``(values int64, lengths int64)``
+    in one C pass (``PyLong_AsLongLong`` per token, no intermediate objects).
+
+    Returns ``("type", row, position, value)`` for the first token that is not an int, or
+    ``("row", row, None, value)`` for a row that is not a list or tuple, instead of raising,
+    so the caller words the error; OverflowError propagates for ints beyond int64.
+    """
+    cdef Py_ssize_t n = len(rows), i, j, m
+    cdef int64_t total = 0
+    lens_arr = np.empty(n, np.int64)
+    cdef int64_t[::1] lens = lens_arr
+    cdef object r
+    for i in range(n):
+        r = rows[i]
+        if type(r) is list:
+            lens[i] = PyList_GET_SIZE(r)
+        elif type(r) is tuple:
+            lens[i] = PyTuple_GET_SIZE(r)
+        else:
+            return ("row", i, None, r)
+        total += lens[i]
+    vals_arr = np.empty(total, np.int64)
+    cdef int64_t[::1] vals = vals_arr
+    cdef int64_t k = 0
+    cdef PyObject *item
+    cdef bint is_list
+    for i in range(n):
+        r = rows[i]
+        m = lens[i]
+        is_list = type(r) is list
+        for j in range(m):
+            item = PyList_GET_ITEM(r, j) if is_list else PyTuple_GET_ITEM(r, j)
+            if not PyLong_Check(<object>item):
+                return ("type", i, j, <object>item)
+            vals[k] = PyLong_AsLongLong(<object>item)
+            k += 1
+    return vals_arr, lens_arr

@@ -220,6 +220,26 @@ def _from_rows(data: list | tuple | np.ndarray, name: str, integer: bool) -> Rag
         values = np.concatenate([r for r in data if len(r)] or [np.zeros(0, dtype)], dtype=dtype)
         values = _native(values)
     else:
+        from fastaxo._backend import pack_ext
+
+        if pack_ext is not None and type(data) is list:
+            try:
+                got = pack_ext.lists_to_values(data)  # one C pass over the Python ints
+            except OverflowError:
+                raise InvalidInputError(f"{name}: a token id does not fit in int64") from None
+            if len(got) == 2:
+                values, lengths = got
+                offsets = np.zeros(n + 1, dtype=np.int64)
+                np.cumsum(lengths, out=offsets[1:])
+                return Ragged(name, [(values, offsets)], values.dtype, lengths=lengths)
+            what, i, j, value = got
+            if what == "type" and isinstance(value, (float, np.floating)) and integer:
+                raise InvalidTypeError(f"{name}: expected integer token ids, got a {type(value).__name__} ({value!r:.40}) "
+                                       f"at row {i}, position {j}")
+            if what == "type" and not isinstance(value, (np.integer, float, np.floating)):
+                raise InvalidTypeError(f"{name} row {i}, position {j}: expected an int token id, got "
+                                       f"{type(value).__name__} {value!r:.40}")
+            # other shapes (NumPy scalars, rows that are arrays, floats for float columns): general path
         rows = []
         for i, r in enumerate(data):
             if isinstance(r, (str, bytes)) or not hasattr(r, "__len__"):

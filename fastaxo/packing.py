@@ -194,7 +194,7 @@ def _lengths_of(lengths: Any) -> np.ndarray:
     if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
         raise InvalidInputError("lengths: values exceed int64")
     arr = np.ascontiguousarray(arr, dtype=np.int64)
-    if arr.size:
+    if arr.size and arr.min() < 0:
         neg = np.flatnonzero(arr < 0)
         if len(neg):
             i = int(neg[0])
@@ -253,14 +253,16 @@ def _items(lengths: np.ndarray, capacity: int, overflow: str, what: str):
 
 
 def _assign(item_len: np.ndarray, capacity: int, max_items: int, strategy: str, allow_overlong: bool,
-            groups: np.ndarray, nt: int) -> tuple[np.ndarray, np.ndarray]:
+            groups: np.ndarray, nt: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order, bin offsets, entry lengths = item_len[order])."""
     ext = _backend.pack_ext
     if ext is None:
-        return _reference_pack.assign_groups(item_len, capacity, max_items, strategy, allow_overlong, groups)
-    status, bad, order, offsets = ext.assign(item_len, capacity, max_items, _STRATEGY_CODES[strategy],
-                                             allow_overlong, groups, nt)
+        order, offsets = _reference_pack.assign_groups(item_len, capacity, max_items, strategy, allow_overlong, groups)
+        return order, offsets, item_len[order]
+    status, bad, order, offsets, entry_len = ext.assign(item_len, capacity, max_items, _STRATEGY_CODES[strategy],
+                                                        allow_overlong, groups, nt)
     if status == ext.OK:
-        return order, offsets
+        return order, offsets, entry_len
     if status == ext.ENOMEM:
         raise MemoryError(f"pack_bins: out of memory packing {len(item_len):,} sequences")
     raise RuntimeError(f"pack_bins: internal error (status {status}, item {bad}); please report it")
@@ -334,8 +336,7 @@ def _pack_bins(lengths: np.ndarray, capacity: int, strategy: str, max_rows: int 
             groups = np.insert(groups, 0, 0)
     item_len = np.ascontiguousarray(item_len, dtype=np.int64)
     max_items = max_rows if max_rows is not None else max(n_items, 1)
-    order, offsets = _assign(item_len, capacity, max_items, strategy, overflow == "isolate", groups, nt)
-    entry_len = item_len[order]
+    order, offsets, entry_len = _assign(item_len, capacity, max_items, strategy, overflow == "isolate", groups, nt)
     indices = order if rows is None else rows[order]
     entry_starts = None if starts is None else starts[order]
     tokens = int(entry_len.sum()) if n_items else 0

@@ -494,3 +494,17 @@ def test_big_pack_parallel_is_exact():
     assert np.array_equal(two["labels"].reshape(-1)[dst], vals[src].astype(np.int32))
     assert np.array_equal(np.sort(b.indices), np.arange(n))
     assert int((two["attention_mask"] > 0).sum()) == int(lens.sum())
+
+
+def test_list_of_lists_conversion_and_errors():
+    rows = [[1, 2, 3], (4, 5), [], [True, 7]]
+    p = fastaxo.pack(rows, 8, strategy="ff", attention=None)
+    assert p["input_ids"].tolist() == [[1, 2, 3, 4, 5, 1, 7, 0]]
+    with pytest.raises(InvalidTypeError, match=r"got a float \(2.5\) at row 1, position 1"):
+        fastaxo.pack([[1], [2, 2.5]], 8)
+    with pytest.raises(InvalidTypeError, match=r"input_ids row 0, position 1: expected an int token id, got str"):
+        fastaxo.pack([[1, "a"]], 8)
+    with pytest.raises(InvalidInputError, match="does not fit in int64"):
+        fastaxo.pack([[2**70]], 8)
+    # NumPy scalars inside lists take the general path and still work
+    assert fastaxo.pack([[np.int32(3), 4]], 4)["input_ids"].tolist() == [[3, 4, 0, 0]]
