@@ -129,6 +129,19 @@ def assign(const int64_t[::1] lengths, int64_t capacity, int64_t max_items, int 
 
 
 # ---------------------------------------------------------------- sources
+cdef inline int64_t _segment_of(const int64_t *bounds, int64_t nseg, int64_t x) noexcept nogil:
+    """The last segment s < nseg with bounds[s] <= x (bounds non-decreasing, bounds[nseg] > x):
+    which chunk holds row x, which batch holds row x (empty segments are skipped)."""
+    cdef int64_t lo = 0, hi = nseg, mid
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if bounds[mid] <= x:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 cdef uintptr_t _address(object arr) except? 0:
     """Address of a C-contiguous buffer (the buffer protocol: cheaper than any NumPy attribute)."""
     cdef Py_buffer view
@@ -205,7 +218,7 @@ def source_ptrs(object rows, int64_t n, object starts, list chunks, const int64_
             raise ValueError("source_ptrs: starts must have one entry per row")
     out_arr = np.empty(n, np.uintp)
     cdef uintptr_t[::1] out = out_arr
-    cdef int64_t e, r, lo, hi, mid, local, off, bad = 0
+    cdef int64_t e, r, local, off, bad = 0
     for e in prange(n, nogil=True, num_threads=num_threads, schedule="static",
                     use_threads_if=num_threads > 1 and n >= 65536):
         r = rw[e] if has_rows else e
@@ -213,17 +226,7 @@ def source_ptrs(object rows, int64_t n, object starts, list chunks, const int64_
             bad += 1
             out[e] = 0
             continue
-        c = 0
-        if nchunks > 1:
-            lo = 0
-            hi = nchunks
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if chunk_base[mid] <= r:
-                    lo = mid
-                else:
-                    hi = mid
-            c = lo
+        c = _segment_of(&chunk_base[0], nchunks, r)
         local = r - chunk_base[c]
         if chunk_off64[c]:
             off = (<const int64_t *>chunk_offsets[c])[local]
@@ -395,17 +398,10 @@ def pad_fill(char[::1] out, int dt, const int64_t[::1] boff, const int64_t[::1] 
     cdef char *row
     cdef char *data
     cdef char *tail
-    cdef int64_t i, lo, hi, mid, w, l, keep, skip, npad
+    cdef int64_t i, lo, w, l, keep, skip, npad
     for i in prange(n, nogil=True, num_threads=num_threads, schedule="static",
                     use_threads_if=num_threads > 1 and need >= PAR_MIN_ELEMS):
-        lo = 0
-        hi = nbatch
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if boff[mid] <= i:
-                lo = mid
-            else:
-                hi = mid
+        lo = _segment_of(&boff[0], nbatch, i)
         w = widths[lo]
         row = base + (obase[lo] + (i - boff[lo]) * w) * dsize
         l = lens[i]

@@ -65,10 +65,6 @@ class Ragged:
     def __len__(self) -> int:
         return len(self.lengths)
 
-    @property
-    def total(self) -> int:
-        return int(self.lengths.sum()) if len(self.lengths) else 0
-
     def physical(self, rows: np.ndarray) -> np.ndarray:
         """Physical row numbers of logical rows."""
         return rows if self.index is None else self.index[rows]
@@ -121,10 +117,6 @@ class ArrayRows:
 
     def __len__(self) -> int:
         return len(self.lengths)
-
-    @property
-    def total(self) -> int:
-        return int(self.lengths.sum()) if len(self.lengths) else 0
 
     def entry_ptrs(self, rows: np.ndarray | None, n: int, starts: np.ndarray | None, nt: int) -> np.ndarray:
         p = self.ptrs if rows is None else self.ptrs[rows]

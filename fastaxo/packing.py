@@ -350,21 +350,10 @@ def _pack_bins(lengths: np.ndarray, capacity: int, strategy: str, max_rows: int 
 
 
 # ---------------------------------------------------------------- materialisation
-class Packed(Mapping):
-    """Packed rows: a mapping of NumPy arrays plus ``bins`` and ``stats``.
+class _Arrays(Mapping):
+    """A read-only mapping of named NumPy arrays (the result type of pack and pad)."""
 
-    Padded layout: ``input_ids``, ``labels`` (when given), ``position_ids`` and
-    ``attention_mask`` are ``[n_bins, width]``; ``cu_seqlens`` holds sequence boundaries over
-    the flattened rows (each non-empty pad tail counts as one segment). Flat layout: 1-D arrays
-    of the packed tokens without padding, ``cu_seqlens`` per sequence and ``bin_offsets``
-    (token offset of each bin).
-    """
-
-    def __init__(self, arrays: dict[str, np.ndarray], bins: Bins, layout: str):
-        self._arrays = arrays
-        self.bins = bins
-        self.stats = bins.stats
-        self.layout = layout
+    _arrays: dict[str, np.ndarray]
 
     def __getitem__(self, key: str) -> np.ndarray:
         return self._arrays[key]
@@ -385,9 +374,28 @@ class Packed(Mapping):
 
         return {k: torch.from_numpy(v) for k, v in self._arrays.items()}
 
+    def _shapes(self) -> str:
+        return ", ".join(f"{k}: {v.shape} {v.dtype}" for k, v in self._arrays.items())
+
+
+class Packed(_Arrays):
+    """Packed rows: a mapping of NumPy arrays plus ``bins`` and ``stats``.
+
+    Padded layout: ``input_ids``, ``labels`` (when given), ``position_ids`` and
+    ``attention_mask`` are ``[n_bins, width]``; ``cu_seqlens`` holds sequence boundaries over
+    the flattened rows (each non-empty pad tail counts as one segment). Flat layout: 1-D arrays
+    of the packed tokens without padding, ``cu_seqlens`` per sequence and ``bin_offsets``
+    (token offset of each bin).
+    """
+
+    def __init__(self, arrays: dict[str, np.ndarray], bins: Bins, layout: str):
+        self._arrays = arrays
+        self.bins = bins
+        self.stats = bins.stats
+        self.layout = layout
+
     def __repr__(self) -> str:
-        shapes = ", ".join(f"{k}: {v.shape} {v.dtype}" for k, v in self._arrays.items())
-        return f"<fastaxo.Packed ({self.layout}) {shapes}>"
+        return f"<fastaxo.Packed ({self.layout}) {self._shapes()}>"
 
 
 _I32, _I64 = np.dtype(np.int32), np.dtype(np.int64)

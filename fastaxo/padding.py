@@ -10,7 +10,7 @@ counted; otherwise a row longer than ``pad_to`` raises
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -19,12 +19,12 @@ from fastaxo import _backend, _reference_pack
 from fastaxo._ragged import Rows, as_ragged, check_aligned, column_names, get_column, is_table_like
 from fastaxo._threads import resolve_num_threads
 from fastaxo.errors import InvalidInputError, InvalidTypeError, SequenceTooLongError
-from fastaxo.packing import _check_fits, _choice, _int_arg, _out_dtype, _positive_int
+from fastaxo.packing import _Arrays, _check_fits, _choice, _int_arg, _out_dtype, _positive_int
 
 __all__ = ["pad", "pad_batches", "Padded", "PaddedBatches"]
 
 
-class Padded(Mapping):
+class Padded(_Arrays):
     """Padded rows: a mapping of ``[rows, width]`` NumPy arrays (``input_ids``,
     ``attention_mask``, and ``labels`` / ``position_ids`` when given), plus ``width``,
     ``truncated`` (rows cut) and ``truncated_tokens``."""
@@ -35,24 +35,8 @@ class Padded(Mapping):
         self.truncated = truncated
         self.truncated_tokens = truncated_tokens
 
-    def __getitem__(self, key: str) -> np.ndarray:
-        return self._arrays[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._arrays)
-
-    def __len__(self) -> int:
-        return len(self._arrays)
-
-    def to_torch(self) -> dict[str, Any]:
-        """The arrays as torch tensors sharing memory (``torch.from_numpy``)."""
-        import torch
-
-        return {k: torch.from_numpy(v) for k, v in self._arrays.items()}
-
     def __repr__(self) -> str:
-        shapes = ", ".join(f"{k}: {v.shape} {v.dtype}" for k, v in self._arrays.items())
-        return f"<fastaxo.Padded {shapes}>"
+        return f"<fastaxo.Padded {self._shapes()}>"
 
 
 class PaddedBatches(Sequence):
