@@ -665,6 +665,37 @@ def memcpy_rates(nbytes: int, reps: int, prefault_max: int = 0) -> dict[str, flo
 
 
 # --------------------------------------------------------------------------------------------
+# Loading the implementations (shared by bench_pack.py and bench_pad.py)
+
+
+def import_fastaxo(skip: bool, names: tuple[str, ...], note: Callable[[str], None]) -> Any:
+    """fastaxo when it has every name in `names`, else None (with a note saying why)."""
+    if skip:
+        note("--no-fastaxo: only the baselines run")
+        return None
+    try:
+        import fastaxo as fx
+    except ImportError as exc:
+        note(f"fastaxo not importable ({exc!r}): only the baselines run")
+        return None
+    if all(hasattr(fx, n) for n in names):
+        return fx
+    note(f"fastaxo {fx.__version__} has no {' / '.join(names)} yet: only the baselines run")
+    return None
+
+
+def import_fast_axolotl(note: Callable[[str], None]) -> Any:
+    """fast-axolotl, or None. Import axolotl before calling this: its import shim hides the
+    real axolotl package otherwise."""
+    try:
+        import fast_axolotl as fa  # type: ignore
+    except ImportError:  # pragma: no cover
+        note("fast-axolotl not installed: its rows are skipped")
+        return None
+    return fa
+
+
+# --------------------------------------------------------------------------------------------
 # Report helpers
 
 

@@ -111,28 +111,12 @@ def load_baselines(want_bins: bool, want_pack: bool) -> None:
         except Exception as exc:  # pragma: no cover
             note(f"TRL not importable ({exc!r}): its BFD baselines are skipped")
     if want_pack:
-        try:
-            import fast_axolotl as fa  # type: ignore
-
-            fast_axolotl = fa
-        except ImportError:  # pragma: no cover
-            note("fast-axolotl not installed: its rows are skipped")
+        fast_axolotl = B.import_fast_axolotl(note)
 
 
 def load_fastaxo(skip: bool = False) -> None:
     global fastaxo
-    if skip:
-        note("--no-fastaxo: only the baselines run")
-        return
-    try:
-        import fastaxo as fx
-
-        if all(hasattr(fx, n) for n in ("pack", "pack_bins", "iter_pack")):
-            fastaxo = fx
-        else:
-            note(f"fastaxo {fx.__version__} has no pack / pack_bins / iter_pack yet: only the baselines run")
-    except ImportError as exc:
-        note(f"fastaxo not importable ({exc!r}): only the baselines run")
+    fastaxo = B.import_fastaxo(skip, ("pack", "pack_bins", "iter_pack"), note)
 
 
 # -------------------------------------------------------------------------------- helpers

@@ -118,28 +118,12 @@ def load_baselines(torch_threads: int) -> None:
              f"constructed in {time.perf_counter() - t0:.2f} s")
     except Exception as exc:  # pragma: no cover
         note(f"DataCollatorForSeq2Seq not available ({exc!r}): its rows are skipped")
-    try:
-        import fast_axolotl as fa  # type: ignore
-
-        fast_axolotl = fa
-    except ImportError:  # pragma: no cover
-        note("fast-axolotl not installed: its rows are skipped")
+    fast_axolotl = B.import_fast_axolotl(note)
 
 
 def load_fastaxo(skip: bool = False) -> None:
     global fastaxo
-    if skip:
-        note("--no-fastaxo: only the baselines run")
-        return
-    try:
-        import fastaxo as fx
-
-        if all(hasattr(fx, n) for n in ("pad", "pad_batches")):
-            fastaxo = fx
-        else:
-            note(f"fastaxo {fx.__version__} has no pad / pad_batches yet: only the baselines run")
-    except ImportError as exc:
-        note(f"fastaxo not importable ({exc!r}): only the baselines run")
+    fastaxo = B.import_fastaxo(skip, ("pad", "pad_batches"), note)
 
 
 class Inputs:
