@@ -16,10 +16,14 @@ from fastaxo.errors import (
     InvalidTypeError,
     NullValueError,
     SequenceTooLongError,
+    SourceNotFoundError,
+    FileFormatError,
+    SchemaMismatchError,
 )
 from fastaxo.hashing import ROW_ENCODING_VERSION, DedupeResult, Seen, dedupe, hash_rows, iter_dedupe
 from fastaxo.packing import Bins, PackIterator, Packed, PackStats, iter_pack, pack, pack_bins
 from fastaxo.padding import Padded, PaddedBatches, pad, pad_batches
+from fastaxo.reader import BatchReader, ReaderStats, iter_batches, iter_parquet, list_column
 
 __all__ = [
     "__version__",
@@ -40,6 +44,11 @@ __all__ = [
     "pad_batches",
     "Padded",
     "PaddedBatches",
+    "iter_batches",
+    "iter_parquet",
+    "BatchReader",
+    "ReaderStats",
+    "list_column",
     "show_config",
     "config",
     "default_num_threads",
@@ -50,4 +59,7 @@ __all__ = [
     "NullValueError",
     "CapacityError",
     "SequenceTooLongError",
+    "SourceNotFoundError",
+    "FileFormatError",
+    "SchemaMismatchError",
 ]

@@ -78,3 +78,33 @@ def text_rows(n_rows: int, mean_bytes: int, seed: int = 0, dup_fraction: float =
         idx[rng.choice(np.arange(1, n_rows), n_dup, replace=False)] = rng.integers(0, n_rows // 2, n_dup)
         arr = arr.take(pa.array(idx))
     return arr
+
+
+def chat_text(n_rows: int, rng: np.random.Generator, mean_bytes: int = 1200) -> pa.StringArray:
+    """n_rows strings of random printable ASCII, lognormal length around mean_bytes."""
+    lengths = np.clip(rng.lognormal(np.log(mean_bytes) - 0.045, 0.3, n_rows), 1, 16 * mean_bytes).astype(np.int64)
+    total = int(lengths.sum())
+    offsets = np.zeros(n_rows + 1, dtype=np.int32 if total < 2**31 else np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = rng.integers(32, 127, total, dtype=np.uint8)
+    cls = pa.StringArray if offsets.dtype == np.int32 else pa.LargeStringArray
+    return cls.from_buffers(n_rows, pa.py_buffer(offsets), pa.py_buffer(data))
+
+
+def chat_batches(n_rows: int, seed: int = 0, chunk_rows: int = 65_536, mean_tokens: float = 300.0,
+                 mean_text_bytes: int = 1200):
+    """Chat-shaped rows, streamed in tables of ``chunk_rows``: ``id`` (int64), ``text`` (string,
+    ~1.2 kB of random printable ASCII) and ``input_ids`` (list<int32>, lognormal ~300 tokens).
+
+    Deterministic for (n_rows, seed, chunk_rows): chunk k draws from its own seeded generator,
+    so a file of any size is made in bounded memory.
+    """
+    for k, start in enumerate(range(0, n_rows, chunk_rows)):
+        n = min(chunk_rows, n_rows - start)
+        rng = np.random.default_rng([seed, k])
+        ids = token_rows(token_lengths(n, rng, mean=mean_tokens), rng)
+        yield pa.table({
+            "id": pa.array(np.arange(start, start + n, dtype=np.int64)),
+            "text": chat_text(n, rng, mean_text_bytes),
+            "input_ids": ids,
+        })

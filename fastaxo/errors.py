@@ -16,6 +16,9 @@ __all__ = [
     "CapacityError",
     "SequenceTooLongError",
     "ExtensionUnavailableError",
+    "SourceNotFoundError",
+    "FileFormatError",
+    "SchemaMismatchError",
 ]
 
 
@@ -57,3 +60,20 @@ class SequenceTooLongError(InvalidInputError):
 
 class ExtensionUnavailableError(FastaxoError, ImportError):
     """The compiled extension is required (FASTAXO_REQUIRE_EXTENSION=1) but did not load."""
+
+
+class SourceNotFoundError(FastaxoError, FileNotFoundError):
+    """A path, directory or glob given as a reader's ``source`` names no readable file."""
+
+
+class FileFormatError(InvalidInputError):
+    """A file cannot be read as its format: corrupt, truncated, or not that format.
+    ``path`` is the file, ``location`` where in it (``"row group 3"``, ``"line 1207"``, ...)."""
+
+    def __init__(self, message: str, path: str, location: str | None = None):
+        super().__init__(message)
+        self.path, self.location = path, location
+
+
+class SchemaMismatchError(InvalidInputError):
+    """Files of one source do not share a schema (column names, order and types)."""
