@@ -76,6 +76,7 @@ DEFAULT_PREFETCH = 4
 DEFAULT_PREFETCH_BYTES = 256 << 20
 DEFAULT_BLOCK_BYTES = 16 << 20
 DEFAULT_BUFFER_BYTES = 1 << 20
+INFER_BYTES = 16 << 20  # JSON Lines / CSV column types come from the first 16 MiB of the first file
 
 
 # --------------------------------------------------------------------------- sources
@@ -390,8 +391,8 @@ class _Text:
     A block is ``block_bytes`` from its start, cut after the last newline (extended to the
     next newline for longer lines): a pure function of the start, so units are block start
     positions in the (decompressed) stream. Uncompressed files seek; compressed ones
-    decompress from the beginning. The first block of the first file fixes the schema
-    (pyarrow's streaming-reader rule); ``schema=`` fixes it up front.
+    decompress from the beginning. The first 16 MiB of the first file fix the schema
+    (pyarrow's streaming-reader rule, over at least INFER_BYTES); ``schema=`` fixes it up front.
     """
 
     def __init__(self, path: str, kind: str, comp: str | None, opts: "_Options", schema: pa.Schema | None):
@@ -434,13 +435,13 @@ class _Text:
                 self.fh.seek(pos)
             self.pos = pos
 
-    def _blocks(self, start: int) -> Iterator[tuple[int, bytes]]:
+    def _blocks(self, start: int, size: int | None = None) -> Iterator[tuple[int, bytes]]:
         """(start position, bytes of whole lines) from ``start`` to the end of the file. A block
         is a pure function of its start: up to the last newline within ``block_bytes``, or to
         the first newline after (a longer line), or to the end of the file."""
         if self.pos != start:
             self._open(start)
-        size = self.opts.block_bytes
+        size = size or self.opts.block_bytes
         carry = b""
         pos = start
         eof = False
@@ -550,12 +551,12 @@ class _Text:
                     where = f"line {line0 + i + 1}"
                     e = je
                     break
-        hint = ("" if self.kind == "text" else
-                "; the first block of the first file fixed the column types: pass schema= to set them")
+        hint = ("" if self.kind == "text" or where.startswith("line ") else
+                "; the first 16 MiB of the first file fixed the column types: pass schema= to set them")
         return FileFormatError(f"{self.path} ({where}): {e}{hint}", self.path, where)
 
     def _infer(self) -> pa.Schema:
-        for _, block in self._blocks(self.start_unit()):
+        for _, block in self._blocks(self.start_unit(), max(self.opts.block_bytes, INFER_BYTES)):
             if block.strip():
                 return self._parse(block, None, (self.start_unit(), 0)).schema
         # an empty file: text has its one column; others name the header's columns, untyped
@@ -897,7 +898,7 @@ class BatchReader:
     def _check_schema(self, i: int, schema: pa.Schema) -> None:
         if not schema.equals(self._schema):
             a, b = self._schema, schema
-            diff = next((f"column {k}: {fa} vs {fb}" for k, (fa, fb) in enumerate(zip(a, b)) if not fa.equals(fb)),
+            diff = next((f"column {k}: {fa.name}: {fa.type} vs {fb.name}: {fb.type}" for k, (fa, fb) in enumerate(zip(a, b)) if not fa.equals(fb)),
                         f"{len(a)} vs {len(b)} columns ({a.names} vs {b.names})")
             raise SchemaMismatchError(
                 f"source: {self.files[i][0]} has a different schema from {self.files[0][0]} ({diff})"
@@ -1206,7 +1207,7 @@ def iter_batches(source: Any, *, format: str | None = None, columns: Sequence[st
     columns
         Read only these columns, in this order.
     schema
-        Column types for JSON Lines / CSV (otherwise the first block of the first file fixes
+        Column types for JSON Lines / CSV (otherwise the first 16 MiB of the first file fix
         them, as pyarrow's streaming readers do).
     rank, world_size
         Read one of ``world_size`` disjoint shards that together hold every row once:
