@@ -371,7 +371,7 @@ class _IpcFile:
     def __init__(self, path: str, opts: "_Options"):
         self.path, self.opts = path, opts
         try:
-            self.fh = pa.OSFile(path)
+            self.fh = pa.memory_map(path) if opts.memory_map else pa.OSFile(path)
             self.reader = ipc.open_file(self.fh, memory_pool=opts.pool)
             self.full_schema = self.reader.schema
         except (pa.ArrowException, OSError) as e:
@@ -404,7 +404,7 @@ class _IpcStream:
     def __init__(self, path: str, opts: "_Options"):
         self.path, self.opts = path, opts
         try:
-            self.fh = pa.OSFile(path)
+            self.fh = pa.memory_map(path) if opts.memory_map else pa.OSFile(path)
             self.size = self.fh.size()
             reader = ipc.open_stream(self.fh, memory_pool=opts.pool)
             self.full_schema = reader.schema
@@ -818,6 +818,7 @@ class _Options:
     buffer_bytes: int
     text_column: str
     pool: Any = None
+    memory_map: bool = False
 
 
 def _proc_kib(field: str, path: str = "/proc/self/status") -> int | None:
@@ -1190,7 +1191,7 @@ class BatchReader:
                  prefetch: int = DEFAULT_PREFETCH, prefetch_bytes: int = DEFAULT_PREFETCH_BYTES,
                  threads: int | None = None, compression: str | None = None, text_column: str = "text",
                  block_bytes: int = DEFAULT_BLOCK_BYTES, buffer_bytes: int = DEFAULT_BUFFER_BYTES,
-                 trim_bytes: int = DEFAULT_TRIM_BYTES, memory_pool: Any = "auto"):
+                 trim_bytes: int = DEFAULT_TRIM_BYTES, memory_pool: Any = "auto", memory_map: bool = False):
         batch_rows = _positive("batch_rows", batch_rows)
         self.world_size = _positive("world_size", world_size)
         self.rank = _positive("rank", rank, allow_zero=True)
@@ -1217,7 +1218,7 @@ class BatchReader:
             columns=columns, batch_rows=batch_rows, decode_rows=min(max(batch_rows, 4096), 65536),
             use_threads=threads != 1, block_bytes=_positive("block_bytes", block_bytes),
             buffer_bytes=_positive("buffer_bytes", buffer_bytes), text_column=text_column,
-            pool=_resolve_pool(memory_pool),
+            pool=_resolve_pool(memory_pool), memory_map=bool(memory_map),
         )
         self.files = resolve_source(source, format, compression)
         self.format = self.files[0][1]
@@ -1427,6 +1428,10 @@ def iter_batches(source: Any, *, format: str | None = None, columns: Sequence[st
         1 decodes in one thread; otherwise pyarrow's CPU pool decodes columns in parallel.
     block_bytes, buffer_bytes
         Text read block (whole lines), and the Parquet read buffer (pages stream through it).
+    memory_map
+        Arrow IPC only: map the file and hand out batches that point into it (zero-copy, as HF
+        datasets does). Touched pages then count in the RSS (file-backed, reclaimable) and in
+        the address space (RLIMIT_AS); the default reads each batch into memory.
     memory_pool
         Where decoded batches live: ``"auto"`` (jemalloc where pyarrow has it: it gives freed
         pages back, so the RSS stays flat), ``"default"`` (pyarrow's default pool) or a
