@@ -207,6 +207,29 @@ def _project(schema: pa.Schema, columns: Sequence[str] | None, path: str) -> pa.
     return pa.schema([schema.field(c) for c in columns], metadata=schema.metadata)
 
 
+_DECAY_SET = False
+
+
+def _set_jemalloc_decay() -> None:
+    """Once per process: jemalloc keeps freed pages for FASTAXO_JEMALLOC_DECAY_MS (default
+    10000) before returning them. Measured on the 2M-row chat file: peak RSS 170-181 MiB
+    against 183-193 MiB with the build's default (pages given back and taken again grow the
+    footprint), at the same speed. pyarrow's jemalloc pool is not its default pool, so
+    this touches only what fastaxo (or a caller who chose jemalloc) allocates there.
+    FASTAXO_JEMALLOC_DECAY_MS=keep leaves the setting alone."""
+    global _DECAY_SET
+    if _DECAY_SET:
+        return
+    _DECAY_SET = True
+    value = os.environ.get("FASTAXO_JEMALLOC_DECAY_MS", "10000")
+    if value == "keep":
+        return
+    try:
+        pa.jemalloc_set_decay_ms(int(value))
+    except (ValueError, NotImplementedError, pa.ArrowException):
+        pass
+
+
 def _resolve_pool(memory_pool: Any) -> pa.MemoryPool:
     """``"auto"``: jemalloc where this pyarrow has it, else pyarrow's default pool. Measured
     on the 2M-row chat file: with mimalloc (the default pool) the RSS of the decoders keeps
@@ -217,9 +240,11 @@ def _resolve_pool(memory_pool: Any) -> pa.MemoryPool:
         return pa.default_memory_pool()
     if memory_pool == "auto":
         try:
-            return pa.jemalloc_memory_pool()
+            pool = pa.jemalloc_memory_pool()
         except (NotImplementedError, pa.ArrowException):
             return pa.default_memory_pool()
+        _set_jemalloc_decay()
+        return pool
     raise InvalidInputError(f"memory_pool must be 'auto', 'default', None or a pyarrow.MemoryPool, "
                             f"got {memory_pool!r}")
 
