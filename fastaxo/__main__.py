@@ -9,20 +9,15 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import sys
 import time
 
 
 def _rss_peak_mib() -> float | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
+    from fastaxo.reader import _proc_kib
+
+    kib = _proc_kib("VmHWM:")
+    return None if kib is None else kib / 1024
 
 
 def _cmd_info(args: argparse.Namespace) -> int:

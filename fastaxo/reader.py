@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from fastaxo import _arrow
+from fastaxo.packing import _int_arg
 from fastaxo.errors import (
     ColumnNotFoundError,
     FileFormatError,
@@ -987,11 +988,10 @@ class _Prefetch:
 # --------------------------------------------------------------------------- the reader
 
 def _positive(name: str, v: Any, allow_zero: bool = False) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-        raise InvalidTypeError(f"{name} must be an int, got {type(v).__name__}")
+    v = _int_arg(v, name)
     if v < 0 or (v == 0 and not allow_zero):
         raise InvalidInputError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {v}")
-    return int(v)
+    return v
 
 
 class _Source:
@@ -1246,6 +1246,7 @@ class BatchReader:
             pool=_resolve_pool(memory_pool), memory_map=bool(memory_map),
         )
         self.files = resolve_source(source, format, compression)
+        self._sizes = [os.path.getsize(p) for p, _, _ in self.files]  # the state's fingerprint
         self.format = self.files[0][1]
         self._src = _Source(self.files, self.opts, schema, self.rank, self.world_size, self.shuffle_buffer,
                             self.seed, self.trim_bytes)
@@ -1341,7 +1342,7 @@ class BatchReader:
     # -- state
     def _fingerprint(self) -> dict[str, Any]:
         return {
-            "files": [[p, os.path.getsize(p)] for p, _, _ in self.files],
+            "files": [[p, size] for (p, _, _), size in zip(self.files, self._sizes)],
             "format": self.format, "columns": list(self.opts.columns) if self.opts.columns else None,
             "rank": self.rank, "world_size": self.world_size, "shuffle_buffer": self.shuffle_buffer,
             "seed": self.seed, "block_bytes": self.opts.block_bytes if self.format in _TEXT_FORMATS else None,
@@ -1491,10 +1492,7 @@ def list_column(batch: pa.RecordBatch | pa.Table | pa.Array, column: str | None 
     else:
         arr = batch
     if isinstance(arr, pa.ChunkedArray):
-        if arr.num_chunks != 1:
-            arr = pa.concat_arrays(arr.chunks) if arr.num_chunks else pa.array([], arr.type)
-        else:
-            arr = arr.chunk(0)
+        arr = arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
     what = f"column {column!r}" if column else "array"
     if _arrow.is_raw_list(arr.type):
         return _arrow.list_view(arr, what, 0)
