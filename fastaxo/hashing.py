@@ -143,15 +143,32 @@ class _DatasetRows(_Rows):
 
     def __init__(self, ds: Any, names: list[str], types: list[pa.DataType]):
         self.fmt = ds.select_columns(names).with_format("arrow")
+        table = ds.data.table if hasattr(ds.data, "table") else ds.data
+        self.table = table.select(names)
+        self.indices = ds._indices.column(0)
         self.names = names
         self.n = len(ds)
         self.encoding = f"table:v{ROW_ENCODING_VERSION}:{_arrow.type_signature(types)}"
 
+        self._physical: np.ndarray | None = None
+
     def _table(self, a: int, b: int) -> _TableRows:
-        tbl = self.fmt[a:b]
+        # One vectorised take per block (datasets' own slicing gathers row by row: ~40x slower).
+        tbl = self.table.take(self.indices.slice(a, b - a))
         return _TableRows(tbl.to_batches(), self.names, [c.type for c in tbl.columns])
 
     def hash_into(self, start: int, stop: int, out: np.ndarray, nt: int) -> None:
+        if 2 * self.n >= self.table.num_rows:
+            # The mapping covers most of the table (a shuffle, a dedupe's select): hash the
+            # table in place, once (32 bytes per row), and gather digests, not rows.
+            if self._physical is None:
+                phys = np.empty((self.table.num_rows, 32), dtype=np.uint8)
+                _TableRows(self.table.to_batches(), self.names, self.table.schema.types).hash_into(
+                    0, self.table.num_rows, phys, nt)
+                self._physical = phys
+            idx = _arrow.fixed_view(self.indices.slice(start, stop - start).combine_chunks())
+            np.take(self._physical, idx, axis=0, out=out[: stop - start])
+            return
         for a in range(start, stop, _BLOCK):
             b = min(stop, a + _BLOCK)
             self._table(a, b).hash_into(0, b - a, out[a - start : b - start], nt)
