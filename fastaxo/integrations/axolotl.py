@@ -1,0 +1,448 @@
+"""fastaxo as an Axolotl plugin.
+
+One line in the Axolotl YAML::
+
+    plugins:
+      - fastaxo.integrations.axolotl.FastaxoPlugin
+
+turns on, with Axolotl's results kept exactly:
+
+- ``fastaxo_dedupe`` (default on): ``dataset_exact_deduplication`` hashes Arrow buffers with
+  fastaxo's OpenMP SHA-256 instead of ``sha256(str(row))`` per row. Same kept rows, same order,
+  same train -> eval ``seen_hashes`` hand-over. It never turns dedupe on by itself.
+- ``fastaxo_packing`` (default on): sample packing's bin assignment (``pack_parallel``) runs
+  fastaxo's first-fit kernel, bin for bin what Axolotl's numba packer returns.
+- ``fastaxo_collator`` (default on): packed micro-batches are collated by
+  :class:`FastaxoCollator` (Axolotl's V2 layout, tensor for tensor).
+- ``fastaxo_loader_health`` (default on): a trainer callback logs, per logging step, the stall
+  fraction, tokens/s, RSS/VmPeak and disk bytes read, a summary table at the end, and MFU
+  when ``fastaxo_peak_flops`` is set.
+- ``fastaxo_streaming`` (default off): local pre-tokenized Parquet/Arrow/JSONL/CSV datasets are
+  read through fastaxo's bounded-memory reader, so a dataset larger than the process's memory
+  is prepared (rows identical to Axolotl's, in Axolotl's order).
+
+Anything a switch cannot honour for a given config is said once in the log and left to
+Axolotl's own code. This module imports axolotl (and through it torch and transformers);
+``import fastaxo`` does not import it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Set as _AbstractSet
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+
+try:
+    import axolotl as _axolotl
+    from axolotl.integrations.base import BasePlugin
+except ImportError as exc:  # pragma: no cover - exercised by users without axolotl
+    raise ImportError(
+        "fastaxo.integrations.axolotl needs axolotl (0.19 to 0.21) installed in this environment: "
+        f"pip install 'fastaxo[axolotl]' ({exc})"
+    ) from exc
+
+from pydantic import BaseModel, Field
+
+import fastaxo
+
+LOG = logging.getLogger("fastaxo.axolotl")
+
+PLUGIN_NAME = "fastaxo.integrations.axolotl.FastaxoPlugin"
+SUPPORTED = ((0, 19), (0, 21))  # inclusive minor range
+_DEFAULT_ON = ("fastaxo_dedupe", "fastaxo_packing", "fastaxo_collator", "fastaxo_loader_health")
+
+
+class FastaxoArgs(BaseModel):
+    """The plugin's config keys, mixed into Axolotl's schema by ``get_input_args``."""
+
+    fastaxo_dedupe: bool | None = Field(default=None, json_schema_extra={"description": (
+        "Run dataset_exact_deduplication on fastaxo's SHA-256 kernel (same kept rows). Default on.")})
+    fastaxo_packing: bool | None = Field(default=None, json_schema_extra={"description": (
+        "Sample-packing bin assignment (pack_parallel) on fastaxo's kernel, bin for bin. Default on.")})
+    fastaxo_collator: bool | None = Field(default=None, json_schema_extra={"description": (
+        "Collate packed micro-batches with fastaxo (Axolotl's V2 layout). Default on.")})
+    fastaxo_streaming: bool | None = Field(default=None, json_schema_extra={"description": (
+        "Prepare local pre-tokenized files through fastaxo's bounded-memory reader. Default off.")})
+    fastaxo_batch_rows: int | None = Field(default=None, ge=1, json_schema_extra={"description": (
+        "Rows per batch of the streaming loader (default 8192, fewer for rows over 2 KiB: ~16 MiB).")})
+    fastaxo_prefetch_bytes: int | None = Field(default=None, ge=0, json_schema_extra={"description": (
+        "Read-ahead budget of the streaming loader in bytes (default 64 MiB).")})
+    fastaxo_threads: int | None = Field(default=None, ge=1, json_schema_extra={"description": (
+        "Threads for fastaxo's kernels (default: FASTAXO_NUM_THREADS, OMP_NUM_THREADS or the CPUs).")})
+    fastaxo_loader_health: bool | None = Field(default=None, json_schema_extra={"description": (
+        "Log stall fraction, tokens/s, RSS, disk reads per logging step and a summary. Default on.")})
+    fastaxo_peak_flops: float | None = Field(default=None, gt=0, json_schema_extra={"description": (
+        "Peak FLOP/s of the hardware (all devices of this process); adds MFU to loader health.")})
+    fastaxo_report: str | None = Field(default=None, json_schema_extra={"description": (
+        "Append one JSON line per fastaxo action (dedupe, pack, collate, stream, health) to this file.")})
+
+
+# ---------------------------------------------------------------------------------------------
+# settings, logging once, the JSON report
+
+@dataclass(frozen=True)
+class Settings:
+    dedupe: bool = True
+    packing: bool = True
+    collator: bool = True
+    streaming: bool = False
+    loader_health: bool = True
+    batch_rows: int = 8192
+    prefetch_bytes: int = 64 << 20
+    threads: int | None = None
+    peak_flops: float | None = None
+    report: str | None = None
+
+    @classmethod
+    def from_cfg(cls, cfg: Any) -> "Settings":
+        get = cfg.get if hasattr(cfg, "get") else (lambda k, d=None: getattr(cfg, k, d))
+
+        def flag(key: str, default: bool) -> bool:
+            v = get(key)
+            return default if v is None else bool(v)
+
+        return cls(
+            dedupe=flag("fastaxo_dedupe", True),
+            packing=flag("fastaxo_packing", True),
+            collator=flag("fastaxo_collator", True),
+            streaming=flag("fastaxo_streaming", False),
+            loader_health=flag("fastaxo_loader_health", True),
+            batch_rows=int(get("fastaxo_batch_rows") or 8192),
+            prefetch_bytes=int(get("fastaxo_prefetch_bytes") if get("fastaxo_prefetch_bytes") is not None
+                               else 64 << 20),
+            threads=get("fastaxo_threads"),
+            peak_flops=get("fastaxo_peak_flops"),
+            report=get("fastaxo_report"),
+        )
+
+
+_settings = Settings()
+_said: set[str] = set()
+_report_lock = threading.Lock()
+
+
+def _say_once(key: str, msg: str, level: int = logging.WARNING) -> None:
+    if key not in _said:
+        _said.add(key)
+        LOG.log(level, "fastaxo: %s", msg)
+
+
+def report(event: str, **fields: Any) -> None:
+    """Append ``{"event": event, **fields}`` to the ``fastaxo_report`` file, if one is set."""
+    path = _settings.report or os.environ.get("FASTAXO_AXOLOTL_REPORT")
+    if not path:
+        return
+    rec = {"event": event, "pid": os.getpid(), "time": time.time(), **fields}
+    line = json.dumps(rec, default=_jsonable) + "\n"
+    with _report_lock, open(path, "a") as fh:  # O_APPEND: whole lines from any process
+        fh.write(line)
+
+
+def _jsonable(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+def _axolotl_version() -> tuple[int, int]:
+    parts = str(getattr(_axolotl, "__version__", "0.0")).split(".")
+    try:
+        return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
+    except (IndexError, ValueError):
+        return (0, 0)
+
+
+def check_axolotl_version() -> None:
+    """Raise a clear error outside the supported axolotl versions (0.19 to 0.21).
+
+    ``FASTAXO_AXOLOTL_VERSION_CHECK=0`` turns the error into a warning (at your own risk: each
+    replacement still checks the function it replaces and leaves Axolotl's own in place if
+    that has changed)."""
+    v = _axolotl_version()
+    if SUPPORTED[0] <= v <= SUPPORTED[1]:
+        return
+    msg = (f"fastaxo's Axolotl plugin supports axolotl 0.19 to 0.21; this is axolotl "
+           f"{getattr(_axolotl, '__version__', '?')}. Install a supported axolotl, or upgrade fastaxo.")
+    if os.environ.get("FASTAXO_AXOLOTL_VERSION_CHECK", "1") == "0":
+        _say_once("version", msg + " (FASTAXO_AXOLOTL_VERSION_CHECK=0: going on anyway)")
+        return
+    raise RuntimeError(msg)
+
+
+# ---------------------------------------------------------------------------------------------
+# exact dedupe: axolotl.utils.data.utils._deduplicate_dataset
+
+class SeenHashes(_AbstractSet):
+    """What the replaced ``_deduplicate_dataset`` returns as ``seen_hashes``: the rows seen so
+    far, held as fastaxo digests (32 bytes per row in C, not a Python set of hex strings).
+
+    Axolotl only passes it back into the next call (train -> eval); ``in``, ``len`` and
+    iteration work on hex strings of fastaxo's row digests (not ``sha256(str(row))``)."""
+
+    def __init__(self, seen: "fastaxo.Seen | None" = None):
+        self.seen = seen if seen is not None else fastaxo.Seen()
+
+    def __len__(self) -> int:
+        return len(self.seen)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.seen.to_hex())
+
+    def __contains__(self, item: object) -> bool:
+        if isinstance(item, str) and len(item) == 64:
+            try:
+                return bytes.fromhex(item) in self.seen
+            except ValueError:
+                return False
+        return False
+
+    def __repr__(self) -> str:
+        return f"SeenHashes({len(self)} rows)"
+
+
+def _dedupe_columns_ok(dataset: Any) -> bool:
+    try:
+        fastaxo.hashing._as_rows(dataset.select(range(min(1, len(dataset)))), None)
+        return True
+    except (fastaxo.InvalidTypeError, fastaxo.InvalidInputError):
+        return False
+
+
+def make_deduplicate_dataset(original):
+    """The replacement for Axolotl's ``_deduplicate_dataset(dataset, seen_hashes=None)``."""
+
+    @functools.wraps(original)
+    def _deduplicate_dataset(dataset, seen_hashes=None):
+        if seen_hashes is not None and not isinstance(seen_hashes, SeenHashes) and len(seen_hashes):
+            _say_once("dedupe-foreign-seen", "dedupe: seen_hashes came from Axolotl's own dedupe; "
+                      "using Axolotl's dedupe for this call")
+            return original(dataset, seen_hashes)
+        if not _dedupe_columns_ok(dataset):
+            _say_once("dedupe-types", "dedupe: a column type fastaxo cannot hash "
+                      f"({dataset.features}); using Axolotl's dedupe")
+            return original(dataset, seen_hashes)
+        seen = seen_hashes if isinstance(seen_hashes, SeenHashes) else SeenHashes()
+        t0 = time.perf_counter()
+        res = fastaxo.dedupe(dataset, seen=seen.seen, num_threads=_settings.threads)
+        t1 = time.perf_counter()
+        out = dataset.select(res.keep)
+        t2 = time.perf_counter()
+        LOG.info("fastaxo: dedupe kept %d of %d rows (hash %.3f s, select %.3f s)",
+                 len(res.keep), res.n_rows, t1 - t0, t2 - t1)
+        report("dedupe", rows_in=res.n_rows, rows_kept=int(len(res.keep)), seconds=t2 - t0,
+               cross=seen_hashes is not None)
+        return out, seen
+
+    _deduplicate_dataset.__fastaxo__ = True
+    return _deduplicate_dataset
+
+
+# ---------------------------------------------------------------------------------------------
+# bin assignment: axolotl.utils.samplers.multipack.pack_parallel
+
+def make_pack_parallel(original):
+    """The replacement for Axolotl's ``pack_parallel``: same signature and contract (indices
+    local to the array passed, every index exactly once, capacity and ``bin_size`` respected,
+    groups of ``group_size`` packed independently, over-long sequences in a bin of their own)."""
+
+    @functools.wraps(original)
+    def pack_parallel(sequence_lengths, bin_capacity, group_size, bin_size, num_processes=None,
+                      safe_mode=True, mp_start_method="fork"):
+        lengths = np.asarray(sequence_lengths)
+        if lengths.ndim != 1 or (lengths.size and lengths.dtype.kind not in "iu"):
+            _say_once("pack-dtype", f"pack_parallel: lengths of dtype {lengths.dtype}, shape "
+                      f"{lengths.shape}; using Axolotl's packer")
+            return original(sequence_lengths, bin_capacity, group_size, bin_size, num_processes,
+                            safe_mode, mp_start_method)
+        t0 = time.perf_counter()
+        bins = fastaxo.pack_bins(lengths, int(bin_capacity), strategy="ff", group_size=int(group_size),
+                                 max_rows_per_bin=int(bin_size), overflow="isolate",
+                                 num_threads=_settings.threads)
+        out = bins.to_list()
+        dt = time.perf_counter() - t0
+        LOG.debug("fastaxo: packed %d sequences into %d bins in %.4f s", len(lengths), len(out), dt)
+        if _settings.report or os.environ.get("FASTAXO_AXOLOTL_REPORT"):
+            counts = np.bincount(bins.indices, minlength=len(lengths)) if len(lengths) else np.zeros(0)
+            per_bin = np.add.reduceat(lengths[bins.indices].astype(np.int64), bins.offsets[:-1]) \
+                if len(out) else np.zeros(0, dtype=np.int64)
+            sizes = np.diff(bins.offsets)
+            over = per_bin > bin_capacity
+            report("pack", sequences=int(len(lengths)), bins=len(out), tokens=int(lengths.sum()),
+                   capacity=int(bin_capacity), group_size=int(group_size), bin_size=int(bin_size),
+                   every_index_once=bool(counts.size == 0 or (counts == 1).all()),
+                   within_capacity=bool(((~over) | (sizes == 1)).all()),
+                   max_rows_per_bin=int(sizes.max()) if sizes.size else 0, seconds=dt)
+        return out
+
+    pack_parallel.__fastaxo__ = True
+    return pack_parallel
+
+
+# ---------------------------------------------------------------------------------------------
+# patching Axolotl's module attributes (callers look them up at call time)
+
+_TARGETS = {
+    "dedupe": ("axolotl.utils.data.utils", "_deduplicate_dataset", make_deduplicate_dataset,
+               ("dataset", "seen_hashes")),
+    "packing": ("axolotl.utils.samplers.multipack", "pack_parallel", make_pack_parallel,
+                ("sequence_lengths", "bin_capacity", "group_size", "bin_size")),
+}
+_originals: dict[str, tuple[Any, str, Any]] = {}
+
+
+def patch_axolotl(parts=("dedupe", "packing")) -> list[str]:
+    """Replace Axolotl's functions for ``parts``; returns the parts replaced. A function whose
+    signature is not the one fastaxo was built against is left alone (said once in the log)."""
+    import importlib
+    import inspect
+
+    done = []
+    for part in parts:
+        if part in _originals:
+            done.append(part)
+            continue
+        modname, attr, factory, params = _TARGETS[part]
+        try:
+            mod = importlib.import_module(modname)
+            fn = getattr(mod, attr)
+            names = list(inspect.signature(fn).parameters)
+        except (ImportError, AttributeError, TypeError, ValueError) as exc:
+            _say_once(f"missing-{part}", f"{part}: {modname}.{attr} not found ({exc}); Axolotl's own code stays")
+            continue
+        if names[: len(params)] != list(params):
+            _say_once(f"sig-{part}", f"{part}: {modname}.{attr}{inspect.signature(fn)} is not the "
+                      "signature fastaxo replaces; Axolotl's own code stays")
+            continue
+        _originals[part] = (mod, attr, fn)
+        setattr(mod, attr, factory(fn))
+        done.append(part)
+    return done
+
+
+def unpatch_axolotl() -> None:
+    """Put Axolotl's own functions back."""
+    while _originals:
+        _, (mod, attr, fn) = _originals.popitem()
+        setattr(mod, attr, fn)
+
+
+@contextlib.contextmanager
+def patched(parts=("dedupe", "packing"), **settings: Any):
+    """``with patched(): ...`` runs Axolotl with fastaxo's dedupe and packer (tests, benchmarks)."""
+    global _settings
+    old = _settings
+    _settings = Settings(**settings) if settings else old
+    patch_axolotl(parts)
+    try:
+        yield
+    finally:
+        unpatch_axolotl()
+        _settings = old
+
+
+# ---------------------------------------------------------------------------------------------
+# the plugin
+
+def _is_listed(cfg: Any) -> bool:
+    plugins = (cfg.get("plugins") if hasattr(cfg, "get") else None) or []
+    return any(str(p).strip() == PLUGIN_NAME for p in plugins)
+
+
+def _any_key(cfg: Any) -> bool:
+    return any(str(k).startswith("fastaxo_") and v is not None for k, v in dict(cfg).items())
+
+
+class FastaxoPlugin(BasePlugin):
+    """Axolotl plugin: fastaxo's dedupe, packer, collator, streaming loader and loader health.
+
+    Listed under ``plugins:`` it turns on dedupe, packing, collator and loader health (each
+    ``fastaxo_*: false`` switches one off); ``fastaxo_streaming: true`` adds the streaming
+    loader. If it is loaded without being listed (an ``axolotl.plugins`` entry point), every
+    hook does nothing unless a ``fastaxo_*`` key is set.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.active = False
+        self.settings = Settings()
+
+    # -- config ---------------------------------------------------------------------------
+    def get_input_args(self) -> str:
+        return "fastaxo.integrations.axolotl.FastaxoArgs"
+
+    def register(self, cfg: dict):
+        global _settings
+        self.active = _is_listed(cfg) or _any_key(cfg)
+        if not self.active:
+            return
+        check_axolotl_version()
+        self.settings = _settings = Settings.from_cfg(cfg)
+        parts = [p for p in ("dedupe", "packing") if getattr(self.settings, p)]
+        done = patch_axolotl(parts)
+        LOG.info("fastaxo %s: plugin active (%s)", fastaxo.__version__, ", ".join(
+            [f"{p}={'on' if p in done else 'off'}" for p in ("dedupe", "packing")]
+            + [f"collator={'on' if self.settings.collator else 'off'}",
+               f"streaming={'on' if self.settings.streaming else 'off'}",
+               f"loader_health={'on' if self.settings.loader_health else 'off'}"]))
+        report("register", axolotl=getattr(_axolotl, "__version__", None), fastaxo=fastaxo.__version__,
+               patched=done, settings=self.settings.__dict__)
+
+    def on_config_validation_error(self, cfg: dict):
+        unpatch_axolotl()
+        self.active = False
+
+    def post_train_unload(self, cfg):
+        if self.active:
+            unpatch_axolotl()
+        return None
+
+    # -- data -----------------------------------------------------------------------------
+    def load_datasets(self, cfg, preprocess: bool = False):
+        if not (self.active and self.settings.streaming):
+            return None
+        from fastaxo.integrations._axolotl_stream import load_datasets_streaming
+
+        return load_datasets_streaming(cfg, preprocess, self.settings, say_once=_say_once, report=report)
+
+    def get_collator_cls_and_kwargs(self, cfg, is_eval: bool = False):
+        if not (self.active and self.settings.collator):
+            return None
+        from fastaxo.integrations._axolotl_collator import collator_for
+
+        return collator_for(cfg, is_eval, self.settings, say_once=_say_once)
+
+    # -- training -------------------------------------------------------------------------
+    def add_callbacks_post_trainer(self, cfg, trainer):
+        if not (self.active and self.settings.loader_health):
+            return []
+        from fastaxo.integrations._axolotl_health import LoaderHealthCallback
+
+        cb = LoaderHealthCallback(trainer, cfg, self.settings, report=report)
+        return [cb]
+
+
+__all__ = ["FastaxoPlugin", "FastaxoArgs", "SeenHashes", "patch_axolotl", "unpatch_axolotl", "patched",
+           "check_axolotl_version", "report", "FastaxoCollator"]
+
+
+def __getattr__(name: str):
+    if name == "FastaxoCollator":
+        from fastaxo.integrations._axolotl_collator import FastaxoCollator
+
+        return FastaxoCollator
+    if name == "LoaderHealthCallback":
+        from fastaxo.integrations._axolotl_health import LoaderHealthCallback
+
+        return LoaderHealthCallback
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,285 @@
+"""The plugin's replacements against real axolotl's own functions, in this process.
+
+Every replacement is compared with the function it replaces (imported from the installed
+axolotl 0.21.0), on hypothesis-generated inputs: dedupe (kept rows, order, train -> eval
+seen_hashes), pack_parallel (bin for bin), the V2 collator (tensor for tensor), and the
+plugin's hooks (listed / unlisted / switched off / undone).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+try:
+    import axolotl  # noqa: F401
+    import torch
+    from axolotl.utils.collators.batching import (
+        BatchSamplerDataCollatorForSeq2Seq,
+        V2BatchSamplerDataCollatorForSeq2Seq,
+    )
+    from axolotl.utils.dict import DictDefault
+
+    import axolotl.utils.data.utils as axo_data
+    import axolotl.utils.samplers.multipack as axo_multipack
+    _MISSING = None
+except ImportError as exc:  # pragma: no cover
+    _MISSING = exc
+
+if _MISSING is not None:  # pragma: no cover
+    if os.environ.get("CI") == "true":
+        raise RuntimeError(f"axolotl must be installed in CI (scripts/test.sh installs it): {_MISSING}")
+    pytest.skip(f"axolotl not installed: {_MISSING}", allow_module_level=True)
+
+import datasets  # noqa: E402
+
+from fastaxo.integrations import axolotl as fx  # noqa: E402
+
+pytestmark = pytest.mark.axolotl
+SETTINGS = settings(max_examples=int(os.environ.get("FASTAXO_AXOLOTL_EXAMPLES", "60")), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    tk = Tokenizer(models.WordLevel({"<unk>": 0, "<pad>": 1}, unk_token="<unk>"))
+    return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", unk_token="<unk>")
+
+
+# ------------------------------------------------------------------------------- pack_parallel
+
+@SETTINGS
+@given(lengths=st.lists(st.integers(0, 300), max_size=400), cap=st.integers(1, 256),
+       group=st.integers(1, 150), bin_size=st.integers(1, 12))
+def test_pack_parallel_bin_for_bin(lengths, cap, group, bin_size):
+    orig = fx._originals.get("packing", (None, None, axo_multipack.pack_parallel))[2]
+    arr = np.asarray(lengths, dtype=np.int64)
+    want = orig(arr, cap, group, bin_size, num_processes=1)
+    got = fx.make_pack_parallel(orig)(arr, cap, group, bin_size, num_processes=1)
+    assert got == want
+    flat = sorted(i for b in got for i in b)
+    assert flat == list(range(len(lengths)))  # every index exactly once
+    for b in got:
+        assert len(b) <= bin_size
+        assert len(b) == 1 or sum(lengths[i] for i in b) <= cap
+
+
+def test_pack_parallel_dtype_fallback():
+    orig = axo_multipack.pack_parallel
+    lengths = np.array([3.0, 4.0, 5.0])
+    assert fx.make_pack_parallel(orig)(lengths, 8, 10, 4, num_processes=1) == \
+        orig(lengths, 8, 10, 4, num_processes=1)
+
+
+# ------------------------------------------------------------------------------------ dedupe
+
+_rows = st.lists(st.lists(st.integers(-100, 3000), max_size=12), max_size=60)
+
+
+def _dataset(token_rows, extra):
+    return datasets.Dataset.from_dict({
+        "input_ids": token_rows,
+        "labels": [[-100] + r[1:] if r else [] for r in token_rows],
+        "score": [float(len(r)) + extra for r in token_rows],
+    })
+
+
+@SETTINGS
+@given(rows=_rows, dup=st.lists(st.integers(0, 59), max_size=30), seed=st.integers(0, 2**16),
+       eval_take=st.integers(0, 20), shuffle=st.booleans())
+def test_dedupe_same_rows_and_order(rows, dup, seed, eval_take, shuffle):
+    rows = rows + [rows[i % len(rows)] for i in dup] if rows else rows
+    ds = _dataset(rows, 0.5)
+    if shuffle and len(ds):
+        ds = ds.shuffle(seed=seed)  # an indices mapping, as after Axolotl's merge
+    ev = ds.select(range(min(eval_take, len(ds)))) if len(ds) else ds
+    orig = fx._originals.get("dedupe", (None, None, axo_data._deduplicate_dataset))[2]
+    a_train, a_seen = orig(ds)
+    a_eval, _ = orig(ev, a_seen)
+    repl = fx.make_deduplicate_dataset(orig)
+    b_train, b_seen = repl(ds)
+    b_eval, _ = repl(ev, b_seen)
+    assert isinstance(b_seen, fx.SeenHashes) and len(b_seen) == len(a_seen)
+    assert b_train.to_dict() == a_train.to_dict()
+    assert b_eval.to_dict() == a_eval.to_dict()
+
+
+def test_dedupe_foreign_seen_falls_back():
+    orig = axo_data._deduplicate_dataset
+    ds = _dataset([[1, 2], [1, 2], [3]], 0.0)
+    _, seen = orig(ds)  # Axolotl's hex strings
+    ev = _dataset([[1, 2], [4]], 0.0)
+    got, _ = fx.make_deduplicate_dataset(orig)(ev, set(seen))
+    want, _ = orig(ev, set(seen))
+    assert got.to_dict() == want.to_dict() == {"input_ids": [[4]], "labels": [[-100]], "score": [1.0]}
+
+
+def test_patched_replaces_and_restores():
+    before = (axo_data._deduplicate_dataset, axo_multipack.pack_parallel)
+    with fx.patched():
+        assert getattr(axo_data._deduplicate_dataset, "__fastaxo__", False)
+        assert getattr(axo_multipack.pack_parallel, "__fastaxo__", False)
+        ds = _dataset([[5, 6], [7], [5, 6]], 0.0)
+        out, _ = axo_data.deduplicate_and_log_datasets(dataset=ds)
+        assert out["input_ids"] == [[5, 6], [7]]
+    assert (axo_data._deduplicate_dataset, axo_multipack.pack_parallel) == before
+
+
+# ---------------------------------------------------------------------------------- collator
+
+@st.composite
+def _bins(draw):
+    mask = draw(st.booleans())
+    pos = draw(st.booleans())
+    as_numpy = draw(st.booleans())
+    n_bins = draw(st.integers(1, 4))
+    bins = []
+    for _ in range(n_bins):
+        rows = []
+        for _ in range(draw(st.integers(1, 5))):
+            n = draw(st.integers(0, 40))
+            ids = draw(st.lists(st.integers(2, 999), min_size=n, max_size=n))
+            row = {"input_ids": ids, "labels": [-100] * min(2, n) + ids[2:]}
+            if mask:
+                row["attention_mask"] = [1] * n
+            if pos:
+                row["position_ids"] = list(range(n))
+            row["length"] = n
+            if as_numpy:
+                row = {k: (np.asarray(v, dtype=np.int64) if isinstance(v, list) else v) for k, v in row.items()}
+            rows.append(row)
+        bins.append(rows)
+    if all(len(r["input_ids"]) == 0 for b in bins for r in b):
+        bins[0][0] = {k: ([7] if k != "length" else 1) for k in bins[0][0]}
+        if "labels" in bins[0][0]:
+            bins[0][0]["labels"] = [7]
+    return bins
+
+
+def _assert_same(ref, got):
+    assert set(ref.keys()) == set(got.keys())
+    for k in ref:
+        assert ref[k].dtype == got[k].dtype, k
+        assert tuple(ref[k].shape) == tuple(got[k].shape), k
+        assert torch.equal(ref[k], got[k]), k
+
+
+@SETTINGS
+@given(bins=_bins(), multiple=st.sampled_from([None, 1, 8, 64, 256]), segments=st.booleans())
+def test_collator_tensor_for_tensor(tokenizer, bins, multiple, segments):
+    ref_cls = V2BatchSamplerDataCollatorForSeq2Seq if segments else BatchSamplerDataCollatorForSeq2Seq
+    ref = ref_cls(tokenizer, padding=True, pad_to_multiple_of=multiple, return_tensors="pt")(copy.deepcopy(bins))
+    col = fx.FastaxoCollator(tokenizer, padding=True, pad_to_multiple_of=multiple, return_tensors="pt",
+                             segments=segments)
+    col = pickle.loads(pickle.dumps(col))  # DataLoader workers get a pickled copy
+    _assert_same(ref, col(copy.deepcopy(bins)))
+
+
+def test_collator_fast_path_runs_and_falls_back(tokenizer, monkeypatch):
+    bins = [[{"input_ids": [5, 6, 7], "labels": [-100, 6, 7], "attention_mask": [1, 1, 1],
+              "position_ids": [0, 1, 2], "length": 3}]]
+    col = fx.FastaxoCollator(tokenizer, padding=True, pad_to_multiple_of=8, return_tensors="pt")
+    assert col._fast_ok(bins, "pt") is not None
+    calls = []
+    real = fx.FastaxoCollator._collate
+    monkeypatch.setattr(fx.FastaxoCollator, "_collate", lambda self, b, k: calls.append(1) or real(self, b, k))
+    col(copy.deepcopy(bins))
+    assert calls == [1]
+    # an extra column is Axolotl's business: same output as its own collator, fast path not taken
+    odd = [[dict(bins[0][0], token_type_ids=[0, 0, 0])]]
+    assert col._fast_ok(odd, "pt") is None
+    _assert_same(V2BatchSamplerDataCollatorForSeq2Seq(tokenizer, padding=True, pad_to_multiple_of=8,
+                                                      return_tensors="pt")(copy.deepcopy(odd)), col(copy.deepcopy(odd)))
+    # left padding: Axolotl's collator too
+    tokenizer.padding_side = "left"
+    try:
+        assert col._fast_ok(bins, "pt") is None
+        _assert_same(V2BatchSamplerDataCollatorForSeq2Seq(tokenizer, padding=True, pad_to_multiple_of=8,
+                                                          return_tensors="pt")(copy.deepcopy(bins)),
+                     col(copy.deepcopy(bins)))
+    finally:
+        tokenizer.padding_side = "right"
+
+
+# ------------------------------------------------------------------------------------- hooks
+
+def _cfg(**kw):
+    base = {"sample_packing": True, "eval_sample_packing": False, "attn_implementation": "sdpa",
+            "model_config_type": "llama"}
+    base.update(kw)
+    return DictDefault(base)
+
+
+def test_plugin_listed_turns_on_defaults_and_undoes():
+    p = fx.FastaxoPlugin()
+    try:
+        p.register({"plugins": [fx.PLUGIN_NAME]})
+        assert p.active and p.settings.dedupe and p.settings.packing and p.settings.collator
+        assert not p.settings.streaming
+        assert getattr(axo_multipack.pack_parallel, "__fastaxo__", False)
+        assert getattr(axo_data._deduplicate_dataset, "__fastaxo__", False)
+        cls, kw = p.get_collator_cls_and_kwargs(_cfg(), is_eval=False)
+        assert cls is fx.FastaxoCollator and kw["segments"] is True
+        assert p.get_collator_cls_and_kwargs(_cfg(), is_eval=True) is None  # eval not packed
+        assert p.get_collator_cls_and_kwargs(_cfg(attn_implementation="flash_attention_2"), False) is None
+        assert p.get_collator_cls_and_kwargs(_cfg(sample_packing=False), False) is None
+    finally:
+        p.on_config_validation_error({})
+    assert not getattr(axo_multipack.pack_parallel, "__fastaxo__", False)
+    assert not getattr(axo_data._deduplicate_dataset, "__fastaxo__", False)
+
+
+def test_plugin_switches_off_each_part():
+    p = fx.FastaxoPlugin()
+    try:
+        p.register({"plugins": [fx.PLUGIN_NAME], "fastaxo_dedupe": False, "fastaxo_collator": False,
+                    "fastaxo_loader_health": False})
+        assert getattr(axo_multipack.pack_parallel, "__fastaxo__", False)
+        assert not getattr(axo_data._deduplicate_dataset, "__fastaxo__", False)
+        assert p.get_collator_cls_and_kwargs(_cfg(), is_eval=False) is None
+        assert p.add_callbacks_post_trainer(_cfg(), trainer=None) == []
+        assert p.load_datasets(_cfg(), preprocess=True) is None
+    finally:
+        p.on_config_validation_error({})
+
+
+def test_plugin_unlisted_without_keys_does_nothing():
+    # An entry-point-loaded plugin sees configs that never asked for it.
+    p = fx.FastaxoPlugin()
+    p.register({"plugins": ["some.other.Plugin"], "sample_packing": True})
+    assert not p.active
+    assert not getattr(axo_multipack.pack_parallel, "__fastaxo__", False)
+    assert p.get_collator_cls_and_kwargs(_cfg(), is_eval=False) is None
+    assert p.load_datasets(_cfg(), preprocess=True) is None
+    assert p.add_callbacks_post_trainer(_cfg(), trainer=None) == []
+
+
+def test_version_check_message(monkeypatch):
+    monkeypatch.setattr(fx._axolotl, "__version__", "0.18.2")
+    with pytest.raises(RuntimeError, match=r"supports axolotl 0\.19 to 0\.21; this is axolotl 0\.18\.2"):
+        fx.check_axolotl_version()
+    monkeypatch.setattr(fx._axolotl, "__version__", "0.21.0")
+    fx.check_axolotl_version()
+
+
+def test_streaming_declines_what_it_does_not_cover(tmp_path):
+    from fastaxo.integrations._axolotl_stream import _unsupported
+
+    f = tmp_path / "d.parquet"
+    f.write_bytes(b"PAR1")
+    ok = DictDefault({"datasets": [DictDefault({"path": str(f)})]})
+    assert _unsupported(ok) is None
+    assert "val_set_size" in _unsupported(DictDefault(dict(ok, val_set_size=0.1)))
+    assert "not a local file" in _unsupported(DictDefault({"datasets": [DictDefault({"path": "org/hub-name"})]}))
+    j = tmp_path / "d.json"
+    j.write_text("[]")
+    assert "format .json is not covered" in _unsupported(DictDefault({"datasets": [DictDefault({"path": str(j)})]}))
