@@ -27,11 +27,12 @@ Sections:
            (with a recording plugin, written into the temp dir, that wraps pack_parallel and
            _deduplicate_dataset: it saves every call's lengths array and arguments and times
            Axolotl's own calls) and with `plugins: [fastaxo.integrations.axolotl.FastaxoPlugin]`
-           + fastaxo_report. Runs interleaved (preprocess A, preprocess B, train B, train A), each
-           with its own HF cache and prepared path. Wall time per subprocess; dedupe and pack
-           seconds from the report; their share of preprocess + train wall time. Checks: the two
-           prepared datasets are identical (rows and order) and equal to the in-process dataset
-           below; the logged training losses are identical.
+           + fastaxo_report. --e2e-reps runs of both (default 3), interleaved (preprocess A,
+           preprocess B, train B, train A; B first in odd runs), each with its own HF cache and
+           prepared path. Wall time per subprocess; dedupe and pack seconds from the report; their
+           share of preprocess + train wall time, median over the runs. Checks: every prepared
+           dataset is identical (rows and order) to the in-process Axolotl dedupe output below;
+           the logged training losses of each pair are identical.
   dedupe   `axolotl.utils.data.utils.deduplicate_and_log_datasets(dataset=ds)` as Axolotl calls it,
            without and with `fastaxo.integrations.axolotl.patched(parts=("dedupe",))`,
            interleaved (Axolotl in the first --ax-dedupe-reps rounds only: it is slow), medians;
@@ -47,7 +48,8 @@ Sections:
            epoch), replayed with Axolotl's own pack_parallel (numba; its JIT compile measured
            on its own, first call, and excluded) and with
            `fastaxo.integrations.axolotl.make_pack_parallel(original)`, same arguments,
-           interleaved per call, --reps rounds; outputs compared as lists. fastaxo's time split
+           interleaved per call, --reps rounds, Python's cyclic GC paused in the timed calls;
+           outputs compared as lists. fastaxo's time split
            into the kernel (fastaxo.pack_bins) and Bins.to_list() (the list[list[int]] the
            pack_parallel contract requires).
   collate  one epoch of micro-batches from Axolotl's MultipackBatchSampler built as the trainer
@@ -170,12 +172,12 @@ def yesno(b: bool | None) -> str:
 def git_info() -> dict[str, Any]:
     def run(*a: str) -> str:
         try:
-            return subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True, timeout=30).stdout.strip()
+            return subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True, timeout=30).stdout
         except Exception as exc:  # pragma: no cover
             return f"? ({exc})"
 
-    status = [l for l in run("status", "--porcelain").splitlines() if l.strip()]
-    return {"commit": run("rev-parse", "--short", "HEAD"), "dirty": bool(status), "dirty_paths": status}
+    status = [l for l in run("status", "--porcelain").splitlines() if l.strip()]  # "XY path": keep the columns
+    return {"commit": run("rev-parse", "--short", "HEAD").strip(), "dirty": bool(status), "dirty_paths": status}
 
 
 def installed_vs_tree(fastaxo_mod: Any) -> list[str]:
@@ -455,28 +457,35 @@ def prepared_dataset(root: Path):
 
 
 def e2e_section(tmp: Path, model_dir: Path, data: Path, a: argparse.Namespace) -> dict[str, Any]:
+    """--e2e-reps repetitions; each: fresh run dirs (HF cache, prepared path), Axolotl alone (recording
+    plugin) and with the plugin, ABBA in even repetitions, BAAB in odd ones."""
     rec_dir = tmp / "recorder_module"
     rec_dir.mkdir(exist_ok=True)
     (rec_dir / "_fastaxo_bench_recorder.py").write_text(RECORDER_SRC)
-    base_dir, plug_dir = tmp / "e2e_axolotl", tmp / "e2e_fastaxo"
-    calls_dir = base_dir / "record"
-    calls_dir.mkdir(parents=True, exist_ok=True)
-    report = plug_dir / "fastaxo_report.jsonl"
-    cfg_base = axolotl_config(base_dir, model_dir, data, a, {"plugins": [RECORDER]})
-    cfg_plug = axolotl_config(plug_dir, model_dir, data, a, {"plugins": [PLUGIN], "fastaxo_report": str(report)})
-    env_base = {"PYTHONPATH": str(rec_dir), "FASTAXO_BENCH_RECORD_DIR": str(calls_dir)}
-    runs: dict[tuple[str, str], dict] = {}
-    # ABBA order: drift on this shared machine hits both configurations about equally
-    for who, cmd in (("axolotl", "preprocess"), ("fastaxo", "preprocess"), ("fastaxo", "train"), ("axolotl", "train")):
-        if cmd == "train" and runs[(who, "preprocess")]["rc"] != 0:
-            runs[(who, cmd)] = {"cmd": cmd, "rc": "skipped", "wall_s": float("nan"), "losses": [],
-                                "error": "preprocess failed"}
-            continue
-        runs[(who, cmd)] = run_axolotl(cmd, cfg_base if who == "axolotl" else cfg_plug,
-                                       env_base if who == "axolotl" else {}, a.timeout)
-    return {"runs": runs, "calls": read_jsonl(calls_dir / "calls.jsonl"), "calls_dir": calls_dir,
-            "report": read_jsonl(report), "base_dir": base_dir, "plug_dir": plug_dir,
-            "config": cfg_plug.read_text()}
+    reps = []
+    for k in range(a.e2e_reps):
+        base_dir, plug_dir = tmp / f"e2e{k}_axolotl", tmp / f"e2e{k}_fastaxo"
+        calls_dir = base_dir / "record"
+        calls_dir.mkdir(parents=True, exist_ok=True)
+        report = plug_dir / "fastaxo_report.jsonl"
+        cfg_base = axolotl_config(base_dir, model_dir, data, a, {"plugins": [RECORDER]})
+        cfg_plug = axolotl_config(plug_dir, model_dir, data, a, {"plugins": [PLUGIN], "fastaxo_report": str(report)})
+        env_base = {"PYTHONPATH": str(rec_dir), "FASTAXO_BENCH_RECORD_DIR": str(calls_dir)}
+        runs: dict[tuple[str, str], dict] = {}
+        A, B = ("axolotl", "fastaxo") if k % 2 == 0 else ("fastaxo", "axolotl")
+        for who, cmd in ((A, "preprocess"), (B, "preprocess"), (B, "train"), (A, "train")):
+            if cmd == "train" and runs[(who, "preprocess")]["rc"] != 0:
+                runs[(who, cmd)] = {"cmd": cmd, "rc": "skipped", "wall_s": float("nan"), "losses": [],
+                                    "error": "preprocess failed"}
+                continue
+            runs[(who, cmd)] = run_axolotl(cmd, cfg_base if who == "axolotl" else cfg_plug,
+                                           env_base if who == "axolotl" else {}, a.timeout)
+            if cmd == "train":  # the HF datasets cache of the Parquet file is no longer needed
+                shutil.rmtree((cfg_base if who == "axolotl" else cfg_plug).parent / "hf_home", ignore_errors=True)
+        reps.append({"k": k, "order": f"{A}, {B}, {B}, {A}", "runs": runs,
+                     "calls": read_jsonl(calls_dir / "calls.jsonl"), "calls_dir": calls_dir,
+                     "report": read_jsonl(report), "base_dir": base_dir, "plug_dir": plug_dir})
+    return {**reps[0], "reps": reps}
 
 
 # ------------------------------------------------------------------------------------ in-process
@@ -519,11 +528,16 @@ def peak_call(fn: Callable[[], Any]) -> tuple[Any, float, float | None]:
     release_freed_memory()
     base = status_kib("VmRSS")
     ok = reset_peak()
+    c0 = time.process_time()
     t0 = time.perf_counter()
     out = fn()
     dt = time.perf_counter() - t0
+    LAST_CPU[0] = time.process_time() - c0
     peak = (status_kib("VmHWM") - base) / 1024 if ok else None
     return out, dt, peak
+
+
+LAST_CPU = [0.0]  # CPU seconds (all threads of this process) of the last peak_call
 
 
 def table_of(ds):
@@ -547,6 +561,7 @@ def dedupe_section(ctx: Ctx, a: argparse.Namespace, rec: JsonRecorder, e2e: dict
         log(f"dedupe [{key}]: {n:,} rows, indices mapping: {ds._indices is not None}")
         outs: dict[str, Any] = {}
         times: dict[str, list[float]] = {"axolotl": [], "fastaxo": []}
+        cpu: dict[str, list[float]] = {"axolotl": [], "fastaxo": []}
         peaks: dict[str, list[float]] = {"axolotl": [], "fastaxo": []}
 
         def run_ax():
@@ -565,18 +580,20 @@ def dedupe_section(ctx: Ctx, a: argparse.Namespace, rec: JsonRecorder, e2e: dict
                     continue
                 out, dt, pk = peak_call(run_ax if who == "axolotl" else run_fx)
                 times[who].append(dt)
+                cpu[who].append(LAST_CPU[0])
                 if pk is not None:
                     peaks[who].append(pk)
                 if who not in outs:
                     outs[who] = out
-                log(f"  rep {r}: {who} {dt:.3f} s")
+                log(f"  rep {r}: {who} {dt:.3f} s (cpu {LAST_CPU[0]:.3f} s)")
         ta, tb = table_of(outs["axolotl"]), table_of(outs["fastaxo"])
         same = ta.equals(tb)
         kept = len(outs["axolotl"])
         res = {"key": key, "desc": desc, "rows": n, "kept": kept, "kept_fastaxo": len(outs["fastaxo"]),
                "indices_mapping": ds._indices is not None, "identical": bool(same),
                "ax_s": med(times["axolotl"]), "fx_s": med(times["fastaxo"]), "ax_times": times["axolotl"],
-               "fx_times": times["fastaxo"], "ax_peak_mib": max(peaks["axolotl"]) if peaks["axolotl"] else None,
+               "fx_times": times["fastaxo"], "ax_cpu_s": med(cpu["axolotl"]), "fx_cpu_s": med(cpu["fastaxo"]),
+               "ax_peak_mib": max(peaks["axolotl"]) if peaks["axolotl"] else None,
                "fx_peak_mib": max(peaks["fastaxo"]) if peaks["fastaxo"] else None}
         res["ratio"] = res["ax_s"] / res["fx_s"]
         # --- where the time goes: fastaxo
@@ -626,12 +643,15 @@ def dedupe_section(ctx: Ctx, a: argparse.Namespace, rec: JsonRecorder, e2e: dict
                    fx_us_per_row=res["fx_s"] / n * 1e6)
         # --- the real runs kept the same rows in the same order
         if key == "packing" and e2e is not None:
-            for who, d in (("axolotl", e2e["base_dir"]), ("fastaxo", e2e["plug_dir"])):
-                try:
-                    res[f"e2e_{who}_prepared_equal"] = bool(table_of(prepared_dataset(d / "prepared")).equals(ta))
-                except Exception as exc:
-                    res[f"e2e_{who}_prepared_equal"] = None
-                    note(f"e2e {who}: prepared dataset not compared ({type(exc).__name__}: {exc})")
+            for who, dkey in (("axolotl", "base_dir"), ("fastaxo", "plug_dir")):
+                eq = []
+                for rp in e2e["reps"]:
+                    try:
+                        eq.append(bool(table_of(prepared_dataset(rp[dkey] / "prepared")).equals(ta)))
+                    except Exception as exc:
+                        note(f"e2e rep {rp['k']} {who}: prepared dataset not compared ({type(exc).__name__}: {exc})")
+                res[f"e2e_{who}_prepared_equal"] = all(eq) if eq else None
+                res[f"e2e_{who}_prepared_compared"] = len(eq)
         if key == "packing":
             results["dedup_out"] = outs["axolotl"]
         del ta, tb, outs
@@ -741,19 +761,23 @@ def pack_section(ctx: Ctx, a: argparse.Namespace, rec: JsonRecorder, e2e: dict |
             outs = {}
             for who in order:
                 fn = orig if who == "ax" else fxpp
+                gc.disable()
                 t0 = time.perf_counter()
                 outs[who] = fn(*args_of(c))
                 per[i][who].append(time.perf_counter() - t0)
+                gc.enable()
             if same[i] is None:
                 same[i] = outs["ax"] == outs["fx"]
                 c.setdefault("run_bins", len(outs["ax"]))
             del outs
+            gc.disable()
             t0 = time.perf_counter()
             bins = fastaxo.pack_bins(c["lengths"], c["bin_capacity"], strategy="ff", group_size=c["group_size"],
                                      max_rows_per_bin=c["bin_size"], overflow="isolate")
             t1 = time.perf_counter()
             lst = bins.to_list()
             t2 = time.perf_counter()
+            gc.enable()
             per[i]["kernel"].append(t1 - t0)
             per[i]["to_list"].append(t2 - t1)
             del bins, lst
@@ -915,7 +939,7 @@ def build_report(hdr: list[str], res: dict[str, Any], a: argparse.Namespace) -> 
                      yesno(cm["ratio"] >= TARGETS["collate"]), yesno(cm["identical"])])
     e = res.get("e2e_summary")
     if e and e.get("share_pct") is not None:
-        rows.append(["dedupe + pack, % of preprocess + train-start wall (plugin on)",
+        rows.append([f"dedupe + pack, % of preprocess + train-start wall (plugin on; median of {e['n_ok']} runs)",
                      f"{e['ax_share_pct']:.1f}%" if e.get("ax_share_pct") is not None else "-",
                      f"{e['share_pct']:.2f}%", "-", f"< {TARGETS['share_pct']:.0f}%",
                      yesno(e["share_pct"] < TARGETS["share_pct"]), yesno(e.get("prepared_equal"))])
@@ -933,10 +957,10 @@ def build_report(hdr: list[str], res: dict[str, Any], a: argparse.Namespace) -> 
             if not d:
                 continue
             tr.append([d["desc"], f"{d['rows']:,}", f"{d['kept']:,}", "Axolotl", f"{len(d['ax_times'])}", fs(d["ax_s"]),
-                       f"{d['rows'] / d['ax_s']:,.0f}", "-",
+                       fs(d["ax_cpu_s"]), f"{d['rows'] / d['ax_s']:,.0f}", "-",
                        f"{d['ax_peak_mib']:.0f}" if d["ax_peak_mib"] is not None else "-", ""])
             tr.append(["", "", f"{d['kept_fastaxo']:,}", "with plugin (patched)", f"{len(d['fx_times'])}",
-                       fs(d["fx_s"]), f"{d['rows'] / d['fx_s']:,.0f}", fx_(d["ratio"]),
+                       fs(d["fx_s"]), fs(d["fx_cpu_s"]), f"{d['rows'] / d['fx_s']:,.0f}", fx_(d["ratio"]),
                        f"{d['fx_peak_mib']:.0f}" if d["fx_peak_mib"] is not None else "-",
                        f"same rows, same order: {yesno(d['identical'])}"])
             lines.append(
@@ -951,14 +975,16 @@ def build_report(hdr: list[str], res: dict[str, Any], a: argparse.Namespace) -> 
             for who in ("axolotl", "fastaxo"):
                 v = d.get(f"e2e_{who}_prepared_equal")
                 if v is not None:
-                    lines.append(f"- {key}: the dataset `axolotl preprocess` saved "
-                                 f"({'Axolotl alone' if who == 'axolotl' else 'with the plugin'}) equals the in-process "
-                                 f"Axolotl dedupe output (rows and order): {yesno(v)}")
+                    lines.append(f"- {key}: the datasets `axolotl preprocess` saved "
+                                 f"({'Axolotl alone' if who == 'axolotl' else 'with the plugin'}, "
+                                 f"{d[f'e2e_{who}_prepared_compared']} runs) equal the in-process Axolotl dedupe "
+                                 f"output (rows and order): {yesno(v)}")
         parts.append(
             "## Dedupe step: axolotl.utils.data.utils.deduplicate_and_log_datasets(dataset=ds)\n\n"
-            "Interleaved rounds (order alternating), median of the timed calls; peak = extra VmHWM of a call, "
-            "max over its calls.\n\n"
-            + fmt_table(["input", "rows", "kept", "implementation", "calls", "median", "rows/s", "speed-up",
+            "Interleaved rounds (order alternating), median of the timed calls; cpu = process CPU time of the call "
+            "(all threads; fastaxo hashes on all cores, so cpu / wall shows how much of the 2 cores it got on this "
+            "shared machine); peak = extra VmHWM of a call, max over its calls.\n\n"
+            + fmt_table(["input", "rows", "kept", "implementation", "calls", "median", "cpu", "rows/s", "speed-up",
                          "peak MiB", "check"], tr) + "\n\n" + "\n".join(lines))
     # ---------------- pack
     if p:
@@ -980,7 +1006,8 @@ def build_report(hdr: list[str], res: dict[str, Any], a: argparse.Namespace) -> 
                f"num_processes {r0['num_processes']})" if p["source"] == "recorded" else
                f" (bin_capacity {r0['bin_capacity']}, group_size {r0['group_size']:,}, bin_size {r0['bin_size']})")
             + f". Replayed {a.reps} rounds, Axolotl / fastaxo interleaved per call (order alternating), medians per "
-            "call; 'in run' = Axolotl's own call timed inside the real run (its first call includes numba's JIT "
+            "call, Python's cyclic GC paused during each timed call (a full collection of this process's heap takes "
+            "~0.5 s and would land on whichever call happens to run; both return the same list of lists); 'in run' = Axolotl's own call timed inside the real run (its first call includes numba's JIT "
             "compile). fastaxo = make_pack_parallel(original) as the plugin installs it; kernel = "
             "fastaxo.pack_bins(..., strategy='ff', overflow='isolate'), to_list = Bins.to_list(), timed "
             "separately.\n\n"
@@ -1020,85 +1047,102 @@ def build_report(hdr: list[str], res: dict[str, Any], a: argparse.Namespace) -> 
     # ---------------- e2e
     if e:
         tr = []
-        for (who, cmd), r in e["runs"].items():
-            tr.append([("Axolotl alone (+recorder)" if who == "axolotl" else "with FastaxoPlugin"),
-                       f"axolotl {cmd}" + (f" --launcher python (max_steps {a.max_steps})" if cmd == "train" else ""),
-                       str(r["rc"]), fs(r["wall_s"]), fs(r.get("dedupe_s", float("nan"))),
-                       str(r.get("pack_calls", "-")), fs(r.get("pack_s", float("nan"))),
-                       " ".join(f"{x:g}" for x in r.get("losses", [])) or "-"])
-        for who in ("axolotl", "fastaxo"):
-            s = e["totals"].get(who)
-            if s:
-                tr.append([("Axolotl alone (+recorder)" if who == "axolotl" else "with FastaxoPlugin"),
-                           "preprocess + train", "", fs(s["wall_s"]), fs(s["dedupe_s"]), str(s["pack_calls"]),
-                           fs(s["pack_s"]), f"dedupe+pack = {s['share_pct']:.2f}% of wall"])
-        lines = [f"- losses identical in both trains: {yesno(e.get('losses_equal'))}",
-                 f"- prepared datasets identical (rows and order, Axolotl alone vs with the plugin): "
-                 f"{yesno(e.get('prepared_equal'))}"]
+        label = {"axolotl": "Axolotl alone (+recorder)", "fastaxo": "with FastaxoPlugin"}
+        for rp in e["reps"]:
+            for (who, cmd), r in rp["runs"].items():
+                tr.append([str(rp["k"]), label[who],
+                           f"axolotl {cmd}" + (f" --launcher python (max_steps {a.max_steps})" if cmd == "train" else ""),
+                           str(r["rc"]), fs(r["wall_s"]), fs(r.get("dedupe_s", float("nan"))),
+                           str(r.get("pack_calls", "-")), fs(r.get("pack_s", float("nan"))),
+                           " ".join(f"{x:g}" for x in r.get("losses", [])) or "-"])
+            for who in ("axolotl", "fastaxo"):
+                s_ = rp["totals"].get(who)
+                if s_:
+                    tr.append([str(rp["k"]), label[who], "preprocess + train", "", fs(s_["wall_s"]), fs(s_["dedupe_s"]),
+                               str(s_["pack_calls"]), fs(s_["pack_s"]), f"dedupe+pack = {s_['share_pct']:.2f}% of wall"])
+        shares = {who: [rp["totals"][who]["share_pct"] for rp in e["reps"] if who in rp["totals"]]
+                  for who in ("axolotl", "fastaxo")}
+        walls = {who: [rp["totals"][who]["wall_s"] for rp in e["reps"] if who in rp["totals"]]
+                 for who in ("axolotl", "fastaxo")}
+        lines = [f"- dedupe + pack share of preprocess + train wall, per run: with the plugin "
+                 f"{', '.join(f'{x:.2f}%' for x in shares['fastaxo']) or '-'} (median "
+                 f"{e['share_pct']:.2f}%)" if e.get("share_pct") is not None else "- share: not measured",
+                 f"- Axolotl alone: {', '.join(f'{x:.1f}%' for x in shares['axolotl']) or '-'}; preprocess + train wall, "
+                 f"median: Axolotl alone {fs(med(walls['axolotl']))}, with the plugin {fs(med(walls['fastaxo']))}",
+                 f"- losses identical in every pair of trains: {yesno(e.get('losses_equal'))}",
+                 f"- prepared datasets identical (rows and order) across all runs and equal to the in-process "
+                 f"Axolotl dedupe output: {yesno(e.get('prepared_equal'))}",
+                 "- the plugin's pack seconds are its own timing (fastaxo_report 'pack' events: pack_bins + to_list); "
+                 "its report-only checks (bincount etc.) and Axolotl's generate_batches around pack_parallel are "
+                 "in the wall time, not in 'pack'."]
         if e.get("plugin_events"):
-            lines.append(f"- fastaxo report events: {e['plugin_events']}")
-        for (who, cmd), r in e["runs"].items():
-            if r.get("error"):
-                lines.append(f"- FAILED: {who} `axolotl {cmd}` exit {r['rc']}:\n```\n{r['error']}\n```")
+            lines.append(f"- fastaxo report events (run 0): {e['plugin_events']}")
+        for rp in e["reps"]:
+            for (who, cmd), r in rp["runs"].items():
+                if r.get("error"):
+                    lines.append(f"- FAILED (run {rp['k']}): {who} `axolotl {cmd}` exit {r['rc']}:\n```\n{r['error']}\n```")
         parts.append(
             "## End to end: real `axolotl preprocess` + `axolotl train` on CPU (tiny random Llama)\n\n"
-            "Wall time of each subprocess (interpreter start to exit, nothing subtracted), runs interleaved "
-            "(preprocess: Axolotl, plugin; train: plugin, Axolotl). Dedupe / pack seconds: fastaxo_report events "
-            "(plugin) or the recording plugin (Axolotl alone). Config: the CPU config of AXOLOTL.md (sdpa, "
-            f"sample_packing, dataset_exact_deduplication, sequence_len {a.seq_len}, micro_batch_size "
-            f"{a.micro_batch_size}, dataset_num_proc 1, bf16/fp16/tf32 false, save_strategy no).\n\n"
-            + fmt_table(["configuration", "command", "exit", "wall", "dedupe", "pack calls", "pack", "losses"], tr)
+            f"{len(e['reps'])} runs of each configuration; each run: fresh HF cache and prepared path, order "
+            "Axolotl / plugin / plugin / Axolotl (preprocess, preprocess, train, train) in even runs, the reverse in "
+            "odd ones. Wall time of each subprocess (interpreter start to exit, nothing subtracted). Dedupe / pack "
+            "seconds: fastaxo_report events (plugin) or the recording plugin (Axolotl alone). Config: the CPU config "
+            f"of AXOLOTL.md (sdpa, sample_packing, dataset_exact_deduplication, sequence_len {a.seq_len}, "
+            f"micro_batch_size {a.micro_batch_size}, dataset_num_proc 1, bf16/fp16/tf32 false, save_strategy no).\n\n"
+            + fmt_table(["run", "configuration", "command", "exit", "wall", "dedupe", "pack calls", "pack", "losses"], tr)
             + "\n\n" + "\n".join(lines))
     if NOTES:
         parts.append("Notes:\n" + "\n".join(f"- {x}" for x in dict.fromkeys(NOTES)))
     return "\n\n".join(parts) + "\n"
 
 
-def e2e_summarize(e2e: dict, res_dedupe: dict | None) -> dict[str, Any]:
-    runs = e2e["runs"]
-    rep = e2e["report"]
-    calls = e2e["calls"]
-    # pid -> command: the report's register events come in run order; match by time window instead
-    for (who, cmd), r in runs.items():
-        r["dedupe_s"] = 0.0
-        r["pack_s"] = 0.0
-        r["pack_calls"] = 0
-    # assign events to runs by order of pids: preprocess ran before train for each configuration
-    def split(events, kinds):
-        pids = []
-        for ev in events:
+def e2e_summarize_rep(rp: dict) -> None:
+    """Dedupe / pack seconds per run (events matched to processes: preprocess registers first)."""
+    runs = rp["runs"]
+    for r in runs.values():
+        r["dedupe_s"], r["pack_s"], r["pack_calls"] = 0.0, 0.0, 0
+    for who, evs, pname in (("fastaxo", rp["report"], "pack"), ("axolotl", rp["calls"], "pack_parallel")):
+        pids: list[int] = []
+        for ev in evs:
             if ev.get("event") == "register" and ev["pid"] not in pids:
                 pids.append(ev["pid"])
-        return {pid: ("preprocess" if k == 0 else "train") for k, pid in enumerate(pids)}
-
-    for who, evs, dname, pname in (("fastaxo", rep, "dedupe", "pack"), ("axolotl", calls, "dedupe", "pack_parallel")):
-        pid_cmd = split(evs, None)
+        pid_cmd = {pid: ("preprocess" if k == 0 else "train") for k, pid in enumerate(pids)}
         for ev in evs:
             cmd = pid_cmd.get(ev.get("pid"))
             if cmd is None or (who, cmd) not in runs:
                 continue
             r = runs[(who, cmd)]
-            if ev.get("event") == dname:
+            if ev.get("event") == "dedupe":
                 r["dedupe_s"] += ev["seconds"]
             elif ev.get("event") == pname:
                 r["pack_s"] += ev["seconds"]
                 r["pack_calls"] += 1
-    totals = {}
+    rp["totals"] = {}
     for who in ("axolotl", "fastaxo"):
         pre, tr = runs.get((who, "preprocess")), runs.get((who, "train"))
         if pre and tr and pre["rc"] == 0 and tr["rc"] == 0:
             w = pre["wall_s"] + tr["wall_s"]
             dd = pre["dedupe_s"] + tr["dedupe_s"]
             pk = pre["pack_s"] + tr["pack_s"]
-            totals[who] = {"wall_s": w, "dedupe_s": dd, "pack_s": pk, "pack_calls": pre["pack_calls"] + tr["pack_calls"],
-                           "share_pct": 100 * (dd + pk) / w}
+            rp["totals"][who] = {"wall_s": w, "dedupe_s": dd, "pack_s": pk,
+                                 "pack_calls": pre["pack_calls"] + tr["pack_calls"], "share_pct": 100 * (dd + pk) / w}
     la = runs.get(("axolotl", "train"), {}).get("losses")
     lf = runs.get(("fastaxo", "train"), {}).get("losses")
-    out = {"runs": runs, "totals": totals, "share_pct": totals.get("fastaxo", {}).get("share_pct"),
-           "ax_share_pct": totals.get("axolotl", {}).get("share_pct"),
-           "losses_equal": (la == lf) if la and lf else None,
-           "plugin_events": {k: sum(1 for ev in rep if ev.get("event") == k) for k in
-                             sorted({ev.get("event") for ev in rep})}}
+    rp["losses_equal"] = (la == lf) if la and lf else None
+
+
+def e2e_summarize(e2e: dict, res_dedupe: dict | None) -> dict[str, Any]:
+    for rp in e2e["reps"]:
+        e2e_summarize_rep(rp)
+    fx = [rp["totals"]["fastaxo"]["share_pct"] for rp in e2e["reps"] if "fastaxo" in rp["totals"]]
+    ax = [rp["totals"]["axolotl"]["share_pct"] for rp in e2e["reps"] if "axolotl" in rp["totals"]]
+    le = [rp["losses_equal"] for rp in e2e["reps"]]
+    rep0 = e2e["reps"][0]["report"]
+    out = {"reps": e2e["reps"], "n_ok": len(fx), "share_pct": med(fx) if fx else None,
+           "ax_share_pct": med(ax) if ax else None,
+           "losses_equal": all(le) if le and None not in le else None,
+           "plugin_events": {k: sum(1 for ev in rep0 if ev.get("event") == k) for k in
+                             sorted({ev.get("event") for ev in rep0})}}
     if res_dedupe and res_dedupe.get("packing"):
         a_, f_ = res_dedupe["packing"].get("e2e_axolotl_prepared_equal"), res_dedupe["packing"].get("e2e_fastaxo_prepared_equal")
         out["prepared_equal"] = (a_ and f_) if a_ is not None and f_ is not None else None
@@ -1114,9 +1158,11 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=5, help="interleaved rounds: dedupe (fastaxo) and packer replay")
     p.add_argument("--ax-dedupe-reps", type=int, default=3, help="rounds that also run Axolotl's dedupe (slow)")
     p.add_argument("--collate-reps", type=int, default=3, help="calls per micro-batch and collator (median)")
-    p.add_argument("--quick", action="store_true", help="smoke run: 10,000 rows, 2 rounds, max_steps 1")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: 10,000 rows, 2 rounds, 1 Axolotl dedupe, 2 collate reps, 1 e2e run, max_steps 1")
     p.add_argument("--skip-e2e", action="store_true", help="no real axolotl subprocess runs (packer calls simulated)")
     p.add_argument("--max-steps", type=int, default=2, help="max_steps of the real `axolotl train`")
+    p.add_argument("--e2e-reps", type=int, default=3, help="repetitions of the real runs (both configurations)")
     p.add_argument("--seq-len", type=int, default=2048)
     p.add_argument("--micro-batch-size", type=int, default=2)
     p.add_argument("--seed", type=int, default=42, help="Axolotl's seed (shuffle, sampler)")
@@ -1134,6 +1180,7 @@ def main() -> None:
         a.ax_dedupe_reps = min(a.ax_dedupe_reps, 1)
         a.collate_reps = min(a.collate_reps, 2)
         a.max_steps = 1 if "--max-steps" not in sys.argv else a.max_steps
+        a.e2e_reps = 1 if "--e2e-reps" not in sys.argv else a.e2e_reps
         a.breakdown_rows = min(a.breakdown_rows, 2000)
     a.ax_dedupe_reps = min(a.ax_dedupe_reps, a.reps)
     a.quick_dedupe_main_only = False
@@ -1215,10 +1262,14 @@ def main() -> None:
     if e2e is not None:
         results["e2e_summary"] = e2e_summarize(e2e, results["dedupe"])
         es = results["e2e_summary"]
-        rec.append({"bench": "axolotl", "section": "e2e", "share_pct": es["share_pct"], "ax_share_pct": es["ax_share_pct"],
-                    "totals": es["totals"], "losses_equal": es["losses_equal"], "prepared_equal": es.get("prepared_equal"),
-                    "runs": [{"who": w, **{k: v for k, v in r.items() if k != "argv"}} for (w, _), r in es["runs"].items()],
-                    "plugin_events": es["plugin_events"]})
+        for rp in es["reps"]:
+            rec.append({"bench": "axolotl", "section": "e2e_run", "run": rp["k"], "order": rp["order"],
+                        "totals": rp["totals"], "losses_equal": rp["losses_equal"],
+                        "runs": [{"who": w, **{k: v for k, v in r.items() if k != "argv"}}
+                                 for (w, _), r in rp["runs"].items()]})
+        rec.append({"bench": "axolotl", "section": "e2e", "runs": len(es["reps"]), "share_pct_median": es["share_pct"],
+                    "ax_share_pct_median": es["ax_share_pct"], "losses_equal": es["losses_equal"],
+                    "prepared_equal": es.get("prepared_equal"), "plugin_events": es["plugin_events"]})
     total = time.perf_counter() - t_run
     hdr.append(f"# total run time: {total / 60:.1f} min; sections (wall, 1-min loadavg start -> end; 2 cores, "
                "others' jobs included): " + "; ".join(f"{n} {fs(t)}, {l0:.1f} -> {l1:.1f}" for n, t, l0, l1 in SECTIONS))
