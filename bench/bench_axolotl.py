@@ -94,13 +94,11 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 from _common import JsonRecorder, fmt_table, machine, release_freed_memory, reset_peak, status_kib  # noqa: E402
 
+sys.path.insert(0, str(REPO / "tests"))
+import axolotl_harness as H  # noqa: E402  (the tests' tokenizer, model and offline env)
+
 OFFLINE_ENV = {
-    "HF_HUB_OFFLINE": "1",
-    "HF_DATASETS_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "AXOLOTL_DO_NOT_TRACK": "1",
-    "WANDB_MODE": "disabled",
-    "CUDA_VISIBLE_DEVICES": "",
+    **H.OFFLINE_ENV,
     "TOKENIZERS_PARALLELISM": "false",
     "TRL_EXPERIMENTAL_SILENCE": "1",
     "FASTAXO_REQUIRE_EXTENSION": "1",
@@ -108,7 +106,7 @@ OFFLINE_ENV = {
 PLUGIN = "fastaxo.integrations.axolotl.FastaxoPlugin"
 RECORDER = "_fastaxo_bench_recorder.PackRecorder"
 TARGETS = {"dedupe": 300.0, "pack": 100.0, "collate": 5.0, "share_pct": 2.0}
-PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
+PAD = H.PAD
 
 NOTES: list[str] = []
 SECTIONS: list[tuple[str, float, float, float]] = []  # (name, seconds, loadavg at start, at end)
@@ -255,46 +253,10 @@ def make_table(n: int, seq_len: int, vocab: int, seed: int, dup_fraction: float 
 
 
 def make_tokenizer_and_model(dir: Path, seq_len: int) -> tuple[Any, str]:
-    """The colleague's harness (tests/axolotl_harness.py) if it has make_tokenizer/make_model,
-    else a minimal local equivalent (byte-level BPE, 500 tokens; Llama hidden 64, 2 layers)."""
-    try:
-        sys.path.insert(0, str(REPO / "tests"))
-        import axolotl_harness as H  # type: ignore
-
-        if hasattr(H, "make_tokenizer") and hasattr(H, "make_model"):
-            tok = H.make_tokenizer(dir)
-            H.make_model(dir, tok, max_position_embeddings=seq_len)
-            return tok, "tests/axolotl_harness.py make_tokenizer/make_model"
-    except Exception as exc:
-        note(f"tests/axolotl_harness.py not usable ({type(exc).__name__}: {exc}); own tokenizer/model used")
-    finally:
-        if sys.path and sys.path[0] == str(REPO / "tests"):
-            sys.path.pop(0)
-    import numpy as np
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    dir.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    words = "the of and to in is was for on that with as by at from time year people way day".split()
-    corpus = [" ".join(words[j] for j in rng.integers(0, len(words), 12)) for _ in range(2000)]
-    tk = Tokenizer(models.BPE(unk_token=UNK))
-    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tk.decoder = decoders.ByteLevel()
-    tk.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=500, special_tokens=[UNK, BOS, EOS, PAD],
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                                       show_progress=False))
-    tk.post_processor = processors.TemplateProcessing(single=f"{BOS} $A", special_tokens=[(BOS, tk.token_to_id(BOS))])
-    tok = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token=BOS, eos_token=EOS, pad_token=PAD, unk_token=UNK,
-                                  model_max_length=seq_len, padding_side="right")
-    tok.save_pretrained(str(dir))
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=seq_len,
-                                 bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
-                                 pad_token_id=tok.pad_token_id, tie_word_embeddings=False)).save_pretrained(str(dir))
-    return tok, "own minimal tokenizer/model (bench_axolotl.py)"
+    """The tests' tiny byte-level BPE and random Llama (tests/axolotl_harness.py)."""
+    tok = H.make_tokenizer(dir)
+    H.make_model(dir, tok, max_position_embeddings=seq_len)
+    return tok, "tests/axolotl_harness.py make_tokenizer/make_model"
 
 
 # ------------------------------------------------------------------------------------ e2e

@@ -93,7 +93,9 @@ class FastaxoCollator(V2BatchSamplerDataCollatorForSeq2Seq):
         if out is None:
             return self._fallback()(features, return_tensors=return_tensors)
         if self.report_path:
-            _report(self.report_path, batches=1, bins=len(bins), tokens=int(out["input_ids"].size))
+            from fastaxo.integrations.axolotl import report
+
+            report("collate", path=self.report_path, batches=1, bins=len(bins), tokens=int(out["input_ids"].size))
         if rt == "pt":
             import torch
 
@@ -146,14 +148,6 @@ class FastaxoCollator(V2BatchSamplerDataCollatorForSeq2Seq):
                 out[k] = fastaxo.pad((mask, bin_off), pad_to=width, pad_id=0, attention_mask=False,
                                      dtype=np.int64, num_threads=nt)["input_ids"]
         return out
-
-
-def _report(path: str, **fields: Any) -> None:
-    import json
-    import time
-
-    with open(path, "a") as fh:
-        fh.write(json.dumps({"event": "collate", "pid": os.getpid(), "time": time.time(), **fields}) + "\n")
 
 
 def _flash_requested(cfg: Any) -> bool:

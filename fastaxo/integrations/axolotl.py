@@ -136,9 +136,10 @@ def _say_once(key: str, msg: str, level: int = logging.WARNING) -> None:
         LOG.log(level, "fastaxo: %s", msg)
 
 
-def report(event: str, **fields: Any) -> None:
-    """Append ``{"event": event, **fields}`` to the ``fastaxo_report`` file, if one is set."""
-    path = _settings.report or os.environ.get("FASTAXO_AXOLOTL_REPORT")
+def report(event: str, path: str | None = None, **fields: Any) -> None:
+    """Append ``{"event": event, **fields}`` to ``path`` (default: the ``fastaxo_report`` file),
+    if one is set."""
+    path = path or _settings.report or os.environ.get("FASTAXO_AXOLOTL_REPORT")
     if not path:
         return
     rec = {"event": event, "pid": os.getpid(), "time": time.time(), **fields}
