@@ -633,6 +633,38 @@ def load_prepared(dataset_prepared_path: str | os.PathLike):
     return load_from_disk(str(dirs[0]))
 
 
+def streamed_dirs(dataset_prepared_path: str | os.PathLike) -> list[Path]:
+    """The datasets the plugin's streaming loader (fastaxo_streaming) prepared under
+    dataset_prepared_path: `<path>/fastaxo-stream-<key>/` holding data.arrow (an Arrow IPC
+    stream of the surviving rows in file order), indices.npy (int64 positions into it, in the
+    prepared order: Axolotl's shuffle, then dedupe) and meta.json (written last)."""
+    root = Path(dataset_prepared_path)
+    if not root.is_dir():
+        return []
+    return sorted(d for d in root.glob("fastaxo-stream-*") if (d / "meta.json").exists())
+
+
+def load_streamed(dataset_prepared_path: str | os.PathLike):
+    """(datasets.Dataset, meta dict) of the one streamed dataset under dataset_prepared_path,
+    read from the layout above (data.arrow rows selected by indices.npy), independently of the
+    plugin's own loading code."""
+    from datasets import Dataset
+
+    dirs = streamed_dirs(dataset_prepared_path)
+    if len(dirs) != 1:
+        listing = sorted(str(p.relative_to(dataset_prepared_path)) for p in Path(dataset_prepared_path).rglob("*")) if Path(dataset_prepared_path).exists() else []
+        raise AssertionError(
+            f"expected exactly one fastaxo-stream-* dataset under {dataset_prepared_path}, found "
+            f"{len(dirs)}; contents: {listing[:40]}"
+        )
+    d = dirs[0]
+    order = np.load(d / "indices.npy")
+    ds = Dataset.from_file(str(d / "data.arrow"))
+    if order.dtype != np.int64 or order.ndim != 1 or (len(order) and (order.min() < 0 or order.max() >= len(ds))):
+        raise AssertionError(f"{d}/indices.npy: not int64 positions into the {len(ds)} rows of data.arrow")
+    return ds.select(order), json.loads((d / "meta.json").read_text())
+
+
 _LOSS_DICT = re.compile(r"\{[^{}\n]*['\"]loss['\"]\s*:[^{}\n]*\}")
 _LOSS_VALUE = re.compile(r"['\"]loss['\"]\s*:\s*['\"]?([-+0-9.eEnaifINF]+)['\"]?")
 

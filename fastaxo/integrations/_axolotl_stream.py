@@ -46,7 +46,8 @@ def _unsupported(cfg: Any) -> str | None:
                      ("streaming", "Axolotl's own streaming mode"), ("test_datasets", "test_datasets"),
                      ("dataset_shard_num", "dataset_shard_num"), ("skip_prepare_dataset", "skip_prepare_dataset"),
                      ("processor_type", "multimodal processors"), ("push_dataset_to_hub", "push_dataset_to_hub"),
-                     ("shuffle_before_merging_datasets", "shuffle_before_merging_datasets")):
+                     ("shuffle_before_merging_datasets", "shuffle_before_merging_datasets"),
+                     ("use_pose", "use_pose (Axolotl sorts the whole dataset)")):
         if cfg.get(key):
             return f"{why} is not covered"
     if cfg.get("val_set_size"):
@@ -92,23 +93,47 @@ def _files(path: str) -> list[str]:
 
 
 _BATCH_BYTES = 16 << 20
+_DECODE_ROWS = 4096  # rows per Parquet decode step of the reader when batches are smaller
 
 
-def _batch_rows(files: list[str], fmt: str, settings: Any) -> int:
-    """Rows per batch: ``fastaxo_batch_rows``, fewer when Parquet footers say rows are big (each
-    batch is copied a few times by Axolotl's maps; a batch of ~16 MiB keeps that bounded)."""
-    rows = settings.batch_rows
+def _parquet_sizes(files: list[str]) -> tuple[int, int, int]:
+    """(rows, decoded bytes, largest decoded row group) from the footers of the first files."""
+    import pyarrow.parquet as pq
+
+    n = size = biggest = 0
+    for f in files[:8]:
+        md = pq.ParquetFile(f).metadata
+        n += md.num_rows
+        for i in range(md.num_row_groups):
+            rg = md.row_group(i)
+            size += rg.total_byte_size
+            piece = rg.total_byte_size * min(1.0, _DECODE_ROWS / max(1, rg.num_rows))
+            biggest = max(biggest, int(piece))
+    return n, size, biggest
+
+
+def _reader_plan(files: list[str], fmt: str, settings: Any) -> tuple[int, int | None]:
+    """(rows per batch, reader threads).
+
+    Rows: ``fastaxo_batch_rows``, fewer when Parquet footers say rows are big (each batch is
+    copied a few times by Axolotl's maps; a batch of ~16 MiB keeps that bounded).
+    Threads: the reader's column-parallel Parquet decoding runs one thread per column group,
+    each queueing up to two decoded pieces (a piece is up to 4096 rows of a row group) OUTSIDE
+    the ``prefetch_bytes`` budget, and every extra thread also costs glibc a 64 MiB malloc arena
+    and an 8 MiB stack of address space. When a piece is bigger than a quarter of the budget
+    (rows of megabytes: the 4 GiB test file has 64 MiB row groups), that is what the read-ahead
+    costs, so the reader decodes in one thread. Measured on that file (2000 rows of 2 MiB, 32-row
+    row groups, 8-row batches, 32 MiB read-ahead): VmPeak 3478 MiB with the column threads, 3026
+    MiB with one (VmSize before the first batch: 2697 MiB); no measurable speed difference (the
+    per-batch Axolotl work dominates; 13-20 s either way on the shared 2-core VM)."""
+    rows, threads = settings.batch_rows, settings.threads
     if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        n = size = 0
-        for f in files[:8]:
-            md = pq.ParquetFile(f).metadata
-            n += md.num_rows
-            size += sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
+        n, size, biggest = _parquet_sizes(files)
         if n and size:
             rows = min(rows, max(1, int(_BATCH_BYTES // max(1, size // n))))
-    return rows
+        if biggest * 4 > settings.prefetch_bytes:
+            threads = 1
+    return rows, threads
 
 
 def _cache_key(cfg: Any, tokenizer: Any) -> str:
@@ -150,15 +175,24 @@ def _quiet():
 
 
 def _process_batch(batch: pa.RecordBatch, dcfg: Any, cfg1: Any, tokenizer: Any, first_row: int):
-    """Axolotl's per-row steps on one batch; returns (table of survivors with _ROW, n wrapped)."""
+    """Axolotl's per-row steps on one batch; returns (table of survivors with _ROW, n wrapped).
+
+    The batch's Dataset gets a random fingerprint: by default ``Dataset(table)`` fingerprints an
+    in-memory table by pickling it (dill) and hashing the bytes: a transient copy of the batch,
+    and on the 4 GiB test file 30-32 s for the whole run against 18-20 s without. It only names
+    cache files, and an in-memory Dataset's maps and filters write none (datasets writes cache
+    files only for datasets that have some), so a fresh random one changes nothing but the
+    cost; the maps then derive theirs from it (hashing the function and its arguments, not the
+    rows)."""
     from datasets import Dataset
+    from datasets.fingerprint import generate_random_fingerprint
 
     from axolotl.utils.data.sft import _parse_dataset_type
     from axolotl.utils.data.utils import handle_long_seq_in_dataset
     from axolotl.utils.data.wrappers import get_dataset_wrapper
     from axolotl.utils.trainer import process_datasets_for_packing
 
-    ds = Dataset(pa.Table.from_batches([batch]))
+    ds = Dataset(pa.Table.from_batches([batch]), fingerprint=generate_random_fingerprint())
     base, style = _parse_dataset_type(dcfg.type)
     ds, _ = get_dataset_wrapper(dataset_config=dcfg, tokenizer=tokenizer, cfg=cfg1, dataset_base_type=base,
                                 dataset=ds, dataset_prompt_style=style, processor=None)
@@ -194,6 +228,9 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any, report: Calla
     writer = None
     schema = None
     rows_in = wrapped = 0
+    n_datasets = 0
+    vm_before = (_proc_kib("VmSize:") or 0) * 1024
+    plans = []
     rows_idx: list[np.ndarray] = []
     digests: list[np.ndarray] = []
     read_bytes = 0
@@ -201,10 +238,13 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any, report: Calla
     try:
         with _quiet():
             for dcfg in datasets_with_name_generator(cfg.datasets):
+                n_datasets += 1
                 files = _files(dcfg.path)
                 fmt = _FORMATS[os.path.splitext(files[0])[1]]
-                reader = fastaxo.iter_batches(files, format=fmt, batch_rows=_batch_rows(files, fmt, settings),
-                                              prefetch_bytes=settings.prefetch_bytes, threads=settings.threads)
+                batch_rows, threads = _reader_plan(files, fmt, settings)
+                plans.append({"batch_rows": batch_rows, "reader_threads": threads})
+                reader = fastaxo.iter_batches(files, format=fmt, batch_rows=batch_rows,
+                                              prefetch_bytes=settings.prefetch_bytes, threads=threads)
                 with reader:
                     for batch in reader:
                         rows_in += batch.num_rows
@@ -212,7 +252,11 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any, report: Calla
                         wrapped += n
                         if table is None:
                             continue
-                        rows_idx.append(table.column(_ROW).to_numpy().astype(np.int64, copy=False))
+                        # a COPY: the table's columns are slices of one buffer holding the whole
+                        # batch (datasets' map output), and a view of the row column kept that
+                        # buffer alive -- every batch of the run stayed in memory (RSS 5.5 GiB,
+                        # VmSize 12.7 GiB on the 4.3 GiB test file), the MemoryError under RLIMIT_AS
+                        rows_idx.append(np.array(table.column(_ROW).to_numpy(), dtype=np.int64))
                         table = table.drop_columns([_ROW])
                         if dedupe:
                             digests.append(fastaxo.hash_rows(table, num_threads=settings.threads))
@@ -233,7 +277,9 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any, report: Calla
         writer.close()
         writer = None
         pos_of = np.concatenate(rows_idx) if rows_idx else np.zeros(0, np.int64)
-        shuffle = bool(cfg.shuffle_merged_datasets) and not cfg.curriculum_sampling
+        # merge_datasets: one dataset is shuffled unless curriculum_sampling; several are
+        # concatenated and shuffled whenever shuffle_merged_datasets (curriculum only warns)
+        shuffle = bool(cfg.shuffle_merged_datasets) and (n_datasets > 1 or not cfg.curriculum_sampling)
         perm = np.random.default_rng(cfg.seed).permutation(wrapped) if shuffle else np.arange(wrapped)
         where = np.full(wrapped, -1, dtype=np.int64)
         where[pos_of] = np.arange(len(pos_of), dtype=np.int64)
@@ -248,7 +294,8 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any, report: Calla
         meta = {"layout": LAYOUT_VERSION, "rows_in": rows_in, "rows_wrapped": wrapped, "rows_filtered": kept,
                 "rows_out": int(len(order)), "duplicates": kept - int(len(order)), "shuffled": shuffle,
                 "seconds": time.perf_counter() - t0, "read_bytes": read_bytes,
-                "peak_rss": (_proc_kib("VmHWM:") or 0) * 1024, "vm_peak": (_proc_kib("VmPeak:") or 0) * 1024}
+                "peak_rss": (_proc_kib("VmHWM:") or 0) * 1024, "vm_peak": (_proc_kib("VmPeak:") or 0) * 1024,
+                "vm_before": vm_before, "readers": plans}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         shutil.rmtree(outdir, ignore_errors=True)
         os.replace(tmp, outdir)
@@ -260,7 +307,7 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any, report: Calla
              "%d duplicates) in %.1f s, peak RSS %.0f MiB", meta["rows_in"], meta["rows_out"],
              meta["rows_wrapped"] - meta["rows_filtered"], meta["duplicates"], meta["seconds"],
              meta["peak_rss"] / 2**20)
-    report("stream", **meta, path=str(outdir))
+    report("stream", **meta, prepared=str(outdir))  # not path=: report's own argument (the report file)
     return meta
 
 
@@ -280,7 +327,7 @@ def load_datasets_streaming(cfg: Any, preprocess: bool, settings: Any, say_once:
     outdir = root / f"fastaxo-stream-{_cache_key(cfg, tokenizer)}"
     if (outdir / "meta.json").exists():
         LOG.info("fastaxo: prepared dataset found at %s", outdir)
-        report("stream_cached", path=str(outdir))
+        report("stream_cached", prepared=str(outdir))
     else:
         prepare(cfg, tokenizer, outdir, settings, report)
     if preprocess:
@@ -290,10 +337,16 @@ def load_datasets_streaming(cfg: Any, preprocess: bool, settings: Any, say_once:
 
     from axolotl.utils.trainer import calculate_total_num_steps
 
+    try:  # axolotl 0.21; older versions have no such step
+        from axolotl.core.trainers.diffusion_lm.sampling import filter_native_diffusion_dataset
+    except ImportError:
+        filter_native_diffusion_dataset = None
     ds = Dataset.from_file(str(outdir / "data.arrow"))
     order = np.load(outdir / "indices.npy")
     if not (len(order) == len(ds) and (order == np.arange(len(ds))).all()):
         ds = ds.select(order)
+    if filter_native_diffusion_dataset is not None:
+        ds = filter_native_diffusion_dataset(cfg, ds, split="train")  # what prepare_datasets does next
     steps = calculate_total_num_steps(cfg, ds)
     if cfg.max_steps:
         steps = min(steps, cfg.max_steps)
