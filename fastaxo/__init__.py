@@ -20,7 +20,7 @@ from fastaxo.errors import (
     FileFormatError,
     SchemaMismatchError,
 )
-from fastaxo.hashing import ROW_ENCODING_VERSION, DedupeResult, Seen, dedupe, hash_rows, iter_dedupe
+from fastaxo.hashing import ROW_ENCODING_VERSION, DedupeResult, RowSet, Seen, dedupe, hash_rows, iter_dedupe
 from fastaxo.packing import Bins, PackIterator, Packed, PackStats, iter_pack, pack, pack_bins
 from fastaxo.padding import Padded, PaddedBatches, pad, pad_batches
 from fastaxo.reader import BatchReader, ReaderStats, iter_batches, iter_parquet, list_column
@@ -32,6 +32,7 @@ __all__ = [
     "iter_dedupe",
     "DedupeResult",
     "Seen",
+    "RowSet",
     "ROW_ENCODING_VERSION",
     "pack_bins",
     "pack",

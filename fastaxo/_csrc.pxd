@@ -84,3 +84,35 @@ cdef extern from "fx_fill.h" nogil:
     void fx_fill_elems(void *dst, int size, const void *pattern, int64_t n)
     void fx_iota_elems(void *dst, int dt, int64_t start, int64_t n)
     void fx_prefetch_run(const void *p, int64_t bytes)
+
+cdef extern from "fx_rowset.h" nogil:
+    int FX_ROWSET_NOMEM, FX_ROWSET_HOT, FX_KEY_GROUP
+    ctypedef struct fx_tab:
+        int32_t ncols
+        int64_t nchunks
+        const int64_t *starts
+        const fx_col *cols
+    int fx_segbuf_alloc(fx_segbuf *sb, int64_t cap_segs, int64_t cap_bytes)
+    void fx_segbuf_release(fx_segbuf *sb)
+    int fx_tab_encode(const fx_tab *t, int64_t row, fx_segbuf *sb)
+    uint64_t fx_segs_key(const fx_segbuf *sb)
+    int64_t fx_tab_keys(const fx_tab *t, const int64_t *rows, int64_t m, fx_segbuf *sbs,
+                        uint64_t *keys, uint8_t *status)
+    int fx_segs_equal(const fx_segbuf *a, const fx_segbuf *b)
+    ctypedef struct fx_rowset:
+        int64_t count
+        int32_t *src
+        int64_t *row
+        int64_t compares
+        int64_t hot_keys
+    void fx_rowset_init(fx_rowset *s)
+    void fx_rowset_free(fx_rowset *s)
+    int fx_rowset_reserve(fx_rowset *s, int64_t extra)
+    size_t fx_rowset_nbytes(const fx_rowset *s)
+    int64_t fx_rowset_compare(const fx_rowset *s, const fx_tab *const *srcs, const fx_tab *t,
+                              const int64_t *rows, const int64_t *cand, int64_t m, fx_segbuf *sbs,
+                              uint8_t *status)
+    void fx_rowset_prefetch(const fx_rowset *s, uint64_t key)
+    int64_t fx_rowset_head(fx_rowset *s, uint64_t key, int32_t src, int64_t row, int *inserted)
+    int64_t fx_rowset_resolve(fx_rowset *s, const fx_tab *const *srcs, uint64_t key, int32_t src,
+                              int64_t row, fx_segbuf *mine, fx_segbuf *other, fx_sha256_compress_fn fn)

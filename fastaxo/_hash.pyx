@@ -5,8 +5,8 @@ The public API is :mod:`fastaxo.hashing`; this module trusts its callers for typ
 shapes but re-checks every invariant that protects memory (offsets, lengths, shapes).
 """
 from cython.parallel cimport prange, threadid
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uintptr_t
-from libc.stdlib cimport malloc, calloc, free
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
+from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memset
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_AsUTF8String
@@ -362,3 +362,223 @@ cdef class SeenSet:
                 d = fx_seen_get(&self.s, i)
                 for j in range(32):
                     out[i, j] = d[j]
+
+
+# ---------------------------------------------------------------- exact row set
+cdef enum:
+    ROWSET_TASK = 256     # rows per task of the key / compare loops
+
+
+cdef class TabDesc:
+    """Column descriptors of one source (every chunk) for fx_rowset: one node array.
+
+    ``chunks`` is a list (one per chunk) of lists (one per column) of descriptor tuples
+    (fastaxo._arrow.column_spec); ``keep`` holds the Arrow objects they point into.
+    """
+    cdef fx_col *nodes
+    cdef int64_t *starts
+    cdef fx_tab tab
+    cdef readonly int64_t n
+    cdef readonly object keep
+
+    def __cinit__(self, list chunks, list lengths, int32_t ncols, object keep):
+        cdef Py_ssize_t nch = len(chunks), total = 0, nxt, qi, k, j
+        if len(lengths) != nch or ncols < 1:
+            raise ValueError("TabDesc: one length per chunk and >= 1 column")
+        for specs in chunks:
+            if len(specs) != ncols:
+                raise ValueError("TabDesc: every chunk needs ncols descriptors")
+            for spec in specs:
+                total += _count_nodes(spec)
+        self.keep = keep
+        self.nodes = <fx_col *>calloc(max(total, 1), sizeof(fx_col))
+        self.starts = <int64_t *>malloc((nch + 1) * sizeof(int64_t))
+        if self.nodes is NULL or self.starts is NULL:
+            raise MemoryError()
+        self.starts[0] = 0
+        for k in range(nch):
+            self.starts[k + 1] = self.starts[k] + <int64_t>lengths[k]
+        self.n = self.starts[nch]
+        # Top-level nodes first (chunk-major), then children breadth first.
+        queue = []
+        for k in range(nch):
+            for j in range(ncols):
+                queue.append((chunks[k][j], k * ncols + j))
+        nxt = nch * ncols
+        qi = 0
+        while qi < len(queue):
+            spec, k = queue[qi]
+            qi += 1
+            _fill(&self.nodes[k], spec, &self.nodes[nxt])
+            for child in spec[8]:
+                queue.append((child, nxt))
+                nxt += 1
+        self.tab.ncols = ncols
+        self.tab.nchunks = nch
+        self.tab.starts = self.starts
+        self.tab.cols = self.nodes
+
+    def __dealloc__(self):
+        free(self.nodes)
+        free(self.starts)
+
+
+cdef class RowSetCore:
+    """fx_rowset plus the sources its entries point into (not thread-safe by itself)."""
+    cdef fx_rowset rs
+    cdef list tabs
+    cdef const fx_tab **srcs
+    cdef Py_ssize_t cap
+
+    def __cinit__(self):
+        fx_rowset_init(&self.rs)
+        self.tabs = []
+        self.srcs = NULL
+        self.cap = 0
+
+    def __dealloc__(self):
+        fx_rowset_free(&self.rs)
+        free(self.srcs)
+
+    def __len__(self):
+        return self.rs.count
+
+    @property
+    def nbytes(self):
+        return fx_rowset_nbytes(&self.rs)
+
+    @property
+    def stats(self):
+        return {"compares": self.rs.compares, "hot_keys": self.rs.hot_keys, "sources": len(self.tabs)}
+
+    def add_source(self, TabDesc t):
+        cdef const fx_tab **p
+        cdef Py_ssize_t ncap
+        if len(self.tabs) >= 2**31 - 1:
+            raise OverflowError("a row set holds at most 2**31 - 1 sources")
+        if len(self.tabs) == self.cap:
+            ncap = max(16, 2 * self.cap)
+            p = <const fx_tab **>realloc(self.srcs, ncap * sizeof(fx_tab *))
+            if p is NULL:
+                raise MemoryError()
+            self.srcs = p
+            self.cap = ncap
+        self.srcs[len(self.tabs)] = &t.tab
+        self.tabs.append(t)
+        return len(self.tabs) - 1
+
+    def insert(self, int32_t src, const int64_t[::1] rows, uint8_t[::1] is_new, int num_threads):
+        """Insert rows (indices into source ``src``, in order); is_new[i] = 1 for a row not
+        equal to any row inserted before. Returns None, or (i, status) for the first bad row."""
+        cdef int64_t n = rows.shape[0], i, r, a, task, ntasks, e, nbad = 0, nerr = 0
+        cdef int t, st, inserted
+        cdef const fx_tab *tab
+        cdef fx_sha256_compress_fn fn = _compress()
+        cdef uint64_t *keys = NULL
+        cdef int64_t *cand = NULL
+        cdef uint8_t *status = NULL
+        cdef fx_segbuf *mine = NULL
+        cdef fx_segbuf *other = NULL
+        cdef fx_segbuf *group = NULL
+        if num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+        if src < 0 or src >= len(self.tabs):
+            raise ValueError(f"insert: no source {src}")
+        if is_new.shape[0] != n:
+            raise ValueError("insert: is_new must have one entry per row")
+        tab = self.srcs[src]
+        for i in range(n):
+            if rows[i] < 0 or rows[i] >= (<TabDesc>self.tabs[src]).n:
+                raise IndexError(f"insert: row {rows[i]} out of range for a source of {(<TabDesc>self.tabs[src]).n} rows")
+        if n == 0:
+            return None
+        ntasks = (n + ROWSET_TASK - 1) // ROWSET_TASK
+        try:
+            keys = <uint64_t *>malloc(n * sizeof(uint64_t))
+            cand = <int64_t *>malloc(n * sizeof(int64_t))
+            status = <uint8_t *>calloc(n, 1)
+            mine = <fx_segbuf *>calloc(num_threads, sizeof(fx_segbuf))
+            other = <fx_segbuf *>calloc(num_threads, sizeof(fx_segbuf))
+            group = <fx_segbuf *>calloc(2 * num_threads * FX_KEY_GROUP, sizeof(fx_segbuf))
+            if keys is NULL or cand is NULL or status is NULL or mine is NULL or other is NULL or group is NULL:
+                raise MemoryError()
+            for t in range(num_threads):
+                if fx_segbuf_alloc(&mine[t], SEG_CAP, BYTES_CAP) or fx_segbuf_alloc(&other[t], SEG_CAP, BYTES_CAP):
+                    raise MemoryError()
+            for i in range(2 * num_threads * FX_KEY_GROUP):
+                if fx_segbuf_alloc(&group[i], 256, 4096):   # grows for bigger rows
+                    raise MemoryError()
+            if fx_rowset_reserve(&self.rs, n):
+                raise MemoryError("out of memory growing the row set")
+            # 1. keys, in parallel (one thread team for all chunks of the source)
+            for task in prange(ntasks, nogil=True, num_threads=num_threads, schedule="dynamic",
+                               chunksize=1, use_threads_if=_par(num_threads, n, 0)):
+                t = threadid()
+                a = task * ROWSET_TASK
+                nbad += fx_tab_keys(tab, &rows[a], min(<int64_t>ROWSET_TASK, n - a), &group[2 * t * FX_KEY_GROUP],
+                                    &keys[a], &status[a])
+            if nbad:
+                for r in range(n):
+                    if status[r]:
+                        return (r, int(status[r]))
+            # 2. first row of each key (serial: first occurrence is an order)
+            with nogil:
+                for r in range(n):
+                    if r + 16 < n:
+                        fx_rowset_prefetch(&self.rs, keys[r + 16])
+                    cand[r] = fx_rowset_head(&self.rs, keys[r], src, rows[r], &inserted)
+                    if cand[r] == -2:
+                        nerr = 1
+                        break
+            if nerr:
+                raise MemoryError("out of memory growing the row set")
+            # 3. rows whose key was seen: compare with that key's first row, in parallel
+            for task in prange(ntasks, nogil=True, num_threads=num_threads, schedule="dynamic",
+                               chunksize=1, use_threads_if=_par(num_threads, n, 0)):
+                t = threadid()
+                a = task * ROWSET_TASK
+                nbad += fx_rowset_compare(&self.rs, self.srcs, tab, &rows[a], &cand[a],
+                                          min(<int64_t>ROWSET_TASK, n - a), &group[2 * t * FX_KEY_GROUP],
+                                          &status[a])   # 255: same key, different row
+            if nbad:
+                for r in range(n):
+                    if status[r] and status[r] != 255:
+                        return (r, int(status[r]))
+            # 4. the rest, in order: key collisions walk the key's chain
+            with nogil:
+                for r in range(n):
+                    if cand[r] < 0:
+                        is_new[r] = 1
+                    elif status[r] != 255:
+                        is_new[r] = 0
+                    else:
+                        st = fx_tab_encode(tab, rows[r], &mine[0])
+                        if st != FX_ROW_OK:
+                            nerr = 2
+                            break
+                        e = fx_rowset_resolve(&self.rs, self.srcs, keys[r], src, rows[r], &mine[0], &other[0], fn)
+                        if e < -1:
+                            nerr = 3 if e == -2 else 4
+                            break
+                        is_new[r] = e == -1
+            if nerr == 3 or nerr == 2:
+                raise MemoryError("out of memory in the row set")
+            if nerr:
+                raise RuntimeError("fastaxo row set: a stored row could not be re-read (its data changed?)")
+            return None
+        finally:
+            if mine is not NULL:
+                for t in range(num_threads):
+                    fx_segbuf_release(&mine[t])
+            if other is not NULL:
+                for t in range(num_threads):
+                    fx_segbuf_release(&other[t])
+            if group is not NULL:
+                for i in range(2 * num_threads * FX_KEY_GROUP):
+                    fx_segbuf_release(&group[i])
+            free(group)
+            free(mine)
+            free(other)
+            free(keys)
+            free(cand)
+            free(status)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 import os
 import pickle
+import types
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -61,7 +63,7 @@ def tokenizer():
 @given(lengths=st.lists(st.integers(0, 300), max_size=400), cap=st.integers(1, 256),
        group=st.integers(1, 150), bin_size=st.integers(1, 12))
 def test_pack_parallel_bin_for_bin(lengths, cap, group, bin_size):
-    orig = fx._originals.get("packing", (None, None, axo_multipack.pack_parallel))[2]
+    orig = fx._originals.get(("packing", "pack_parallel"), (None, None, axo_multipack.pack_parallel))[2]
     arr = np.asarray(lengths, dtype=np.int64)
     want = orig(arr, cap, group, bin_size, num_processes=1)
     got = fx.make_pack_parallel(orig)(arr, cap, group, bin_size, num_processes=1)
@@ -78,6 +80,105 @@ def test_pack_parallel_dtype_fallback():
     lengths = np.array([3.0, 4.0, 5.0])
     assert fx.make_pack_parallel(orig)(lengths, 8, 10, 4, num_processes=1) == \
         orig(lengths, 8, 10, 4, num_processes=1)
+
+
+# ------------------------------------------------------------------ MultipackBatchSampler
+
+class _ListSampler(torch.utils.data.Sampler):
+    """A sampler of no type fastaxo knows: read through its iterator."""
+
+    def __init__(self, order):
+        self.order = order
+
+    def __iter__(self):
+        return iter(self.order)
+
+    def __len__(self):
+        return len(self.order)
+
+
+def _sampler(kind, n, seed):
+    if kind == "random-gen":
+        return torch.utils.data.RandomSampler(range(n), generator=torch.Generator().manual_seed(seed))
+    if kind == "random-global":
+        return torch.utils.data.RandomSampler(range(n))
+    if kind == "random-num-samples":
+        return torch.utils.data.RandomSampler(range(n), num_samples=2 * n + 3,
+                                              generator=torch.Generator().manual_seed(seed))
+    if kind == "sequential":
+        return torch.utils.data.SequentialSampler(range(n))
+    return _ListSampler(list(np.random.default_rng(seed).permutation(n)))
+
+
+@SETTINGS
+@given(lengths=st.lists(st.integers(1, 300), min_size=1, max_size=300), cap=st.integers(300, 700),
+       batch_size=st.integers(1, 5), bin_size=st.integers(1, 12), group=st.integers(1, 400),
+       drop_last=st.booleans(), seed=st.integers(0, 2**16),
+       kind=st.sampled_from(["random-gen", "random-global", "random-num-samples", "sequential", "custom"]))
+def test_generate_batches_same_batches_stats_and_draws(lengths, cap, batch_size, bin_size, group, drop_last,
+                                                       seed, kind):
+    orig = fx._originals.get(("packing", "MultipackBatchSampler.generate_batches"),
+                             (None, None, axo_multipack.MultipackBatchSampler.generate_batches))[2]
+    repl = fx.make_generate_batches(orig)
+    lengths = np.asarray(lengths)
+    runs = []
+    # Axolotl's generate_batches ends with gc.collect() (~0.2 s with torch loaded): skipped here
+    # through the module's own `gc` name, which changes no result.
+    with mock.patch.object(axo_multipack, "gc", types.SimpleNamespace(collect=lambda *a: 0)):
+        for fn in (orig, repl):
+            runs.append(_draw_batches(fn, kind, lengths, cap, batch_size, bin_size, group, drop_last, seed))
+    assert runs[0] == runs[1]
+    batches = runs[1][0]
+    flat = [i for b in batches for bin_ in b for i in bin_]
+    if kind != "random-num-samples":  # that one draws more samples than rows: indices repeat
+        assert len(flat) == len(set(flat))  # no index twice
+    for b in batches:
+        assert len(b) == batch_size or not drop_last
+        for bin_ in b:
+            assert len(bin_) <= bin_size and (len(bin_) == 1 or lengths[bin_].sum() <= cap)
+
+
+def _draw_batches(fn, kind, lengths, cap, batch_size, bin_size, group, drop_last, seed):
+    """Two generate_batches calls on a fresh sampler: batches, statistics, and where the global
+    torch generator is left."""
+    torch.manual_seed(seed)  # the global generator, for RandomSampler without its own
+    s = axo_multipack.MultipackBatchSampler(_sampler(kind, len(lengths), seed), batch_size=batch_size,
+                                            batch_max_len=cap, lengths=lengths, bin_size=bin_size,
+                                            group_size=group, drop_last=drop_last, num_processes=1)
+    first = fn(s, set_stats=True)
+    s._batches = None
+    second = fn(s, set_stats=False)  # the next draws of the same generator
+    return (list(first), list(second), s.total_tokens_used, s.total_token_slots, torch.rand(1).item())
+
+
+def test_packed_batches_behave_like_the_list():
+    ids = np.array([7, 3, 9, 1, 4, 2, 8], dtype=np.int64)
+    offsets = np.array([0, 2, 3, 5, 6, 7], dtype=np.int64)  # 5 bins
+    pb = fx.PackedBatches(ids, offsets, 2, 0, 3)
+    want = [[[7, 3], [9]], [[1, 4], [2]], [[8]]]
+    assert list(pb) == want and pb == want and len(pb) == 3
+    assert pb[0] == want[0] and pb[-1] == want[-1] and pb[1:] == want[1:] and list(pb[:2]) == want[:2]
+    assert pb[::2] == want[::2] and list(pb[5:]) == []
+    with pytest.raises(IndexError):
+        pb[3]
+
+
+def test_sampler_with_len_and_iter_under_the_patch():
+    lengths = np.random.default_rng(0).integers(1, 500, 3000)
+    outs = []
+    for patch in (False, True):
+        torch.manual_seed(3)
+        s = axo_multipack.MultipackBatchSampler(torch.utils.data.RandomSampler(range(len(lengths))),
+                                                batch_size=2, batch_max_len=1024, lengths=lengths,
+                                                bin_size=200, num_processes=1)
+        if patch:
+            with fx.patched(parts=("packing",)):
+                assert getattr(axo_multipack.MultipackBatchSampler.generate_batches, "__fastaxo__", False)
+                outs.append((len(s), s.efficiency(), list(iter(s))))
+        else:
+            outs.append((len(s), s.efficiency(), list(iter(s))))
+    assert outs[0] == outs[1]
+    assert not getattr(axo_multipack.MultipackBatchSampler.generate_batches, "__fastaxo__", False)
 
 
 # ------------------------------------------------------------------------------------ dedupe
@@ -102,7 +203,7 @@ def test_dedupe_same_rows_and_order(rows, dup, seed, eval_take, shuffle):
     if shuffle and len(ds):
         ds = ds.shuffle(seed=seed)  # an indices mapping, as after Axolotl's merge
     ev = ds.select(range(min(eval_take, len(ds)))) if len(ds) else ds
-    orig = fx._originals.get("dedupe", (None, None, axo_data._deduplicate_dataset))[2]
+    orig = fx._originals.get(("dedupe", "_deduplicate_dataset"), (None, None, axo_data._deduplicate_dataset))[2]
     a_train, a_seen = orig(ds)
     a_eval, _ = orig(ev, a_seen)
     repl = fx.make_deduplicate_dataset(orig)

@@ -7,11 +7,14 @@ One line in the Axolotl YAML::
 
 turns on, with Axolotl's results kept exactly:
 
-- ``fastaxo_dedupe`` (default on): ``dataset_exact_deduplication`` hashes Arrow buffers with
-  fastaxo's OpenMP SHA-256 instead of ``sha256(str(row))`` per row. Same kept rows, same order,
-  same train -> eval ``seen_hashes`` hand-over. It never turns dedupe on by itself.
+- ``fastaxo_dedupe`` (default on): ``dataset_exact_deduplication`` compares rows by value in
+  their Arrow buffers (:class:`fastaxo.RowSet`: sampled keys, byte comparison of candidates)
+  instead of ``sha256(str(row))`` per row. Same kept rows, same order, same train -> eval
+  ``seen_hashes`` hand-over. It never turns dedupe on by itself.
 - ``fastaxo_packing`` (default on): sample packing's bin assignment (``pack_parallel``) runs
-  fastaxo's first-fit kernel, bin for bin what Axolotl's numba packer returns.
+  fastaxo's first-fit kernel, bin for bin what Axolotl's numba packer returns, and
+  ``MultipackBatchSampler.generate_batches`` keeps the sampler order and the bins as arrays
+  (:class:`PackedBatches`): the same batches, the same random draws.
 - ``fastaxo_collator`` (default on): packed micro-batches are collated by
   :class:`FastaxoCollator` (Axolotl's V2 layout, tensor for tensor).
 - ``fastaxo_loader_health`` (default on): a trainer callback logs, per logging step, the stall
@@ -30,16 +33,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Set as _AbstractSet
 from dataclasses import dataclass
-from typing import Any, Iterator
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 try:
     import axolotl as _axolotl
@@ -184,29 +189,30 @@ def check_axolotl_version() -> None:
 # ---------------------------------------------------------------------------------------------
 # exact dedupe: axolotl.utils.data.utils._deduplicate_dataset
 
-class SeenHashes(_AbstractSet):
-    """What the replaced ``_deduplicate_dataset`` returns as ``seen_hashes``: the rows seen so
-    far, held as fastaxo digests (32 bytes per row in C, not a Python set of hex strings).
+class SeenHashes:
+    """What the replaced ``_deduplicate_dataset`` returns as ``seen_hashes``: the rows kept so
+    far, as a :class:`fastaxo.RowSet` (references to the datasets' Arrow rows, compared by
+    value; about 50 bytes per row in C, not a Python set of hex strings).
 
-    Axolotl only passes it back into the next call (train -> eval); ``in``, ``len`` and
-    iteration work on hex strings of fastaxo's row digests (not ``sha256(str(row))``)."""
+    Axolotl only passes it back into the next call (train -> eval); ``len`` works, and
+    iteration yields nothing comparable to Axolotl's ``sha256(str(row))`` hex strings, so it is
+    not offered: handing it to Axolotl's own ``_deduplicate_dataset`` raises a clear error."""
 
-    def __init__(self, seen: "fastaxo.Seen | None" = None):
-        self.seen = seen if seen is not None else fastaxo.Seen()
+    def __init__(self, rows: "fastaxo.RowSet | None" = None):
+        self.rows = rows if rows is not None else fastaxo.RowSet()
 
     def __len__(self) -> int:
-        return len(self.seen)
+        return len(self.rows)
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.seen.to_hex())
+    def __bool__(self) -> bool:
+        return True
 
     def __contains__(self, item: object) -> bool:
-        if isinstance(item, str) and len(item) == 64:
-            try:
-                return bytes.fromhex(item) in self.seen
-            except ValueError:
-                return False
-        return False
+        raise TypeError("fastaxo's SeenHashes holds rows, not Axolotl's sha256(str(row)) hex strings; "
+                        "only fastaxo's _deduplicate_dataset can use it")
+
+    def add(self, item: object) -> None:
+        self.__contains__(item)
 
     def __repr__(self) -> str:
         return f"SeenHashes({len(self)} rows)"
@@ -220,6 +226,33 @@ def _dedupe_columns_ok(dataset: Any) -> bool:
         return False
 
 
+def select_rows(dataset: Any, keep: np.ndarray) -> Any:
+    """``dataset.select(keep)`` for increasing ``keep`` with the same rows, order, format and
+    type of result (a Dataset with an indices mapping), built in one step: datasets' own
+    select hashes the index list for a fingerprint and writes it in 1,000-row batches
+    (~13 ms for 90k rows, more than the dedupe itself). The fingerprint is derived from the
+    parent's and the indices, so it is deterministic like datasets' own."""
+    if len(keep) == len(dataset):
+        return dataset  # nothing dropped (keep is 0..n-1): datasets would slice, the same rows
+    from datasets import Dataset
+    from datasets.table import InMemoryTable
+
+    idx = np.asarray(keep, dtype=np.int64)
+    if dataset._indices is not None:
+        col = dataset._indices.column(0)
+        phys = fastaxo._arrow.fixed_view(col.combine_chunks() if col.num_chunks != 1 else col.chunk(0))
+        idx = phys[idx]
+    fp = hashlib.sha256(b"fastaxo-dedupe-select\0" + str(dataset._fingerprint).encode() + b"\0"
+                        + idx.astype("<i8", copy=False).tobytes()).hexdigest()[:16]
+    indices = InMemoryTable(pa.table({"indices": pa.array(idx.astype(np.uint64, copy=False), type=pa.uint64())}))
+    out = Dataset(dataset._data, info=dataset.info.copy(), split=dataset.split, indices_table=indices,
+                  fingerprint=fp)
+    fmt = dataset.format
+    out.set_format(type=fmt["type"], columns=fmt["columns"], output_all_columns=fmt["output_all_columns"],
+                   **(fmt.get("format_kwargs") or {}))
+    return out
+
+
 def make_deduplicate_dataset(original):
     """The replacement for Axolotl's ``_deduplicate_dataset(dataset, seen_hashes=None)``."""
 
@@ -229,20 +262,22 @@ def make_deduplicate_dataset(original):
             _say_once("dedupe-foreign-seen", "dedupe: seen_hashes came from Axolotl's own dedupe; "
                       "using Axolotl's dedupe for this call")
             return original(dataset, seen_hashes)
-        if not _dedupe_columns_ok(dataset):
-            _say_once("dedupe-types", "dedupe: a column type fastaxo cannot hash "
-                      f"({dataset.features}); using Axolotl's dedupe")
-            return original(dataset, seen_hashes)
         seen = seen_hashes if isinstance(seen_hashes, SeenHashes) else SeenHashes()
         t0 = time.perf_counter()
-        res = fastaxo.dedupe(dataset, seen=seen.seen, num_threads=_settings.threads)
+        try:
+            res = fastaxo.dedupe(dataset, seen=seen.rows, num_threads=_settings.threads)
+        except fastaxo.InvalidTypeError as exc:  # raised before any row is inserted
+            if isinstance(seen_hashes, SeenHashes):
+                raise
+            _say_once("dedupe-types", f"dedupe: {exc}; using Axolotl's dedupe")
+            return original(dataset, seen_hashes)
         t1 = time.perf_counter()
-        out = dataset.select(res.keep)
+        out = select_rows(dataset, res.keep)
         t2 = time.perf_counter()
-        LOG.info("fastaxo: dedupe kept %d of %d rows (hash %.3f s, select %.3f s)",
+        LOG.info("fastaxo: dedupe kept %d of %d rows (compare %.3f s, select %.3f s)",
                  len(res.keep), res.n_rows, t1 - t0, t2 - t1)
         report("dedupe", rows_in=res.n_rows, rows_kept=int(len(res.keep)), seconds=t2 - t0,
-               cross=seen_hashes is not None)
+               cross=seen_hashes is not None, **seen.rows.stats)
         return out, seen
 
     _deduplicate_dataset.__fastaxo__ = True
@@ -273,33 +308,187 @@ def make_pack_parallel(original):
         out = bins.to_list()
         dt = time.perf_counter() - t0
         LOG.debug("fastaxo: packed %d sequences into %d bins in %.4f s", len(lengths), len(out), dt)
-        if _settings.report or os.environ.get("FASTAXO_AXOLOTL_REPORT"):
-            counts = np.bincount(bins.indices, minlength=len(lengths)) if len(lengths) else np.zeros(0)
-            per_bin = np.add.reduceat(lengths[bins.indices].astype(np.int64), bins.offsets[:-1]) \
-                if len(out) else np.zeros(0, dtype=np.int64)
-            sizes = np.diff(bins.offsets)
-            over = per_bin > bin_capacity
-            report("pack", sequences=int(len(lengths)), bins=len(out), tokens=int(lengths.sum()),
-                   capacity=int(bin_capacity), group_size=int(group_size), bin_size=int(bin_size),
-                   every_index_once=bool(counts.size == 0 or (counts == 1).all()),
-                   within_capacity=bool(((~over) | (sizes == 1)).all()),
-                   max_rows_per_bin=int(sizes.max()) if sizes.size else 0, seconds=dt)
+        _report_pack("pack_parallel", lengths, bins, bin_capacity, group_size, bin_size, dt)
         return out
 
     pack_parallel.__fastaxo__ = True
     return pack_parallel
 
 
+def _report_pack(via: str, lengths: np.ndarray, bins: Any, capacity: int, group_size: int, bin_size: int,
+                 seconds: float) -> None:
+    """A "pack" report event with the contract checks (only when a report file is set)."""
+    if not (_settings.report or os.environ.get("FASTAXO_AXOLOTL_REPORT")):
+        return
+    nbins = len(bins.offsets) - 1
+    counts = np.bincount(bins.indices, minlength=len(lengths)) if len(lengths) else np.zeros(0)
+    per_bin = np.add.reduceat(lengths[bins.indices].astype(np.int64), bins.offsets[:-1]) \
+        if nbins else np.zeros(0, dtype=np.int64)
+    sizes = np.diff(bins.offsets)
+    over = per_bin > capacity
+    report("pack", via=via, sequences=int(len(lengths)), bins=nbins, tokens=int(lengths.sum()),
+           capacity=int(capacity), group_size=int(group_size), bin_size=int(bin_size),
+           every_index_once=bool(counts.size == 0 or (counts == 1).all()),
+           within_capacity=bool(((~over) | (sizes == 1)).all()),
+           max_rows_per_bin=int(sizes.max()) if sizes.size else 0, seconds=seconds)
+
+
+class PackedBatches(Sequence):
+    """The batches of ``MultipackBatchSampler.generate_batches`` (a list of batches, each a list
+    of bins, each a list of dataset indices), held as two arrays: dataset indices in bin order
+    and bin offsets. A batch becomes Python lists only when it is read (the DataLoader reads
+    one per step; ``len(sampler)`` reads none), so a train start does not build 90k+ ints
+    four times over for counts. Equal to the list of lists it stands for (``==``)."""
+
+    __slots__ = ("_ids", "_offsets", "_bs", "_start", "_stop")
+    _BLOCK = 1024  # batches turned into lists at a time by iteration
+
+    def __init__(self, ids: np.ndarray, offsets: np.ndarray, batch_size: int, start: int, stop: int):
+        self._ids, self._offsets, self._bs, self._start, self._stop = ids, offsets, batch_size, start, stop
+
+    def __len__(self) -> int:
+        return self._stop - self._start
+
+    def _batches(self, b0: int, b1: int) -> list[list[list[int]]]:
+        """Batches [b0, b1) as lists: one tolist() for all their indices, then slices."""
+        nbins = len(self._offsets) - 1
+        first, last = b0 * self._bs, min(b1 * self._bs, nbins)
+        o = self._offsets[first:last + 1].tolist()
+        flat = self._ids[o[0]:o[-1]].tolist()
+        base = o[0]
+        bins = [flat[o[k] - base:o[k + 1] - base] for k in range(len(o) - 1)]
+        return [bins[i:i + self._bs] for i in range(0, len(bins), self._bs)]
+
+    def __getitem__(self, i):
+        n = len(self)
+        if isinstance(i, slice):
+            a, b, step = i.indices(n)
+            if step == 1:
+                return PackedBatches(self._ids, self._offsets, self._bs, self._start + a, self._start + max(a, b))
+            return [self[k] for k in range(a, b, step)]
+        i = int(i)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"batch {i} out of range for {n} batches")
+        return self._batches(self._start + i, self._start + i + 1)[0]
+
+    def __iter__(self):
+        for b0 in range(self._start, self._stop, self._BLOCK):
+            yield from self._batches(b0, min(b0 + self._BLOCK, self._stop))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, PackedBatches)):
+            return len(self) == len(other) and all(x == y for x, y in zip(self, other))
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"PackedBatches({len(self)} batches of up to {self._bs} bins)"
+
+
+_SAMPLER_CHECK: list[bool] = []
+
+
+def _random_sampler_indices(sampler: Any) -> np.ndarray:
+    """What ``list(RandomSampler(...))`` (replacement=False) yields, as an int64 array, drawing
+    the same random numbers from the same generator (torch's RandomSampler.__iter__)."""
+    import torch
+
+    n = len(sampler.data_source)
+    if sampler.generator is None:
+        seed = int(torch.empty((), dtype=torch.int64).random_().item())
+        gen = torch.Generator()
+        gen.manual_seed(seed)
+    else:
+        gen = sampler.generator
+    k = sampler.num_samples
+    parts = [torch.randperm(n, generator=gen) for _ in range(k // n)]
+    parts.append(torch.randperm(n, generator=gen)[: k % n])
+    return torch.cat(parts).numpy().astype(np.int64, copy=False)
+
+
+def _sampler_indices(sampler: Any) -> np.ndarray:
+    """``list(sampler)`` as an int64 array; RandomSampler and SequentialSampler without the
+    Python list (checked once per process against torch's own iterator)."""
+    from torch.utils.data import RandomSampler, SequentialSampler
+
+    if type(sampler) is SequentialSampler:
+        return np.arange(len(sampler.data_source), dtype=np.int64)
+    if type(sampler) is RandomSampler and not sampler.replacement:
+        if not _SAMPLER_CHECK:
+            import torch
+
+            mk = lambda: RandomSampler(range(1000), num_samples=2500,  # noqa: E731
+                                       generator=torch.Generator().manual_seed(1234))
+            _SAMPLER_CHECK.append(_random_sampler_indices(mk()).tolist() == list(mk()))
+            if not _SAMPLER_CHECK[0]:
+                _say_once("sampler-check", "packing: torch's RandomSampler draws differently from what fastaxo "
+                          "replicates; reading the sampler as a list instead")
+        if _SAMPLER_CHECK[0]:
+            return _random_sampler_indices(sampler)
+    return np.fromiter(iter(sampler), dtype=np.int64)
+
+
+def make_generate_batches(original):
+    """The replacement for ``MultipackBatchSampler.generate_batches``: the same batches (bins of
+    dataset indices, grouped by batch_size, last one dropped when incomplete and drop_last), the
+    same efficiency statistics and the same random draws, computed on arrays: the sampler's
+    order as an array, fastaxo's packer (what ``pack_parallel`` does, bin for bin), and the
+    bins kept as arrays (:class:`PackedBatches`). Axolotl's ``gc.collect()`` after packing is
+    not repeated: this path leaves no garbage cycles. Label balancing and sequential packing
+    stay Axolotl's."""
+
+    @functools.wraps(original)
+    def generate_batches(self, set_stats: bool = False):
+        if self._batches is not None or self.sequential or getattr(self, "label_counts", None) is not None:
+            return original(self, set_stats)
+        t0 = time.perf_counter()
+        indices = _sampler_indices(self.sampler)
+        self.label_metrics = None
+        self._label_metrics_logged = False
+        lengths = self.lengths[indices]
+        cap = int(self.batch_max_len)
+        bin_size = int(self.bin_size or self.batch_max_len)
+        bins = fastaxo.pack_bins(lengths, cap, strategy="ff", group_size=int(self.group_size),
+                                 max_rows_per_bin=bin_size, overflow="isolate", num_threads=_settings.threads)
+        ids = indices[bins.indices]
+        nbins = len(bins.offsets) - 1
+        total_used = lengths.sum()
+        total_slots = nbins * self.batch_max_len
+        bs = int(self.batch_size)
+        nb = -(-nbins // bs)
+        if self.drop_last and nb and nbins % bs:
+            nb -= 1
+            dropped = ids[bins.offsets[nb * bs]:]
+            total_slots -= (nbins - nb * bs) * self.batch_max_len
+            total_used -= self.lengths[dropped].sum(dtype=np.int64)
+        batches = PackedBatches(ids, bins.offsets, bs, 0, nb)
+        if set_stats:
+            self.total_tokens_used += total_used
+            self.total_token_slots += total_slots
+            self._log_label_metrics()
+        self._batches = batches
+        dt = time.perf_counter() - t0
+        LOG.debug("fastaxo: %d sequences -> %d bins -> %d batches in %.4f s", len(lengths), nbins, nb, dt)
+        _report_pack("generate_batches", lengths, bins, cap, int(self.group_size), bin_size, dt)
+        return batches
+
+    generate_batches.__fastaxo__ = True
+    return generate_batches
+
+
 # ---------------------------------------------------------------------------------------------
 # patching Axolotl's module attributes (callers look them up at call time)
 
 _TARGETS = {
-    "dedupe": ("axolotl.utils.data.utils", "_deduplicate_dataset", make_deduplicate_dataset,
-               ("dataset", "seen_hashes")),
-    "packing": ("axolotl.utils.samplers.multipack", "pack_parallel", make_pack_parallel,
-                ("sequence_lengths", "bin_capacity", "group_size", "bin_size")),
+    "dedupe": [("axolotl.utils.data.utils", "_deduplicate_dataset", make_deduplicate_dataset,
+                ("dataset", "seen_hashes"))],
+    "packing": [("axolotl.utils.samplers.multipack", "pack_parallel", make_pack_parallel,
+                 ("sequence_lengths", "bin_capacity", "group_size", "bin_size")),
+                ("axolotl.utils.samplers.multipack", "MultipackBatchSampler.generate_batches",
+                 make_generate_batches, ("self", "set_stats"))],
 }
-_originals: dict[str, tuple[Any, str, Any]] = {}
+_originals: dict[tuple[str, str], tuple[Any, str, Any]] = {}
 
 
 def patch_axolotl(parts=("dedupe", "packing")) -> list[str]:
@@ -310,24 +499,30 @@ def patch_axolotl(parts=("dedupe", "packing")) -> list[str]:
 
     done = []
     for part in parts:
-        if part in _originals:
+        ok = False
+        for modname, attr, factory, params in _TARGETS[part]:
+            if (part, attr) in _originals:
+                ok = True
+                continue
+            try:
+                owner = importlib.import_module(modname)
+                *path, name = attr.split(".")
+                for p in path:
+                    owner = getattr(owner, p)
+                fn = getattr(owner, name)
+                names = list(inspect.signature(fn).parameters)
+            except (ImportError, AttributeError, TypeError, ValueError) as exc:
+                _say_once(f"missing-{attr}", f"{part}: {modname}.{attr} not found ({exc}); Axolotl's own code stays")
+                continue
+            if names[: len(params)] != list(params):
+                _say_once(f"sig-{attr}", f"{part}: {modname}.{attr}{inspect.signature(fn)} is not the "
+                          "signature fastaxo replaces; Axolotl's own code stays")
+                continue
+            _originals[(part, attr)] = (owner, name, fn)
+            setattr(owner, name, factory(fn))
+            ok = True
+        if ok:
             done.append(part)
-            continue
-        modname, attr, factory, params = _TARGETS[part]
-        try:
-            mod = importlib.import_module(modname)
-            fn = getattr(mod, attr)
-            names = list(inspect.signature(fn).parameters)
-        except (ImportError, AttributeError, TypeError, ValueError) as exc:
-            _say_once(f"missing-{part}", f"{part}: {modname}.{attr} not found ({exc}); Axolotl's own code stays")
-            continue
-        if names[: len(params)] != list(params):
-            _say_once(f"sig-{part}", f"{part}: {modname}.{attr}{inspect.signature(fn)} is not the "
-                      "signature fastaxo replaces; Axolotl's own code stays")
-            continue
-        _originals[part] = (mod, attr, fn)
-        setattr(mod, attr, factory(fn))
-        done.append(part)
     return done
 
 
