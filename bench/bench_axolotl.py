@@ -71,6 +71,7 @@ call (reset through /proc/self/clear_refs, after gc + malloc_trim).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import filecmp
 import gc
 import hashlib
@@ -317,7 +318,20 @@ class PackRecorder(BasePlugin):
                   "seconds": time.perf_counter() - t0, "time": time.time(), "caller": _caller()})
             return out
 
+        gb = mp.MultipackBatchSampler.generate_batches
+
+        @functools.wraps(gb)
+        def generate_batches(self, set_stats=False):
+            cached = self._batches is not None
+            t0 = time.perf_counter()
+            out = gb(self, set_stats)
+            if not cached:
+                _log({"event": "generate_batches", "pid": os.getpid(), "seconds": time.perf_counter() - t0,
+                      "batches": len(out), "time": time.time(), "caller": _caller()})
+            return out
+
         mp.pack_parallel = pack_parallel
+        mp.MultipackBatchSampler.generate_batches = generate_batches
         du._deduplicate_dataset = _deduplicate_dataset
         _log({"event": "register", "pid": os.getpid(), "time": time.time()})
 
@@ -511,7 +525,7 @@ def dedupe_section(ctx: Ctx, a: argparse.Namespace, rec: JsonRecorder, e2e: dict
     import pyarrow.compute as pc
     import fastaxo
     from axolotl.utils.data import utils as du
-    from fastaxo.integrations.axolotl import _dedupe_columns_ok, patched
+    from fastaxo.integrations.axolotl import patched, select_rows
 
     results = {}
     inputs = [("packing", "sample-packing dataset (+position_ids, length; map() flattened the shuffle)", ctx.ds),
@@ -540,14 +554,15 @@ def dedupe_section(ctx: Ctx, a: argparse.Namespace, rec: JsonRecorder, e2e: dict
             for who in order:
                 if who == "axolotl" and r >= a.ax_dedupe_reps:
                     continue
-                out, dt, pk = peak_call(run_ax if who == "axolotl" else run_fx)
-                times[who].append(dt)
-                cpu[who].append(LAST_CPU[0])
-                if pk is not None:
-                    peaks[who].append(pk)
-                if who not in outs:
-                    outs[who] = out
-                log(f"  rep {r}: {who} {dt:.3f} s (cpu {LAST_CPU[0]:.3f} s)")
+                for _ in range(1 if who == "axolotl" else 3):  # fastaxo's calls are short: 3 per round
+                    out, dt, pk = peak_call(run_ax if who == "axolotl" else run_fx)
+                    times[who].append(dt)
+                    cpu[who].append(LAST_CPU[0])
+                    if pk is not None:
+                        peaks[who].append(pk)
+                    if who not in outs:
+                        outs[who] = out
+                    log(f"  rep {r}: {who} {dt:.3f} s (cpu {LAST_CPU[0]:.3f} s)")
         ta, tb = table_of(outs["axolotl"]), table_of(outs["fastaxo"])
         same = ta.equals(tb)
         kept = len(outs["axolotl"])
@@ -559,17 +574,17 @@ def dedupe_section(ctx: Ctx, a: argparse.Namespace, rec: JsonRecorder, e2e: dict
                "fx_peak_mib": max(peaks["fastaxo"]) if peaks["fastaxo"] else None}
         res["ratio"] = res["ax_s"] / res["fx_s"]
         # --- where the time goes: fastaxo
-        cs, hs, ss = [], [], []
+        cs, hs, ss, shas = [], [], [], []
         for _ in range(3):
             t0 = time.perf_counter()
-            _dedupe_columns_ok(ds)
+            r_ = fastaxo.dedupe(ds, seen=fastaxo.RowSet())
             t1 = time.perf_counter()
-            r_ = fastaxo.dedupe(ds)
+            select_rows(ds, r_.keep)
             t2 = time.perf_counter()
-            ds.select(r_.keep)
+            fastaxo.dedupe(ds)  # the SHA-256 path (fastaxo.Seen): every byte of every row hashed
             t3 = time.perf_counter()
-            cs.append(t1 - t0), hs.append(t2 - t1), ss.append(t3 - t2)
-        res.update(fx_check_s=med(cs), fx_hash_s=med(hs), fx_select_s=med(ss))
+            cs.append(t1 - t0), ss.append(t2 - t1), shas.append(t3 - t2)
+        res.update(fx_compare_s=med(cs), fx_select_s=med(ss), fx_sha_s=med(shas), fx_rowset_stats=r_.seen.stats)
         if ds._indices is None:
             tbl = ds.data.table
             nbytes = 0
@@ -581,7 +596,7 @@ def dedupe_section(ctx: Ctx, a: argparse.Namespace, rec: JsonRecorder, e2e: dict
                 else:
                     nbytes += (col.type.bit_width // 8 + 1) * n
             res["fx_bytes_hashed"] = nbytes
-            res["fx_hash_gbps"] = nbytes / res["fx_hash_s"] / 1e9
+            res["fx_sha_gbps"] = nbytes / res["fx_sha_s"] / 1e9
         # --- where the time goes: Axolotl, per row on a prefix
         m = min(n, a.breakdown_rows)
         it = iter(ds)
@@ -780,6 +795,102 @@ def pack_section(ctx: Ctx, a: argparse.Namespace, rec: JsonRecorder, e2e: dict |
     return {"rows": rows, **summary}
 
 
+def sampler_section(ctx: Ctx, a: argparse.Namespace, rec: JsonRecorder, e2e: dict | None, train_ds) -> dict[str, Any]:
+    """The packer as a train start runs it: MultipackBatchSampler.generate_batches, all its calls."""
+    import types
+    from unittest import mock
+
+    import torch
+    import axolotl.utils.samplers.multipack as mp
+    from axolotl.utils.samplers.utils import get_dataset_lengths
+    from fastaxo.integrations.axolotl import patched
+
+    tr = next((ev for ev in (e2e or {}).get("calls", []) if ev.get("event") == "trainer"), {})
+    group_size = int(tr.get("group_size") or 100_000)
+    bin_size = int(tr.get("bin_size") or 200)
+    batch_size = int(tr.get("train_batch_size") or a.micro_batch_size)
+    seq_len = int(tr.get("max_seq_length") or a.seq_len)
+    lengths = get_dataset_lengths(train_ds)
+    kw = dict(batch_size=batch_size, batch_max_len=seq_len, lengths=lengths, group_size=group_size,
+              bin_size=bin_size, drop_last=True, num_processes=1, mp_start_method="fork")
+    calls = [0]
+    state: dict[str, Any] = {}
+
+    def start():
+        """What a train start asks of the samplers (calculate_total_num_steps, the trainer's
+        sampler, the first batch of the first epoch); the sampler is kept for the epoch."""
+        torch.manual_seed(a.seed)
+        s1 = mp.MultipackBatchSampler(torch.utils.data.RandomSampler(train_ds), **kw)
+        n1 = len(s1)
+        e1 = s1.efficiency()
+        s2 = mp.MultipackBatchSampler(torch.utils.data.RandomSampler(train_ds), seed=a.seed,
+                                      padding_multiple=seq_len, **kw)
+        n2 = len(s2)
+        s2.set_epoch(0)
+        it = iter(s2)
+        first = next(it)
+        state["it"], state["first"] = it, first
+        return n1, e1, n2, first
+
+    def epoch():
+        return [state["first"], *state["it"]]
+
+    nogc = types.SimpleNamespace(collect=lambda *args: 0)
+    variants = {
+        "axolotl": contextlib.nullcontext,
+        "axolotl_nogc": lambda: mock.patch.object(mp, "gc", nogc),
+        "fastaxo": lambda: patched(parts=("packing",)),
+    }
+    # count the generate_batches calls of one start (untimed)
+    orig_gb = mp.MultipackBatchSampler.generate_batches
+
+    def counting(self, set_stats=False):
+        calls[0] += 1
+        return orig_gb(self, set_stats)
+
+    with mock.patch.object(mp.MultipackBatchSampler, "generate_batches", counting), variants["axolotl_nogc"]():
+        start()
+    n_calls = calls[0]
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    etimes: dict[str, list[float]] = {k: [] for k in variants}
+    outs: dict[str, Any] = {}
+    names = list(variants)
+    for r in range(a.reps):
+        order = names[r % 3:] + names[: r % 3]
+        for who in order:
+            with variants[who]():
+                gc.collect()
+                gc.disable()
+                t0 = time.perf_counter()
+                out = start()
+                t1 = time.perf_counter()
+                batches = epoch()
+                t2 = time.perf_counter()
+                gc.enable()
+            times[who].append(t1 - t0)
+            etimes[who].append(t2 - t1)
+            if who not in outs:
+                outs[who] = (out[0], out[1], out[2], batches)
+            log(f"  rep {r}: {who} start {t1 - t0:.3f} s, rest of the epoch's batches {t2 - t1:.3f} s")
+            del out, batches
+            state.clear()
+    identical = outs["fastaxo"] == outs["axolotl"] == outs["axolotl_nogc"]
+    res = {"calls": n_calls, "rows": len(lengths), "batches": outs["axolotl"][2], "batch_size": batch_size,
+           "bin_size": bin_size, "group_size": group_size, "seq_len": seq_len, "identical": bool(identical),
+           **{f"{k}_s": med(v) for k, v in times.items()}, **{f"{k}_epoch_s": med(v) for k, v in etimes.items()},
+           "times": times, "epoch_times": etimes}
+    res["ratio"] = res["axolotl_nogc_s"] / res["fastaxo_s"]
+    res["ratio_as_run"] = res["axolotl_s"] / res["fastaxo_s"]
+    # Axolotl's generate_batches timed inside the real runs (recording plugin)
+    if e2e is not None:
+        per_rep = [sum(ev["seconds"] for ev in rp["calls"] if ev.get("event") == "generate_batches")
+                   for rp in e2e["reps"]]
+        n_rep = [sum(1 for ev in rp["calls"] if ev.get("event") == "generate_batches") for rp in e2e["reps"]]
+        res.update(run_ax_total_s=med(per_rep) if per_rep else None, run_ax_calls=max(n_rep) if n_rep else 0)
+    rec.append({"bench": "axolotl", "section": "sampler", **res})
+    return res
+
+
 # ------------------------------------------------------------------------------------ collation
 
 
@@ -888,11 +999,18 @@ def build_report(hdr: list[str], res: dict[str, Any], a: argparse.Namespace) -> 
     if d:
         rows.append(["dedupe step (deduplicate_and_log_datasets)", fs(d["ax_s"]), fs(d["fx_s"]), fx_(d["ratio"]),
                      f">= {TARGETS['dedupe']:.0f}x", yesno(d["ratio"] >= TARGETS["dedupe"]), yesno(d["identical"])])
+    sm = res.get("sampler")
+    if sm:
+        rows.append([f"packer at train start ({sm['calls']} generate_batches calls + 1st batch; Axolotl's "
+                     "gc.collect() calls excluded)", fs(sm["axolotl_nogc_s"]), fs(sm["fastaxo_s"]), fx_(sm["ratio"]),
+                     f">= {TARGETS['pack']:.0f}x", yesno(sm["ratio"] >= TARGETS["pack"]), yesno(sm["identical"])])
+        rows.append([f"packer at train start, as Axolotl runs it (with its {sm['calls']} gc.collect() calls)",
+                     fs(sm["axolotl_s"]), fs(sm["fastaxo_s"]), fx_(sm["ratio_as_run"]), f">= {TARGETS['pack']:.0f}x",
+                     yesno(sm["ratio_as_run"] >= TARGETS["pack"]), yesno(sm["identical"])])
     p = res.get("pack")
     if p:
-        rows.append([f"packer at train start ({p['calls']} pack_parallel calls, {p['source']})", fs(p["ax_total_s"]),
-                     fs(p["fx_total_s"]), fx_(p["ratio"]), f">= {TARGETS['pack']:.0f}x",
-                     yesno(p["ratio"] >= TARGETS["pack"]), yesno(p["identical_all"])])
+        rows.append([f"bin assignment alone ({p['calls']} pack_parallel calls, {p['source']}; list of lists out)",
+                     fs(p["ax_total_s"]), fs(p["fx_total_s"]), fx_(p["ratio"]), "-", "-", yesno(p["identical_all"])])
     c = res.get("collate")
     if c:
         cm = c["cases"].get("mask dropped") or next(iter(c["cases"].values()))
@@ -929,11 +1047,14 @@ def build_report(hdr: list[str], res: dict[str, Any], a: argparse.Namespace) -> 
                 f"- {key}: Axolotl {d['ax_total_us_per_row']:.1f} us/row in the timed calls; on the first "
                 f"{d['bd_rows']:,} rows (one separate pass): iterating the Dataset (Arrow -> dict of lists) "
                 f"{d['ax_iter_us']:.1f} + str(row) {d['ax_str_us']:.1f} ({d['ax_chars_per_row']:,.0f} chars) + "
-                f"sha256 {d['ax_sha_us']:.1f} us/row. fastaxo {d['fx_us_per_row']:.2f} us/row: column check "
-                f"{fs(d['fx_check_s'])}, hash {fs(d['fx_hash_s'])}"
+                f"sha256 {d['ax_sha_us']:.1f} us/row. fastaxo {d['fx_us_per_row']:.2f} us/row: exact dedupe by "
+                f"value (fastaxo.RowSet: sampled keys, byte comparison of the {d['rows'] - d['kept']:,} duplicates "
+                f"against their first occurrence; {d['fx_rowset_stats']['compares']} further comparisons, "
+                f"{d['fx_rowset_stats']['hot_keys']} hot keys) {fs(d['fx_compare_s'])}, select {fs(d['fx_select_s'])}; "
+                f"for comparison, fastaxo's SHA-256 path over every byte {fs(d['fx_sha_s'])}"
                 + (f" ({d['fx_bytes_hashed'] / 1e6:,.0f} MB of canonical row encoding, "
-                   f"{d['fx_hash_gbps']:.2f} GB/s)" if d.get("fx_bytes_hashed") else "")
-                + f", select {fs(d['fx_select_s'])} (medians of 3, outside the timed calls).")
+                   f"{d['fx_sha_gbps']:.2f} GB/s)" if d.get("fx_bytes_hashed") else "")
+                + " (medians of 3, outside the timed calls).")
             for who in ("axolotl", "fastaxo"):
                 v = d.get(f"e2e_{who}_prepared_equal")
                 if v is not None:
@@ -948,6 +1069,29 @@ def build_report(hdr: list[str], res: dict[str, Any], a: argparse.Namespace) -> 
             "shared machine); peak = extra VmHWM of a call, max over its calls.\n\n"
             + fmt_table(["input", "rows", "kept", "implementation", "calls", "median", "cpu", "rows/s", "speed-up",
                          "peak MiB", "check"], tr) + "\n\n" + "\n".join(lines))
+    # ---------------- sampler
+    if sm:
+        tr = [[who_, fs(sm[f"{k}_s"]), fs(sm[f"{k}_epoch_s"]),
+               fx_(sm[f"{k}_s"] / sm["fastaxo_s"]) if k != "fastaxo" else "-"]
+              for who_, k in (("Axolotl, as it runs", "axolotl"), ("Axolotl, its gc.collect() calls skipped",
+                                                                   "axolotl_nogc"), ("with the plugin", "fastaxo"))]
+        parts.append(
+            "## Packer at train start: MultipackBatchSampler.generate_batches\n\n"
+            f"What a train start asks of the samplers, in-process on the trained dataset ({sm['rows']:,} rows; "
+            f"batch_size {sm['batch_size']}, bin capacity {sm['seq_len']}, bin_size {sm['bin_size']}, group_size "
+            f"{sm['group_size']:,}, the trainer's values): calculate_total_num_steps' sampler (len, efficiency) and "
+            f"the trainer's sampler (len, set_epoch, first batch) = {sm['calls']} generate_batches calls, each "
+            "drawing a new RandomSampler permutation and packing it; then, timed apart, the rest of the first "
+            "epoch's batches as lists. Axolotl's generate_batches ends with gc.collect(): timed as it runs and "
+            "with that call skipped (its module's `gc` replaced by a no-op); the plugin's version leaves no garbage "
+            f"cycles and does not call it. {a.reps} rounds, order rotating, medians; the cyclic GC paused while "
+            "timing. Same seeds for all three: same batch counts, efficiency and every batch of the epoch: "
+            f"{yesno(sm['identical'])}.\n\n"
+            + fmt_table(["implementation", "train start", "rest of epoch 1's batches", "plugin's speed-up on the start"],
+                        tr)
+            + (f"\n\n- inside the real `axolotl train` runs (recording plugin), Axolotl's generate_batches took "
+               f"{fs(sm['run_ax_total_s'])} over {sm['run_ax_calls']} calls (median of the runs)."
+               if sm.get("run_ax_total_s") else ""))
     # ---------------- pack
     if p:
         tr = []
@@ -961,7 +1105,9 @@ def build_report(hdr: list[str], res: dict[str, Any], a: argparse.Namespace) -> 
         r0 = p["rows"][0]
         j = p["jit"]
         parts.append(
-            "## Packer at train start: axolotl.utils.samplers.multipack.pack_parallel\n\n"
+            "## Bin assignment alone: axolotl.utils.samplers.multipack.pack_parallel\n\n"
+            "With the plugin the sampler no longer calls it (generate_batches above packs on arrays); it is "
+            "still replaced for any other caller, and its contract is a list of lists. "
             f"Calls {p['source']}"
             + (" from the real `axolotl train` (Axolotl alone, recording plugin): arguments as passed "
                f"(bin_capacity {r0['bin_capacity']}, group_size {r0['group_size']:,}, bin_size {r0['bin_size']}, "
@@ -1063,7 +1209,8 @@ def e2e_summarize_rep(rp: dict) -> None:
     runs = rp["runs"]
     for r in runs.values():
         r["dedupe_s"], r["pack_s"], r["pack_calls"] = 0.0, 0.0, 0
-    for who, evs, pname in (("fastaxo", rp["report"], "pack"), ("axolotl", rp["calls"], "pack_parallel")):
+    ax_pack = "generate_batches" if any(ev.get("event") == "generate_batches" for ev in rp["calls"]) else "pack_parallel"
+    for who, evs, pname in (("fastaxo", rp["report"], "pack"), ("axolotl", rp["calls"], ax_pack)):
         pids: list[int] = []
         for ev in evs:
             if ev.get("event") == "register" and ev["pid"] not in pids:
@@ -1217,6 +1364,8 @@ def main() -> None:
     train_ds = results["dedupe"].pop("dedup_out").flatten_indices()  # what the trainer loads from the prepared dir
     ctx.ds_nopack = None
     gc.collect()
+    with section("sampler"):
+        results["sampler"] = sampler_section(ctx, a, rec, e2e, train_ds)
     with section("pack"):
         results["pack"] = pack_section(ctx, a, rec, e2e, train_ds)
     with section("collate"):
