@@ -128,7 +128,7 @@ uint64_t fx_segs_key(const fx_segbuf *sb)
         return fx_fmix64(h);
     }
     for (int j = 0; j < FX_KEY_WINDOWS; j++) {
-        int64_t pos = (len - FX_KEY_WIDTH) * j / (FX_KEY_WINDOWS - 1);
+        int64_t pos = (len - FX_KEY_WIDTH) * (2 * j + 1) / (2 * FX_KEY_WINDOWS);
         fx_gather(sb, pos, FX_KEY_WIDTH, buf, &s, &base);
         h = fx_step(h, fx_load64(buf));
         h = fx_step(h, fx_load64(buf + 8));
@@ -141,7 +141,7 @@ static void fx_segs_prefetch_windows(const fx_segbuf *sb, int64_t len)
 {
     int64_t s = 0, base = 0;
     for (int j = 0; j < FX_KEY_WINDOWS; j++) {
-        int64_t pos = (len - FX_KEY_WIDTH) * j / (FX_KEY_WINDOWS - 1);
+        int64_t pos = (len - FX_KEY_WIDTH) * (2 * j + 1) / (2 * FX_KEY_WINDOWS);
         while (pos >= base + (int64_t)sb->segs[s].len) {
             base += (int64_t)sb->segs[s].len;
             s++;
@@ -197,7 +197,7 @@ int fx_segs_equal(const fx_segbuf *a, const fx_segbuf *b)
     }
 }
 
-#define FX_CMP_GROUP 4   /* pairs whose first lines are prefetched together (L1-sized) */
+#define FX_CMP_GROUP 8   /* pairs whose first lines are prefetched together */
 
 static void fx_segs_prefetch_heads(const fx_segbuf *sb)
 {
@@ -212,30 +212,31 @@ int64_t fx_rowset_compare(const fx_rowset *s, const fx_tab *const *srcs, const f
                           const int64_t *rows, const int64_t *cand, int64_t m, fx_segbuf *sbs,
                           uint8_t *status)
 {
-    /* Pairs are compared a group at a time: both rows of every pair of the group are
-     * encoded and the first lines of every span prefetched before the first memcmp, so the
-     * misses of different pairs overlap (the hardware prefetcher takes over inside a span). */
-    int64_t nbad = 0;
+    /* Pairs are compared a group at a time: both rows of the next FX_CMP_GROUP pairs (rows
+     * without a candidate are skipped) are encoded and the first lines of every span
+     * prefetched before the first memcmp, so the misses of different pairs overlap (the
+     * hardware prefetcher takes over inside a span). */
+    int64_t nbad = 0, i = 0;
     fx_segbuf *a = sbs, *b = sbs + FX_KEY_GROUP;
-    for (int64_t i0 = 0; i0 < m; i0 += FX_CMP_GROUP) {
-        int64_t gm = m - i0 < FX_CMP_GROUP ? m - i0 : FX_CMP_GROUP;
-        for (int64_t g = 0; g < gm; g++) {
-            int64_t i = i0 + g, e = cand[i];
+    int64_t gi[FX_CMP_GROUP];
+    while (i < m) {
+        int gm = 0;
+        for (; i < m && gm < FX_CMP_GROUP; i++) {
+            int64_t e = cand[i];
             if (e < 0) continue;
-            int st = fx_tab_encode(t, rows[i], &a[g]);
-            if (st == FX_ROW_OK) st = fx_tab_encode(srcs[s->src[e]], s->row[e], &b[g]);
+            int st = fx_tab_encode(t, rows[i], &a[gm]);
+            if (st == FX_ROW_OK) st = fx_tab_encode(srcs[s->src[e]], s->row[e], &b[gm]);
             status[i] = (uint8_t)st;
             if (st != FX_ROW_OK) {
                 nbad++;
                 continue;
             }
-            fx_segs_prefetch_heads(&a[g]);
-            fx_segs_prefetch_heads(&b[g]);
+            fx_segs_prefetch_heads(&a[gm]);
+            fx_segs_prefetch_heads(&b[gm]);
+            gi[gm++] = i;
         }
-        for (int64_t g = 0; g < gm; g++) {
-            int64_t i = i0 + g;
-            if (cand[i] < 0 || status[i] != FX_ROW_OK) continue;
-            if (!fx_segs_equal(&a[g], &b[g])) status[i] = 255;
+        for (int g = 0; g < gm; g++) {
+            if (!fx_segs_equal(&a[g], &b[g])) status[gi[g]] = 255;
         }
     }
     return nbad;

@@ -133,10 +133,48 @@ def _addr(buf: pa.Buffer | None) -> int:
     return 0 if buf is None else int(buf.address)
 
 
+_SIMPLE_KINDS: dict[pa.DataType, tuple[int, int]] = {}
+
+
+def _simple_kind(t: pa.DataType) -> tuple[int, int] | None:
+    """(kind, width) of the types whose descriptor needs only the array's own buffers
+    (fixed width, binary/string, list/large_list), memoised per type; None for the rest."""
+    k = _SIMPLE_KINDS.get(t)
+    if k is not None or t in _SIMPLE_KINDS:
+        return k
+    k = None
+    if not isinstance(t, pa.BaseExtensionType):
+        if pa.types.is_integer(t) or pa.types.is_floating(t):
+            k = (COL_FIXED, t.bit_width // 8)
+        elif pa.types.is_string(t) or pa.types.is_binary(t):
+            k = (COL_BINARY32, 1)
+        elif pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+            k = (COL_BINARY64, 1)
+        elif pa.types.is_list(t):
+            k = (COL_LIST32, 0)
+        elif pa.types.is_large_list(t):
+            k = (COL_LIST64, 0)
+    _SIMPLE_KINDS[t] = k
+    return k
+
+
 def column_spec(arr: pa.Array, keep: list[Any], name: str) -> tuple:
     """Descriptor of one array for fx_hash_table_row; appends what must stay alive to keep."""
     t = arr.type
     keep.append(arr)
+    simple = _simple_kind(t)
+    if simple is not None:  # the common types, without the type tests below (datasets tables
+        kind, width = simple  # come in 1,000-row chunks: this runs per chunk and column)
+        bufs = arr.buffers()
+        validity = _addr(bufs[0]) if arr.null_count else 0
+        if kind == COL_FIXED:
+            return (COL_FIXED, width, arr.offset, len(arr), validity, 0, _addr(bufs[1]), 0, ())
+        if kind == COL_BINARY32 or kind == COL_BINARY64:
+            data = bufs[2]
+            return (kind, 1, arr.offset, len(arr), validity, _addr(bufs[1]), _addr(data),
+                    0 if data is None else data.size, ())
+        return (kind, 0, arr.offset, len(arr), validity, _addr(bufs[1]), 0, 0,
+                (column_spec(arr.values, keep, name),))
     if isinstance(t, pa.BaseExtensionType):
         return column_spec(arr.storage, keep, name)
     if _maybe('is_string_view', t) or _maybe('is_binary_view', t):

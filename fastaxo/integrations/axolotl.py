@@ -374,8 +374,12 @@ class PackedBatches(Sequence):
         return self._batches(self._start + i, self._start + i + 1)[0]
 
     def __iter__(self):
-        for b0 in range(self._start, self._stop, self._BLOCK):
-            yield from self._batches(b0, min(b0 + self._BLOCK, self._stop))
+        # a small first block: a train start reads one batch, an epoch reads them all
+        b0, step = self._start, 8
+        while b0 < self._stop:
+            b1 = min(b0 + step, self._stop)
+            yield from self._batches(b0, b1)
+            b0, step = b1, self._BLOCK
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (list, tuple, PackedBatches)):
