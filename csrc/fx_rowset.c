@@ -260,14 +260,15 @@ void fx_rowset_init(fx_rowset *s)
 
 void fx_rowset_free(fx_rowset *s)
 {
-    free(s->src); free(s->row); free(s->key); free(s->digest); free(s->next); free(s->flags);
+    free(s->src); free(s->row); free(s->digest); free(s->next); free(s->flags);
     free(s->kslot_key); free(s->kslot_head); free(s->dslot_key); free(s->dslot_head);
     fx_rowset_init(s);
 }
 
 size_t fx_rowset_nbytes(const fx_rowset *s)
 {
-    size_t per_entry = sizeof(int32_t) + 4 * sizeof(int64_t) + 1;
+    size_t per_entry = sizeof(int32_t) + sizeof(int64_t)
+                       + (s->next ? sizeof(uint64_t) + sizeof(int64_t) + 1 : 0);
     size_t slot = sizeof(uint64_t) + sizeof(int64_t);
     return (size_t)s->cap * per_entry + (size_t)(s->kmask ? s->kmask + 1 : 0) * slot
            + (size_t)(s->dmask ? s->dmask + 1 : 0) * slot + sizeof(*s);
@@ -286,11 +287,30 @@ static int fx_entries_reserve(fx_rowset *s, int64_t need)
     while (cap < need) cap *= 2;
     FX_GROW(s->src, int32_t, cap);
     FX_GROW(s->row, int64_t, cap);
-    FX_GROW(s->key, uint64_t, cap);
-    FX_GROW(s->digest, uint64_t, cap);
-    FX_GROW(s->next, int64_t, cap);
-    FX_GROW(s->flags, uint8_t, cap);
+    if (s->next != NULL) {   /* the chain arrays exist once a key was shared (see fx_extras) */
+        FX_GROW(s->digest, uint64_t, cap);
+        FX_GROW(s->next, int64_t, cap);
+        FX_GROW(s->flags, uint8_t, cap);
+    }
     s->cap = cap;
+    return 0;
+}
+
+/* Chain links, digests and hot flags: allocated the first time two distinct rows share a
+ * key (most sets never need them: 12 bytes per entry instead of 29). */
+static int fx_extras(fx_rowset *s)
+{
+    if (s->next != NULL) return 0;
+    int64_t cap = s->cap ? s->cap : 1024;
+    s->digest = (uint64_t *)calloc((size_t)cap, sizeof(uint64_t));
+    s->flags = (uint8_t *)calloc((size_t)cap, 1);
+    s->next = (int64_t *)malloc((size_t)cap * sizeof(int64_t));
+    if (s->digest == NULL || s->flags == NULL || s->next == NULL) {
+        free(s->digest); free(s->flags); free(s->next);
+        s->digest = NULL; s->flags = NULL; s->next = NULL;
+        return FX_ROWSET_NOMEM;
+    }
+    for (int64_t i = 0; i < cap; i++) s->next[i] = -1;
     return 0;
 }
 
@@ -342,12 +362,14 @@ static int64_t fx_new_entry(fx_rowset *s, uint64_t key, int32_t src, int64_t row
 {
     if (fx_entries_reserve(s, s->count + 1)) return -2;
     int64_t e = s->count++;
+    (void)key;
     s->src[e] = src;
     s->row[e] = row;
-    s->key[e] = key;
-    s->digest[e] = 0;
-    s->next[e] = -1;
-    s->flags[e] = 0;
+    if (s->next != NULL) {
+        s->digest[e] = 0;
+        s->next[e] = -1;
+        s->flags[e] = 0;
+    }
     return e;
 }
 
@@ -399,6 +421,7 @@ int64_t fx_rowset_resolve(fx_rowset *s, const fx_tab *const *srcs, uint64_t key,
     uint64_t j = fx_table_find(s->kslot_key, s->kslot_head, s->kmask, key);
     int64_t head = s->kslot_head[j];
     if (head < 0) return -3;   /* the caller saw a head for this key: cannot happen */
+    if (fx_extras(s)) return -2;
     if (!(s->flags[head] & 1)) {
         int64_t last = head, len = 1;
         for (int64_t e = s->next[head]; e >= 0; e = s->next[e]) {

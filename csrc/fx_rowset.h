@@ -68,7 +68,7 @@ typedef struct {
     int64_t count, cap;       /* entries */
     int32_t *src;             /* per entry: source index */
     int64_t *row;             /* per entry: row in its source */
-    uint64_t *key;            /* per entry: key */
+    /* allocated when two distinct rows first share a key (NULL until then): */
     uint64_t *digest;         /* per entry: full digest (valid when in the digest table) */
     int64_t *next;            /* per entry: next entry of the same key chain / digest chain, -1 */
     uint8_t *flags;           /* per entry: 1 = head of a hot key */
