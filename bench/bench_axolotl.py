@@ -1180,9 +1180,10 @@ def build_report(hdr: list[str], res: dict[str, Any], a: argparse.Namespace) -> 
                  f"- losses identical in every pair of trains: {yesno(e.get('losses_equal'))}",
                  f"- prepared datasets identical (rows and order) across all runs and equal to the in-process "
                  f"Axolotl dedupe output: {yesno(e.get('prepared_equal'))}",
-                 "- the plugin's pack seconds are its own timing (fastaxo_report 'pack' events: pack_bins + to_list); "
-                 "its report-only checks (bincount etc.) and Axolotl's generate_batches around pack_parallel are "
-                 "in the wall time, not in 'pack'."]
+                 "- pack seconds: Axolotl's = its generate_batches calls timed by the recording plugin (numba "
+                 "packing, list building, its gc.collect()); the plugin's = its own generate_batches timing "
+                 "(fastaxo_report 'pack' events, via generate_batches); the plugin's report-only checks "
+                 "(bincount etc.) are in the wall time, not in 'pack'."]
         if e.get("plugin_events"):
             lines.append(f"- fastaxo report events (run 0): {e['plugin_events']}")
         for rp in e["reps"]:
