@@ -24,6 +24,7 @@ from fastaxo.hashing import ROW_ENCODING_VERSION, DedupeResult, RowSet, Seen, de
 from fastaxo.packing import Bins, PackIterator, Packed, PackStats, iter_pack, pack, pack_bins
 from fastaxo.padding import Padded, PaddedBatches, pad, pad_batches
 from fastaxo.reader import BatchReader, ReaderStats, iter_batches, iter_parquet, list_column
+from fastaxo.prepare import PrepareReport, prepare
 
 __all__ = [
     "__version__",
@@ -50,6 +51,8 @@ __all__ = [
     "BatchReader",
     "ReaderStats",
     "list_column",
+    "prepare",
+    "PrepareReport",
     "show_config",
     "config",
     "default_num_threads",

@@ -1,14 +1,20 @@
 """The ``fastaxo`` command line.
 
+fastaxo prepare INPUT... -o OUT --seq-len N
+                             dedupe + pack tokenized rows into packed Parquet (bounded memory)
+fastaxo demo [--rows N]      prepare on the built-in dataset, next to a plain-Python pipeline
 fastaxo info                 what this build is: version, OpenMP, threads, SHA-256 path
 fastaxo dedupe [FILE ...]    exact dedupe of Parquet files (streamed, bounded memory);
                              with no FILE, of the built-in default dataset
+
+Exit codes: 0 success, 1 a data error (the message names the file and row), 2 bad arguments.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import sys
 import time
 
@@ -101,9 +107,149 @@ def _cmd_dedupe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fail(cmd: str, exc: BaseException) -> int:
+    print(f"fastaxo {cmd}: error: {exc}", file=sys.stderr)
+    return 1
+
+
+def _cmd_prepare(args: argparse.Namespace) -> int:
+    from fastaxo.errors import FastaxoError
+    from fastaxo.prepare import prepare
+
+    try:
+        rep = prepare(args.inputs, args.output, args.seq_len, strategy=args.strategy, overflow=args.overflow,
+                      attention=args.attention, dedupe=not args.no_dedupe,
+                      dedupe_columns=args.dedupe_columns.split(",") if args.dedupe_columns else None,
+                      pack_window=args.pack_window, tokenizer=args.tokenizer, text_column=args.text_column,
+                      batch_rows=args.batch_rows, format=args.format, progress=not args.quiet,
+                      num_threads=args.threads)
+    except (FastaxoError, ImportError, OSError) as e:
+        return _fail("prepare", e)
+    except KeyboardInterrupt:
+        print("fastaxo prepare: interrupted; no output written", file=sys.stderr)
+        return 130
+    print(rep)
+    if args.report_json:
+        rep.to_json(args.report_json)
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    import json
+    import shutil
+    import subprocess
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    from fastaxo._demo import tokenized_table
+    from fastaxo._plain_pipeline import check_packed, plain_prepare
+    from fastaxo.prepare import PrepareReport
+
+    tmp = tempfile.mkdtemp(prefix="fastaxo-demo-", dir=args.dir)
+    try:
+        data = os.path.join(tmp, "chat.parquet")
+        t0 = time.perf_counter()
+        table = tokenized_table(args.rows, 0.1, seed=0).select(["input_ids", "labels"])
+        pq.write_table(table, data, row_group_size=16384)
+        tokens = len(table.column("input_ids").combine_chunks().values)
+        del table
+        print(f"fastaxo demo: built-in dataset: {args.rows:,} tokenized chat-shaped rows (input_ids, labels; "
+              f"{tokens:,} tokens, 10% exact duplicates, seed 0) written to {data} "
+              f"({os.path.getsize(data) / 2**20:,.0f} MiB) in {time.perf_counter() - t0:.1f} s")
+        out = os.path.join(tmp, "packed.parquet")
+        rep_json = os.path.join(tmp, "report.json")
+        cmd = ["prepare", data, "-o", out, "--seq-len", str(args.seq_len), "--strategy", args.strategy,
+               "--report-json", rep_json] + (["--threads", str(args.threads)] if args.threads else []) \
+            + (["--quiet"] if args.quiet else [])
+        # In a process of its own, so the peak RSS is prepare's, not the generator's.
+        print("$ fastaxo " + " ".join(cmd[:6]), flush=True)
+        r = subprocess.run([sys.executable, "-m", "fastaxo", *cmd], stdout=subprocess.PIPE, text=True)
+        print(r.stdout, end="", flush=True)
+        if r.returncode != 0:
+            print(f"result: MISMATCH (fastaxo prepare exited with {r.returncode})")
+            return 1
+        with open(rep_json) as fh:
+            rep = PrepareReport(**json.load(fh))
+        print(f"plain Python on the same file (pyarrow batches, hashlib per row + a set, first-fit decreasing "
+              f"over Python lists per window of {rep.pack_window:,}, np.concatenate per bin, pyarrow writer):")
+        plain_out = os.path.join(tmp, "plain.parquet")
+        ref = plain_prepare(data, plain_out, args.seq_len, rep.pack_window)
+        st = ref["stages"]
+        print(f"  {ref['seconds']:.2f} s ({ref['rows_in'] / ref['seconds']:,.0f} rows/s): read {st['read']:.2f} s, "
+              f"dedupe {st['dedupe']:.2f} s, pack {st['pack']:.2f} s, build bins {st['build']:.2f} s, "
+              f"write {st['write']:.2f} s; {ref['duplicates']:,} duplicates, {ref['bins']:,} bins")
+        print(f"  fastaxo prepare: {rep.seconds:.2f} s, {ref['seconds'] / rep.seconds:.1f}x faster; "
+              f"{rep.bins:,} bins vs {ref['bins']:,} (lower bound {rep.lower_bound:,})")
+        chk = check_packed(out, args.seq_len, ref["kept"])
+        same_dups = rep.duplicates == ref["duplicates"] and rep.rows_in == ref["rows_in"]
+        print(f"check: {chk['sequences']:,} sequences read back from {os.path.basename(out)}; same kept rows as "
+              f"the plain pipeline: {chk['missing'] == 0 and chk['unexpected'] == 0} (missing {chk['missing']:,}, "
+              f"unexpected {chk['unexpected']:,}); duplicates {rep.duplicates:,} vs {ref['duplicates']:,}; "
+              f"bins over {args.seq_len:,} tokens: {chk['over_capacity_bins']}; tokens {chk['tokens']:,} "
+              f"vs report {rep.tokens_out:,}")
+        ok = chk["ok"] and same_dups and chk["tokens"] == rep.tokens_out and chk["bins"] == rep.bins
+        if args.report_json:
+            with open(args.report_json, "w") as fh:
+                json.dump({"prepare": rep.as_dict(), "plain": {k: v for k, v in ref.items() if k != "kept"},
+                           "check": chk, "ok": ok}, fh, indent=2)
+        print("result:", "OK" if ok else "MISMATCH")
+        return 0 if ok else 1
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
+    return v
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fastaxo", description="Fast, memory-bounded data preparation for Axolotl.")
     sub = parser.add_subparsers(dest="command", required=True)
+    p_p = sub.add_parser("prepare", help="dedupe + pack tokenized rows into packed Parquet (bounded memory)",
+                         description="Stream tokenized rows (input_ids, and labels when present) from Parquet, "
+                         "Arrow, JSON Lines, CSV, ... files, drop exact duplicates, pack them into rows of "
+                         "--seq-len tokens and write packed Parquet (input_ids, labels, position_ids, "
+                         "attention_mask; unpadded rows of at most --seq-len tokens).")
+    p_p.add_argument("inputs", nargs="+", metavar="INPUT", help="files, directories or globs (read in order)")
+    p_p.add_argument("-o", "--output", required=True, help="the packed Parquet file to write")
+    p_p.add_argument("--seq-len", type=_positive_int, required=True, help="tokens per packed row")
+    p_p.add_argument("--strategy", choices=("bfd", "ffd", "ff", "nf"), default="bfd",
+                     help="bin packing: best-fit decreasing (default), first-fit decreasing, first-fit, next-fit")
+    p_p.add_argument("--pack-window", type=_positive_int, default=100_000,
+                     help="kept rows packed together (default 100000, Axolotl's group size; the memory bound)")
+    p_p.add_argument("--overflow", choices=("error", "truncate", "split", "drop"), default="error",
+                     help="rows longer than --seq-len: error (default; names file and row), truncate, split, drop")
+    p_p.add_argument("--attention", choices=("segments", "ones", "none"), default="segments",
+                     help="attention_mask: segment ids 1..k per row (default), all ones, or no column")
+    p_p.add_argument("--no-dedupe", action="store_true", help="keep duplicate rows")
+    p_p.add_argument("--dedupe-columns", help="comma-separated columns that define a duplicate "
+                     "(default: input_ids,labels when labels exist, else input_ids)")
+    p_p.add_argument("--tokenizer", metavar="DIR", help="tokenize --text-column with this local HF tokenizer "
+                     "(DIR/tokenizer.json; the tokenizers library)")
+    p_p.add_argument("--text-column", default="text", help="text column for --tokenizer (default: text)")
+    p_p.add_argument("--format", choices=("parquet", "arrow", "jsonl", "csv", "tsv", "text"),
+                     help="input format (default: from the file names)")
+    p_p.add_argument("--batch-rows", type=_positive_int, default=8192, help="rows per batch read (default 8192)")
+    p_p.add_argument("--threads", type=_positive_int, default=None, help="threads (default: FASTAXO_NUM_THREADS, OMP_NUM_THREADS, CPUs)")
+    p_p.add_argument("--report-json", metavar="FILE", help="also write the report as JSON")
+    p_p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p_p.set_defaults(func=_cmd_prepare)
+    p_demo = sub.add_parser("demo", help="prepare on the built-in dataset, next to a plain-Python pipeline")
+    p_demo.add_argument("--rows", type=_positive_int, default=200_000, help="rows of the built-in dataset (default 200000)")
+    p_demo.add_argument("--seq-len", type=_positive_int, default=4096, help="tokens per packed row (default 4096)")
+    p_demo.add_argument("--strategy", choices=("bfd", "ffd", "ff", "nf"), default="bfd")
+    p_demo.add_argument("--threads", type=_positive_int, default=None)
+    p_demo.add_argument("--dir", help="where to make the temporary directory (default: the system's)")
+    p_demo.add_argument("--report-json", metavar="FILE", help="also write both reports and the check as JSON")
+    p_demo.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p_demo.set_defaults(func=_cmd_demo)
     p_info = sub.add_parser("info", help="show version, OpenMP, threads and the SHA-256 path")
     p_info.set_defaults(func=_cmd_info)
     p_d = sub.add_parser("dedupe", help="exact dedupe of Parquet files, or of the built-in dataset")

@@ -1,0 +1,146 @@
+"""The plain-Python pipeline ``fastaxo demo`` measures against, and the check of a packed file.
+
+``plain_prepare`` is the obvious code a user writes for the same job as :func:`fastaxo.prepare`:
+pyarrow reads the file batch by batch, ``hashlib.sha256`` of each row's bytes in a Python set
+drops duplicates, a first-fit-decreasing packer over Python lists (the linear scan over open
+bins, as Axolotl's non-numba ``ffd`` is written) packs windows of ``window`` rows, and each bin
+is built with ``np.concatenate`` of its rows and written with pyarrow. It produces the same
+kind of file (unpadded bins, position_ids, segment ids) so both sides do the same work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+
+def _row_digest(ids: np.ndarray, labels: np.ndarray | None) -> bytes:
+    h = hashlib.sha256(ids.tobytes())
+    if labels is not None:
+        h.update(labels.tobytes())
+    return h.digest()
+
+
+def _ffd(lengths: list[int], capacity: int) -> list[list[int]]:
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    remaining: list[int] = []
+    bins: list[list[int]] = []
+    for i in order:
+        n = lengths[i]
+        for b in range(len(remaining)):
+            if remaining[b] >= n:
+                remaining[b] -= n
+                bins[b].append(i)
+                break
+        else:
+            remaining.append(capacity - n)
+            bins.append([i])
+    return bins
+
+
+def plain_prepare(path: str, output: str, seq_len: int, window: int = 100_000) -> dict[str, Any]:
+    """Dedupe + FFD-pack + write, in plain Python. Returns stage times and the kept rows' digests."""
+    import pyarrow.parquet as pq
+
+    t = {"read": 0.0, "dedupe": 0.0, "pack": 0.0, "build": 0.0, "write": 0.0}
+    t0 = time.perf_counter()
+    seen: set[bytes] = set()
+    kept: list[bytes] = []
+    rows_in = dups = bins_total = 0
+    pend_ids: list[np.ndarray] = []
+    pend_lab: list[np.ndarray] = []
+    writer = None
+
+    def flush() -> None:
+        nonlocal writer, bins_total
+        ta = time.perf_counter()
+        bins = _ffd([len(r) for r in pend_ids], seq_len)
+        tb = time.perf_counter()
+        ids_rows, lab_rows, pos_rows, seg_rows = [], [], [], []
+        for b in bins:
+            ids_rows.append(np.concatenate([pend_ids[i] for i in b]))
+            lab_rows.append(np.concatenate([pend_lab[i] for i in b]))
+            pos_rows.append(np.concatenate([np.arange(len(pend_ids[i]), dtype=np.int32) for i in b]))
+            seg_rows.append(np.concatenate([np.full(len(pend_ids[i]), k + 1, np.int32) for k, i in enumerate(b)]))
+        table = pa.table({"input_ids": pa.array(ids_rows, pa.list_(pa.int32())),
+                          "labels": pa.array(lab_rows, pa.list_(pa.int32())),
+                          "position_ids": pa.array(pos_rows, pa.list_(pa.int32())),
+                          "attention_mask": pa.array(seg_rows, pa.list_(pa.int32()))})
+        tc = time.perf_counter()
+        if writer is None:
+            writer = pq.ParquetWriter(output, table.schema)
+        writer.write_table(table)
+        td = time.perf_counter()
+        t["pack"] += tb - ta
+        t["build"] += tc - tb
+        t["write"] += td - tc
+        bins_total += len(bins)
+        pend_ids.clear()
+        pend_lab.clear()
+
+    tr = time.perf_counter()
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=8192, columns=["input_ids", "labels"]):
+        ids, labs = batch.column(0), batch.column(1)
+        offs = np.asarray(ids.offsets)
+        iv = np.asarray(ids.values)
+        lv = np.asarray(labs.values)
+        t["read"] += time.perf_counter() - tr
+        td = time.perf_counter()
+        for i in range(batch.num_rows):
+            a, b = offs[i], offs[i + 1]
+            d = _row_digest(iv[a:b], lv[a:b])
+            rows_in += 1
+            if d in seen:
+                dups += 1
+                continue
+            seen.add(d)
+            kept.append(d)
+            pend_ids.append(iv[a:b])
+            pend_lab.append(lv[a:b])
+            if len(pend_ids) == window:
+                t["dedupe"] += time.perf_counter() - td
+                flush()
+                td = time.perf_counter()
+        t["dedupe"] += time.perf_counter() - td
+        tr = time.perf_counter()
+    if pend_ids:
+        flush()
+    if writer is not None:
+        tw = time.perf_counter()
+        writer.close()
+        t["write"] += time.perf_counter() - tw
+    return {"seconds": time.perf_counter() - t0, "stages": t, "rows_in": rows_in, "duplicates": dups,
+            "bins": bins_total, "kept": kept}
+
+
+def check_packed(path: str, seq_len: int, expected: list[bytes]) -> dict[str, Any]:
+    """Read a packed file back: every sequence (split at position_ids == 0) hashed as plain_prepare
+    hashes a row. OK iff the sequences are exactly the expected rows, each once, no bin holds more
+    than ``seq_len`` tokens, and the columns are aligned."""
+    import pyarrow.parquet as pq
+
+    got: Counter[bytes] = Counter()
+    bins = tokens = over = misaligned = 0
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=8192):
+        ids = batch.column("input_ids")
+        offs = np.asarray(ids.offsets)
+        iv, lv = np.asarray(ids.values), np.asarray(batch.column("labels").values)
+        pv = np.asarray(batch.column("position_ids").values)
+        misaligned += int(len(lv) != len(iv) or len(pv) != len(iv))
+        lens = np.diff(offs)
+        bins += len(lens)
+        tokens += int(lens.sum())
+        over += int(np.count_nonzero(lens > seq_len))
+        starts = np.flatnonzero(pv == 0)
+        ends = np.append(starts[1:], len(pv))
+        for a, b in zip(starts.tolist(), ends.tolist()):
+            got[_row_digest(iv[a:b], lv[a:b])] += 1
+    want = Counter(expected)
+    return {"ok": got == want and over == 0 and not misaligned and all(v == 1 for v in want.values()),
+            "bins": bins, "tokens": tokens, "over_capacity_bins": over, "sequences": sum(got.values()),
+            "missing": sum((want - got).values()), "unexpected": sum((got - want).values())}

@@ -1,0 +1,401 @@
+"""`fastaxo prepare` / `fastaxo demo`: real files, read back and checked against plain Python."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import fastaxo
+from fastaxo.prepare import PrepareReport, prepare
+
+SEQ = 64
+
+
+def _cli(*args, timeout: int = 300) -> subprocess.CompletedProcess:
+    # cwd="/": never import fastaxo from a source tree; the compiled extension must load.
+    env = {**os.environ, "FASTAXO_REQUIRE_EXTENSION": "1"}
+    return subprocess.run([sys.executable, "-m", "fastaxo", *map(str, args)], capture_output=True, text=True,
+                          cwd="/", env=env, timeout=timeout)
+
+
+def _rows(n: int, seed: int, max_len: int = 60, long_every: int = 0, dup_every: int = 7):
+    """(input_ids rows, labels rows) as lists of lists; every dup_every-th row copies an earlier row;
+    with long_every, every long_every-th row is longer than SEQ."""
+    rng = np.random.default_rng(seed)
+    ids, labs = [], []
+    for i in range(n):
+        if dup_every and i and i % dup_every == 0:
+            j = int(rng.integers(0, i))
+            ids.append(list(ids[j]))
+            labs.append(list(labs[j]))
+            continue
+        L = int(rng.integers(1, max_len + 1))
+        if long_every and i % long_every == 3:
+            L = int(rng.integers(SEQ + 1, 3 * SEQ + 5))
+        row = rng.integers(0, 50_000, L).tolist()
+        ids.append(row)
+        labs.append([-100 if k < L // 3 else t for k, t in enumerate(row)])
+    return ids, labs
+
+
+def _write(path, ids, labs, fmt="parquet", row_group_size=100):
+    cols = {"input_ids": ids} if labs is None else {"input_ids": ids, "labels": labs}
+    if fmt == "parquet":
+        t = pa.table({k: pa.array(v, pa.list_(pa.int32())) for k, v in cols.items()})
+        pq.write_table(t, path, row_group_size=row_group_size)
+    else:
+        with open(path, "w") as fh:
+            for i in range(len(ids)):
+                fh.write(json.dumps({k: v[i] for k, v in cols.items()}) + "\n")
+    return str(path)
+
+
+def _first_occurrences(ids, labs):
+    """Plain-Python reference dedupe: hashlib of each row, first occurrence wins."""
+    seen, keep = set(), []
+    for i in range(len(ids)):
+        h = hashlib.sha256(np.asarray(ids[i], np.int64).tobytes())
+        if labs is not None:
+            h.update(b"|" + np.asarray(labs[i], np.int64).tobytes())
+        d = h.digest()
+        if d not in seen:
+            seen.add(d)
+            keep.append(i)
+    return keep
+
+
+def _read_segments(path, seq_len, attention="segments"):
+    """Sequences of the packed file (split where position_ids restart), each checked on the way:
+    position_ids 0..L-1, attention ids 1..k per row, no row over seq_len."""
+    t = pq.read_table(path)
+    has_labels = "labels" in t.column_names
+    segs = []
+    for r in range(t.num_rows):
+        ids = t.column("input_ids")[r].values.to_numpy()
+        pos = t.column("position_ids")[r].values.to_numpy()
+        lab = t.column("labels")[r].values.to_numpy() if has_labels else None
+        assert 0 < len(ids) <= seq_len and len(pos) == len(ids)
+        starts = np.flatnonzero(pos == 0)
+        assert len(starts) and starts[0] == 0
+        ends = np.append(starts[1:], len(ids))
+        if attention != "none":
+            att = t.column("attention_mask")[r].values.to_numpy()
+            want = np.repeat(np.arange(1, len(starts) + 1), ends - starts) if attention == "segments" else np.ones(len(ids))
+            assert np.array_equal(att, want)
+        else:
+            assert "attention_mask" not in t.column_names
+        for a, b in zip(starts, ends):
+            assert np.array_equal(pos[a:b], np.arange(b - a))
+            segs.append((tuple(ids[a:b].tolist()), tuple(lab[a:b].tolist()) if has_labels else None))
+    return t, segs
+
+
+def _expected_segments(ids, labs, keep, overflow, C=SEQ):
+    out = []
+    for i in keep:
+        row, lab = ids[i], (labs[i] if labs is not None else None)
+        L = len(row)
+        if L <= C:
+            pieces = [(0, L)]
+        elif overflow == "truncate":
+            pieces = [(0, C)]
+        elif overflow == "drop":
+            pieces = []
+        else:  # split
+            pieces = [(a, min(a + C, L)) for a in range(0, L, C)]
+        for a, b in pieces:
+            out.append((tuple(row[a:b]), tuple(lab[a:b]) if lab is not None else None))
+    return out
+
+
+def _check_report(rep: PrepareReport, table: pa.Table, segs, C=SEQ):
+    tokens = sum(len(s[0]) for s in segs)
+    assert rep.bins == table.num_rows
+    assert rep.tokens_out == tokens
+    assert rep.sequences_out == len(segs)
+    assert rep.lower_bound == math.ceil(tokens / C)
+    assert rep.efficiency == pytest.approx(tokens / (rep.bins * C))
+    assert rep.bins >= rep.lower_bound
+    assert rep.peak_rss_bytes and rep.peak_rss_bytes > 0 and rep.rows_per_s > 0 and rep.tokens_per_s > 0
+
+
+def test_exported():
+    assert fastaxo.prepare is prepare and fastaxo.PrepareReport is PrepareReport
+    assert "prepare" in fastaxo.__all__ and "PrepareReport" in fastaxo.__all__
+
+
+@pytest.mark.parametrize("strategy", ["bfd", "ffd", "ff", "nf"])
+def test_every_token_once_per_strategy(tmp_path, strategy):
+    ids, labs = _rows(1500, seed=1)
+    src = _write(tmp_path / "a.parquet", ids, labs)
+    out = tmp_path / "out.parquet"
+    rep = prepare([src], out, SEQ, strategy=strategy, pack_window=400, batch_rows=256)
+    keep = _first_occurrences(ids, labs)
+    table, segs = _read_segments(out, SEQ)
+    assert Counter(segs) == Counter(_expected_segments(ids, labs, keep, "error"))
+    assert rep.rows_in == 1500 and rep.duplicates == 1500 - len(keep) and rep.rows_packed == len(keep)
+    assert rep.windows == math.ceil(len(keep) / 400)
+    assert rep.tokens_in == sum(map(len, ids))
+    _check_report(rep, table, segs)
+    if strategy == "nf":  # order-preserving: the kept rows in input order
+        assert segs == _expected_segments(ids, labs, keep, "error")
+    assert set(os.listdir(tmp_path)) == {"a.parquet", "out.parquet"}
+
+
+@pytest.mark.parametrize("overflow", ["truncate", "split", "drop"])
+def test_overflow_modes(tmp_path, overflow):
+    ids, labs = _rows(600, seed=2, long_every=25)
+    src = _write(tmp_path / "a.parquet", ids, labs)
+    out = tmp_path / "out.parquet"
+    rep = prepare(src, out, SEQ, overflow=overflow, pack_window=250)
+    keep = _first_occurrences(ids, labs)
+    long_kept = [i for i in keep if len(ids[i]) > SEQ]
+    assert long_kept and rep.overlong == len(long_kept)
+    table, segs = _read_segments(out, SEQ)
+    assert Counter(segs) == Counter(_expected_segments(ids, labs, keep, overflow))
+    excess = sum(len(ids[i]) - SEQ for i in long_kept)
+    if overflow == "truncate":
+        assert rep.truncated == len(long_kept) and rep.truncated_tokens == excess
+    elif overflow == "split":
+        assert rep.split == len(long_kept) and rep.split_pieces == sum(-(-len(ids[i]) // SEQ) for i in long_kept)
+    else:
+        assert rep.dropped == len(long_kept) and rep.dropped_tokens == sum(len(ids[i]) for i in long_kept)
+    _check_report(rep, table, segs)
+
+
+def test_overflow_error_cli_names_file_and_row_and_leaves_no_output(tmp_path):
+    ids, labs = _rows(300, seed=3, dup_every=0)
+    ids[217] = list(range(SEQ + 9))
+    labs[217] = list(range(SEQ + 9))
+    src = _write(tmp_path / "in.parquet", ids, labs, row_group_size=50)
+    out = tmp_path / "out.parquet"
+    r = _cli("prepare", src, "-o", out, "--seq-len", SEQ, "--quiet")
+    assert r.returncode == 1, r.stderr
+    assert "in.parquet row 217" in r.stderr and f"{SEQ + 9} tokens" in r.stderr and "--overflow" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert os.listdir(tmp_path) == ["in.parquet"]  # no OUT, no temporary file
+
+
+def test_error_after_row_groups_were_written_removes_the_temp_file(tmp_path):
+    ids, labs = _rows(2000, seed=4, dup_every=0)
+    a = _write(tmp_path / "a.parquet", ids, labs)
+    bad = pa.table({"input_ids": pa.array([[1, 2], None], pa.list_(pa.int32())),
+                    "labels": pa.array([[1, 2], [3]], pa.list_(pa.int32()))})
+    pq.write_table(bad, tmp_path / "b.parquet")
+    out = tmp_path / "out.parquet"
+    out.write_bytes(b"old")  # an earlier output stays as it was
+    with pytest.raises(fastaxo.NullValueError, match=r"b\.parquet row 1 .*input_ids is null"):
+        prepare([a, str(tmp_path / "b.parquet")], out, SEQ, pack_window=300)
+    assert out.read_bytes() == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["a.parquet", "b.parquet", "out.parquet"]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+@pytest.mark.parametrize("with_labels", [True, False])
+def test_cli_formats_and_labels(tmp_path, fmt, with_labels):
+    ids, labs = _rows(900, seed=5)
+    labs = labs if with_labels else None
+    half = 450  # two files: dedupe runs across them
+    f1 = _write(tmp_path / f"a.{fmt}", ids[:half], None if labs is None else labs[:half], fmt)
+    f2 = _write(tmp_path / f"b.{fmt}", ids[half:], None if labs is None else labs[half:], fmt)
+    out = tmp_path / "out.parquet"
+    rj = tmp_path / "report.json"
+    r = _cli("prepare", f1, f2, "-o", out, "--seq-len", SEQ, "--pack-window", 200, "--attention", "ones",
+             "--report-json", rj, "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "duplicates dropped" in r.stdout and "efficiency" in r.stdout and "peak RSS" in r.stdout
+    rep = PrepareReport(**json.loads(rj.read_text()))
+    keep = _first_occurrences(ids, labs)
+    table, segs = _read_segments(out, SEQ, attention="ones")
+    assert ("labels" in table.column_names) == with_labels
+    assert Counter(segs) == Counter(_expected_segments(ids, labs, keep, "error"))
+    assert rep.duplicates == len(ids) - len(keep) and rep.files == 2 and rep.labels == with_labels
+    _check_report(rep, table, segs)
+
+
+def test_no_dedupe_dedupe_columns_and_attention_none(tmp_path):
+    ids, labs = _rows(700, seed=6)
+    src = _write(tmp_path / "a.parquet", ids, labs)
+    rep = prepare(src, tmp_path / "o1.parquet", SEQ, dedupe=False, attention="none")
+    table, segs = _read_segments(tmp_path / "o1.parquet", SEQ, attention="none")
+    assert rep.duplicates == 0 and Counter(segs) == Counter(_expected_segments(ids, labs, range(700), "error"))
+    # same input_ids, different labels: distinct on input_ids+labels, duplicates on input_ids alone
+    labs2 = [list(l) for l in labs]
+    labs2[5] = [7] * len(labs2[5])
+    ids2 = list(ids)
+    ids2[5] = list(ids[4])
+    labs2[5] = [7] * len(ids[4])
+    src2 = _write(tmp_path / "b.parquet", ids2, labs2)
+    r_all = prepare(src2, tmp_path / "o2.parquet", SEQ)
+    r_ids = prepare(src2, tmp_path / "o3.parquet", SEQ, dedupe_columns=["input_ids"])
+    assert r_all.duplicates == 700 - len(_first_occurrences(ids2, labs2))
+    assert r_ids.duplicates == 700 - len(_first_occurrences(ids2, None)) == r_all.duplicates + 1
+
+
+def test_empty_rows_counted_and_left_out(tmp_path):
+    t = pa.table({"input_ids": pa.array([[1, 2], [], [3], []], pa.list_(pa.int32()))})
+    pq.write_table(t, tmp_path / "a.parquet")
+    rep = prepare(str(tmp_path / "a.parquet"), tmp_path / "o.parquet", 8)
+    assert rep.empty_rows == 2 and rep.rows_in == 4 and rep.tokens_out == 3 and rep.bins == 1
+
+
+def test_data_errors_name_file_and_row(tmp_path):
+    t = pa.table({"input_ids": pa.array([[1, 2], [3, 4, 5]], pa.list_(pa.int32())),
+                  "labels": pa.array([[1, 2], [3, 4]], pa.list_(pa.int32()))})
+    pq.write_table(t, tmp_path / "mis.parquet")
+    with pytest.raises(fastaxo.InvalidInputError, match=r"mis\.parquet row 1 .*labels has 2 values and input_ids 3"):
+        prepare(str(tmp_path / "mis.parquet"), tmp_path / "o.parquet", 8)
+    pq.write_table(pa.table({"text": ["a"]}), tmp_path / "text.parquet")
+    r = _cli("prepare", tmp_path / "text.parquet", "-o", tmp_path / "o.parquet", "--seq-len", 8)
+    assert r.returncode == 1 and "no column 'input_ids'" in r.stderr and "--tokenizer" in r.stderr
+    with open(tmp_path / "big.jsonl", "w") as fh:
+        fh.write('{"input_ids": [1, 2]}\n{"input_ids": [3, 5000000000]}\n')
+    r = _cli("prepare", tmp_path / "big.jsonl", "-o", tmp_path / "o.parquet", "--seq-len", 8)
+    assert r.returncode == 1 and "big.jsonl row 1" in r.stderr and "int32" in r.stderr
+    r = _cli("prepare", tmp_path / "missing.parquet", "-o", tmp_path / "o.parquet", "--seq-len", 8)
+    assert r.returncode == 1 and "missing.parquet" in r.stderr
+    assert not (tmp_path / "o.parquet").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["prepare", "x.parquet", "-o", "o.parquet"],                          # no --seq-len
+    ["prepare", "x.parquet", "-o", "o.parquet", "--seq-len", "0"],
+    ["prepare", "x.parquet", "-o", "o.parquet", "--seq-len", "8", "--strategy", "best"],
+    ["prepare", "x.parquet", "--seq-len", "8"],                           # no -o
+    ["prepare", "x.parquet", "-o", "o.parquet", "--seq-len", "8", "--overflow", "isolate"],
+    ["demo", "--rows", "-5"],
+])
+def test_bad_arguments_exit_2(argv):
+    r = _cli(*argv)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "usage:" in r.stderr
+
+
+def test_tokenizer(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    rng = np.random.default_rng(7)
+    words = [f"w{k}" for k in range(40)]
+    texts = [" ".join(rng.choice(words, int(rng.integers(1, 30)))) for _ in range(300)]
+    texts += texts[:40]  # exact duplicates
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(texts, trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
+    (tmp_path / "tok").mkdir()
+    tok.save(str(tmp_path / "tok" / "tokenizer.json"))
+    with open(tmp_path / "raw.jsonl", "w") as fh:
+        for i, t in enumerate(texts):
+            fh.write(json.dumps({"id": i, "body": t}) + "\n")
+    out = tmp_path / "out.parquet"
+    rj = tmp_path / "r.json"
+    r = _cli("prepare", tmp_path / "raw.jsonl", "-o", out, "--seq-len", 32, "--tokenizer", tmp_path / "tok",
+             "--text-column", "body", "--report-json", rj, "--quiet", "--batch-rows", 64)
+    assert r.returncode == 0, r.stderr
+    enc = [e.ids for e in tok.encode_batch(texts)]
+    keep = _first_occurrences(enc, None)
+    table, segs = _read_segments(out, 32)
+    assert "labels" not in table.column_names
+    assert Counter(segs) == Counter(_expected_segments(enc, None, keep, "error", C=32))
+    rep = json.loads(rj.read_text())
+    assert rep["duplicates"] == len(texts) - len(keep) >= 40 and rep["tokenizer"].endswith("tok")
+    r = _cli("prepare", tmp_path / "raw.jsonl", "-o", out, "--seq-len", 32, "--tokenizer", tmp_path)
+    assert r.returncode == 1 and "tokenizer.json" in r.stderr
+
+
+def test_demo_prints_ok():
+    r = _cli("demo", "--rows", 20000, "--quiet", timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "result: OK" in r.stdout
+    assert "plain Python" in r.stdout and "duplicates dropped 2,000" in r.stdout
+
+
+# ---------------------------------------------------------------- 2M rows, bounded memory
+N_BIG = 2_000_000
+
+
+def _big_source(i: np.ndarray) -> np.ndarray:
+    """Row i copies row i-1 when i % 10 == 9 (200,000 exact duplicates)."""
+    return np.where(i % 10 == 9, i - 1, i)
+
+
+def _big_len(r: np.ndarray) -> np.ndarray:
+    return 3 + (r * 7919) % 30
+
+
+def _big_tokens(r: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Token j of (source) row r: the row number in the first two tokens, then a formula."""
+    return np.where(j == 0, r // 30000, np.where(j == 1, r % 30000, (r * 31 + j * 17) % 30000)).astype(np.int32)
+
+
+def _write_big(path: str) -> None:
+    schema = pa.schema([("input_ids", pa.list_(pa.int32())), ("labels", pa.list_(pa.int32()))])
+    with pq.ParquetWriter(path, schema, compression="zstd") as w:
+        for a in range(0, N_BIG, 200_000):
+            r = _big_source(np.arange(a, a + 200_000, dtype=np.int64))
+            lens = _big_len(r)
+            offs = np.zeros(len(r) + 1, np.int64)
+            np.cumsum(lens, out=offs[1:])
+            rr = np.repeat(r, lens)
+            j = np.arange(offs[-1]) - np.repeat(offs[:-1], lens)
+            tok = _big_tokens(rr, j)
+            lab = np.where(j < 2, -100, tok).astype(np.int32)
+            o = pa.array(offs.astype(np.int32))
+            w.write_table(pa.table({"input_ids": pa.ListArray.from_arrays(o, pa.array(tok)),
+                                    "labels": pa.ListArray.from_arrays(o, pa.array(lab))}, schema=schema),
+                          row_group_size=50_000)
+
+
+@pytest.mark.slow
+def test_2m_rows_peak_rss_under_1gib_and_output_verified(tmp_path):
+    src = str(tmp_path / "big.parquet")
+    out = tmp_path / "packed.parquet"
+    rj = tmp_path / "r.json"
+    try:
+        _write_big(src)
+        r = _cli("prepare", src, "-o", out, "--seq-len", 2048, "--report-json", rj, "--quiet", timeout=900)
+        assert r.returncode == 0, r.stderr
+        rep = json.loads(rj.read_text())
+        assert rep["peak_rss_bytes"] < 1 << 30, rep["peak_rss_bytes"]
+        assert rep["rows_in"] == N_BIG and rep["duplicates"] == N_BIG // 10
+        # read back: every kept row exactly once, whole and in order; bins within capacity
+        pf = pq.ParquetFile(out)
+        rows_seen, bins, tokens = [], 0, 0
+        for batch in pf.iter_batches(batch_size=65536):
+            ids, lab, pos = (batch.column(k) for k in ("input_ids", "labels", "position_ids"))
+            offs = np.asarray(ids.offsets)
+            iv, lv, pv = (np.asarray(c.values)[offs[0]:offs[-1]] for c in (ids, lab, pos))
+            assert np.diff(offs).max() <= 2048 and np.asarray(pos.offsets).tolist() == offs.tolist()
+            bins += batch.num_rows
+            tokens += len(iv)
+            starts = np.flatnonzero(pv == 0)
+            assert np.isin(offs[:-1] - offs[0], starts).all()  # every bin starts a sequence
+            seg_len = np.diff(np.append(starts, len(pv)))
+            r_of = iv[starts].astype(np.int64) * 30000 + iv[starts + 1]
+            assert np.array_equal(seg_len, _big_len(r_of))
+            assert np.array_equal(pv, np.arange(len(pv)) - np.repeat(starts, seg_len))
+            rr = np.repeat(r_of, seg_len)
+            want = _big_tokens(rr, pv)
+            assert np.array_equal(iv, want)
+            assert np.array_equal(lv, np.where(pv < 2, -100, want))
+            rows_seen.append(r_of)
+        got = np.sort(np.concatenate(rows_seen))
+        i = np.arange(N_BIG)
+        assert np.array_equal(got, i[i % 10 != 9])  # the first occurrences, each once
+        assert bins == rep["bins"] and tokens == rep["tokens_out"]
+        assert rep["lower_bound"] == -(-tokens // 2048) and rep["efficiency"] == pytest.approx(tokens / (bins * 2048))
+        print(f"2M rows: {rep['seconds']:.1f} s, peak RSS {rep['peak_rss_bytes'] / 2**20:.0f} MiB, "
+              f"{rep['bins']:,} bins, efficiency {rep['efficiency']:.4%}")
+    finally:
+        for p in (src, out):
+            if os.path.exists(p):
+                os.unlink(p)
