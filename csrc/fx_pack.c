@@ -528,6 +528,216 @@ out:
     return rc;
 }
 
+/* ------------------------------------------------------------------ FF / FFD, 32-bit SSE2 */
+
+/* The same algorithm as fxp_ff (and the same bins, item for item) for capacities below
+ * 2^31 - 1, with the window held in two SSE2 registers of four int32 each instead of an
+ * int64 array: "which of the 8 window bins fit" is two compares and two movemasks
+ * (the int64 version spends ~45 instructions on it: x86-64's baseline has no 64-bit
+ * compare), and the window is never stored and re-loaded, so no update waits on a store
+ * forward.  The tree levels are int32 too and use the same compare.  SSE2 is part of
+ * x86-64 itself: no run-time dispatch.  FXP_NO_SSE2 turns it off (tests). */
+#if !defined(FXP_NO_SSE2) && (defined(__SSE2__) || defined(_M_X64))
+#define FXP_FF32 1
+#include <emmintrin.h>
+
+typedef struct {
+    int32_t *mem;
+    int32_t *lv[24];
+    int64_t cap; /* leaves */
+    int h;       /* levels */
+} fxp_tree32;
+
+static int fxp_tree32_build(fxp_tree32 *t, int64_t cap, const int32_t *old_leaves, int64_t nold)
+{
+    int64_t total = 0, sz = cap, i;
+    int k, h = 0;
+    for (;;) {
+        total += sz < FXP_B ? FXP_B : sz;
+        h++;
+        if (sz <= FXP_B) break;
+        sz /= FXP_B;
+    }
+    int32_t *mem = (int32_t *)fxp_alloc(total, sizeof(int32_t), 0);
+    if (mem == NULL) return -1;
+    total = 0;
+    sz = cap;
+    for (k = 0; k < h; k++) {
+        t->lv[k] = mem + total;
+        total += sz < FXP_B ? FXP_B : sz;
+        sz = sz / FXP_B < 1 ? 1 : sz / FXP_B;
+    }
+    if (nold) memcpy(t->lv[0], old_leaves, (size_t)nold * sizeof(int32_t));
+    for (i = nold; i < cap; i++) t->lv[0][i] = -1;
+    sz = cap;
+    for (k = 1; k < h; k++) {
+        int64_t nsz = sz / FXP_B < 1 ? 1 : sz / FXP_B;
+        for (i = 0; i < nsz; i++) {
+            const int32_t *g = t->lv[k - 1] + i * FXP_B;
+            int32_t m = g[0];
+            for (int j = 1; j < FXP_B; j++) m = g[j] > m ? g[j] : m;
+            t->lv[k][i] = m;
+        }
+        for (; i < FXP_B; i++) t->lv[k][i] = -1;
+        sz = nsz;
+    }
+    t->mem = mem;
+    t->cap = cap;
+    t->h = h;
+    return 0;
+}
+
+/* bit j set iff lane j (lo: 0-3, hi: 4-7) > sm1 (= s - 1, so: remaining >= s) */
+static FXP_INLINE unsigned fxp_fit8_32(__m128i lo, __m128i hi, __m128i sm1)
+{
+    return (unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(lo, sm1)))
+           | (unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(hi, sm1))) << 4;
+}
+
+static FXP_INLINE unsigned fxp_mask8_32(const int32_t *g, __m128i sm1)
+{
+    return fxp_fit8_32(_mm_loadu_si128((const __m128i *)g), _mm_loadu_si128((const __m128i *)(g + 4)), sm1);
+}
+
+static FXP_INLINE int32_t fxp_max8_32(const int32_t *g)
+{
+    int32_t a = g[0] > g[1] ? g[0] : g[1], b = g[2] > g[3] ? g[2] : g[3];
+    int32_t c = g[4] > g[5] ? g[4] : g[5], d = g[6] > g[7] ? g[6] : g[7];
+    a = a > b ? a : b;
+    c = c > d ? c : d;
+    return a > c ? a : c;
+}
+
+/* lane masks: row j has -1 in lane j of the 8 */
+static const int32_t fxp_lane32[FXP_W][FXP_W] = {
+    {-1, 0, 0, 0, 0, 0, 0, 0}, {0, -1, 0, 0, 0, 0, 0, 0}, {0, 0, -1, 0, 0, 0, 0, 0},
+    {0, 0, 0, -1, 0, 0, 0, 0}, {0, 0, 0, 0, -1, 0, 0, 0}, {0, 0, 0, 0, 0, -1, 0, 0},
+    {0, 0, 0, 0, 0, 0, -1, 0}, {0, 0, 0, 0, 0, 0, 0, -1}};
+
+static int fxp_ff32(const int64_t *slen, int64_t n, int64_t C, int64_t max_items,
+                    const int64_t *perm, int64_t *order, int64_t *bin_offsets, int64_t *n_bins)
+{
+    int rc = FX_PACK_ENOMEM;
+    fxp_tree32 t;
+    int64_t *cnt = NULL;
+    int64_t nb = 0, k, ccap = 64;
+    int32_t tmax = -1;
+    const __m128i ones = _mm_set1_epi32(-1);
+    __m128i wlo = ones, whi = ones;   /* remaining space of the window bins, -1 = closed/none */
+    int wn = 0;
+
+    t.mem = NULL;
+    cnt = (int64_t *)fxp_alloc(ccap, sizeof(int64_t), 0);
+    if (cnt == NULL || fxp_tree32_build(&t, 64, NULL, 0)) goto out;
+
+    for (k = 0; k < n; k++) {
+        int64_t s64 = slen[k], b;
+        unsigned m = 0;
+        int32_t s = (int32_t)s64;
+        __m128i sm1 = _mm_set1_epi32(s - 1);
+        if (s64 > C) {
+            m = 0;
+        } else if (tmax >= s) { /* an older bin fits: tree search */
+            int64_t idx = 0;
+            int l, top = t.h - 1;
+            for (l = top; l >= 0; l--)
+                idx = idx * FXP_B + fxp_ctz64(fxp_mask8_32(t.lv[l] + idx * FXP_B, sm1));
+            b = idx;
+            t.lv[0][b] = (++cnt[b] < max_items) ? t.lv[0][b] - s : -1;
+            for (l = 1; l < t.h; l++) {
+                int32_t mx = fxp_max8_32(t.lv[l - 1] + (idx & ~(int64_t)(FXP_B - 1)));
+                idx /= FXP_B;
+                if (t.lv[l][idx] == mx) break;
+                t.lv[l][idx] = mx;
+            }
+            tmax = fxp_max8_32(t.lv[top]);
+            bin_offsets[k] = b;
+            continue;
+        } else {
+            m = fxp_fit8_32(wlo, whi, sm1);
+        }
+        if (m) { /* first window bin that fits */
+            /* The lane mask of the first fitting lane, computed from the compare in the
+             * vector registers (not from j, which would put movmsk -> tzcnt -> a table
+             * load on the window's dependency chain; j only names the bin). */
+            const __m128i flo = _mm_cmpgt_epi32(wlo, sm1), fhi = _mm_cmpgt_epi32(whi, sm1);
+            __m128i plo = _mm_or_si128(flo, _mm_slli_si128(flo, 4));
+            __m128i phi = _mm_or_si128(fhi, _mm_slli_si128(fhi, 4));
+            plo = _mm_or_si128(plo, _mm_slli_si128(plo, 8));       /* inclusive prefix-or */
+            phi = _mm_or_si128(phi, _mm_slli_si128(phi, 8));
+            const __m128i anylo = _mm_shuffle_epi32(plo, 0xff);   /* some lane of lo fits */
+            const __m128i mlo = _mm_andnot_si128(_mm_slli_si128(plo, 4), flo);
+            const __m128i mhi = _mm_andnot_si128(_mm_or_si128(_mm_slli_si128(phi, 4), anylo), fhi);
+            int j = fxp_ctz64(m);
+            b = nb - wn + j;
+            if (++cnt[b] < max_items) {
+                const __m128i sv = _mm_set1_epi32(s);
+                wlo = _mm_sub_epi32(wlo, _mm_and_si128(sv, mlo));
+                whi = _mm_sub_epi32(whi, _mm_and_si128(sv, mhi));
+            } else { /* full: lane j becomes -1 */
+                wlo = _mm_or_si128(wlo, mlo);
+                whi = _mm_or_si128(whi, mhi);
+            }
+        } else { /* new bin */
+            int32_t v = (s64 <= C && max_items > 1) ? (int32_t)(C - s64) : -1;
+            if (wn == FXP_W) { /* evict the oldest window bin (lane 0) into the tree */
+                int64_t e = nb - FXP_W, idx;
+                int32_t ev = _mm_cvtsi128_si32(wlo);
+                int l;
+                if (e == t.cap) {
+                    fxp_tree32 t2;
+                    if (fxp_tree32_build(&t2, 2 * t.cap, t.lv[0], t.cap)) goto out;
+                    free(t.mem);
+                    t = t2;
+                }
+                t.lv[0][e] = ev;
+                idx = e;
+                for (l = 1; l < t.h; l++) {
+                    idx /= FXP_B;
+                    if (t.lv[l][idx] >= ev) break;
+                    t.lv[l][idx] = ev;
+                }
+                if (ev > tmax) tmax = ev;
+                /* shift the window down one lane; the new bin enters at lane 7 */
+                wlo = _mm_or_si128(_mm_srli_si128(wlo, 4), _mm_slli_si128(whi, 12));
+                whi = _mm_or_si128(_mm_srli_si128(whi, 4), _mm_slli_si128(_mm_cvtsi32_si128(v), 12));
+            } else { /* the first 8 bins: lane wn (still -1) becomes v */
+                const __m128i mlo = _mm_loadu_si128((const __m128i *)fxp_lane32[wn]);
+                const __m128i mhi = _mm_loadu_si128((const __m128i *)(fxp_lane32[wn] + 4));
+                const __m128i vv = _mm_set1_epi32(v);
+                wlo = _mm_or_si128(_mm_andnot_si128(mlo, wlo), _mm_and_si128(mlo, vv));
+                whi = _mm_or_si128(_mm_andnot_si128(mhi, whi), _mm_and_si128(mhi, vv));
+                wn++;
+            }
+            if (nb == ccap) {
+                if (fxp_grow((void **)&cnt, 2 * ccap, sizeof(int64_t))) goto out;
+                ccap *= 2;
+            }
+            b = nb++;
+            cnt[b] = 1;
+        }
+        bin_offsets[k] = b;
+    }
+    fxp_emit(perm, n, cnt, nb, order, bin_offsets);
+    *n_bins = nb;
+    rc = FX_PACK_OK;
+out:
+    free(t.mem);
+    free(cnt);
+    return rc;
+}
+#endif
+
+/* FF / FFD entry: the 32-bit SSE2 version when the capacity allows it. */
+static int fxp_ff_any(const int64_t *slen, int64_t n, int64_t C, int64_t max_items,
+                      const int64_t *perm, int64_t *order, int64_t *bin_offsets, int64_t *n_bins)
+{
+#ifdef FXP_FF32
+    if (C < INT32_MAX) return fxp_ff32(slen, n, C, max_items, perm, order, bin_offsets, n_bins);
+#endif
+    return fxp_ff(slen, n, C, max_items, perm, order, bin_offsets, n_bins);
+}
+
 /* ------------------------------------------------------------------ NF */
 
 static void fxp_nf(const int64_t *len, int64_t n, int64_t C, int64_t max_items,
@@ -598,7 +808,7 @@ int fx_pack_assign(const int64_t *lengths, int64_t n, int64_t capacity, int64_t 
         return FX_PACK_OK;
     }
     if (strategy == FX_PACK_FF)
-        return fxp_ff(lengths, n, capacity, max_items, NULL, order, bin_offsets, n_bins);
+        return fxp_ff_any(lengths, n, capacity, max_items, NULL, order, bin_offsets, n_bins);
 
     perm = (int64_t *)fxp_alloc(n, sizeof(int64_t), 0);
     if (perm == NULL) return FX_PACK_ENOMEM;
@@ -608,7 +818,7 @@ int fx_pack_assign(const int64_t *lengths, int64_t n, int64_t capacity, int64_t 
         if (strategy == FX_PACK_BFD)
             rc = fxp_bfd(order, n, capacity, max_items, perm, order, bin_offsets, n_bins);
         else
-            rc = fxp_ff(order, n, capacity, max_items, perm, order, bin_offsets, n_bins);
+            rc = fxp_ff_any(order, n, capacity, max_items, perm, order, bin_offsets, n_bins);
     }
     free(perm);
     return rc;
