@@ -261,7 +261,7 @@ void fx_rowset_init(fx_rowset *s)
 void fx_rowset_free(fx_rowset *s)
 {
     free(s->src); free(s->row); free(s->digest); free(s->next); free(s->flags);
-    free(s->kslot_key); free(s->kslot_head); free(s->dslot_key); free(s->dslot_head);
+    free(s->kslot); free(s->dslot_key); free(s->dslot_head);
     fx_rowset_init(s);
 }
 
@@ -270,7 +270,7 @@ size_t fx_rowset_nbytes(const fx_rowset *s)
     size_t per_entry = sizeof(int32_t) + sizeof(int64_t)
                        + (s->next ? sizeof(uint64_t) + sizeof(int64_t) + 1 : 0);
     size_t slot = sizeof(uint64_t) + sizeof(int64_t);
-    return (size_t)s->cap * per_entry + (size_t)(s->kmask ? s->kmask + 1 : 0) * slot
+    return (size_t)s->cap * per_entry + (size_t)(s->kmask ? s->kmask + 1 : 0) * sizeof(uint64_t)
            + (size_t)(s->dmask ? s->dmask + 1 : 0) * slot + sizeof(*s);
 }
 
@@ -297,20 +297,21 @@ static int fx_entries_reserve(fx_rowset *s, int64_t need)
 }
 
 /* Chain links, digests and hot flags: allocated the first time two distinct rows share a
- * key (most sets never need them: 12 bytes per entry instead of 29). */
+ * key (most sets never need them: 12 bytes per entry instead of 29).  All three start as
+ * zeros from calloc (a link is next entry + 1, 0 = end of chain), so a set that needs them
+ * for a few entries touches a few pages of them, not all (fresh pages cost a fault each). */
 static int fx_extras(fx_rowset *s)
 {
     if (s->next != NULL) return 0;
     int64_t cap = s->cap ? s->cap : 1024;
     s->digest = (uint64_t *)calloc((size_t)cap, sizeof(uint64_t));
     s->flags = (uint8_t *)calloc((size_t)cap, 1);
-    s->next = (int64_t *)malloc((size_t)cap * sizeof(int64_t));
+    s->next = (int64_t *)calloc((size_t)cap, sizeof(int64_t));  /* 0 = end of chain */
     if (s->digest == NULL || s->flags == NULL || s->next == NULL) {
         free(s->digest); free(s->flags); free(s->next);
         s->digest = NULL; s->flags = NULL; s->next = NULL;
         return FX_ROWSET_NOMEM;
     }
-    for (int64_t i = 0; i < cap; i++) s->next[i] = -1;
     return 0;
 }
 
@@ -352,10 +353,56 @@ static uint64_t fx_table_find(const uint64_t *keys, const int64_t *heads, uint64
     return j;
 }
 
+/* The key table.  A slot is one 64-bit word: the key's TAG (its high 32 bits) << 32 |
+ * (head entry + 1), 0 when empty; the probe starts at tag & mask, so growing the table
+ * needs nothing but the slots.  8 bytes a slot instead of 16 (key + head): the table is the
+ * one structure a set touches at random, and on fresh memory (a set built once per
+ * process) every page it touches costs a fault; 100k rows: 2 MiB instead of 4.  Keys with
+ * equal tags are one key here: a tag shared by distinct keys (~n^2 / 2^33 pairs) only adds
+ * byte comparisons of rows that then differ (rows are always compared), never a wrong
+ * answer. */
+static inline uint32_t fx_tag(uint64_t key) { return (uint32_t)(key >> 32); }
+
+static int fx_ktable_resize(fx_rowset *s, int64_t need)
+{
+    uint64_t size = 1024;
+    while ((double)size * 0.75 < (double)need) size *= 2;
+    if (s->kmask && size <= s->kmask + 1) return 0;
+    uint64_t *nk = (uint64_t *)calloc(size, sizeof(uint64_t));  /* fresh pages: zero, untouched */
+    if (nk == NULL) return FX_ROWSET_NOMEM;
+    if (s->kmask) {
+        for (uint64_t i = 0; i <= s->kmask; i++) {
+            uint64_t v = s->kslot[i];
+            if (!v) continue;
+            uint64_t j = (v >> 32) & (size - 1);
+            while (nk[j]) j = (j + 1) & (size - 1);
+            nk[j] = v;
+        }
+    }
+    free(s->kslot);
+    s->kslot = nk;
+    s->kmask = size - 1;
+    return 0;
+}
+
+/* The slot of `tag`: its own, or the empty one where it would go. */
+static inline uint64_t fx_ktable_find(const fx_rowset *s, uint32_t tag)
+{
+    uint64_t j = tag & s->kmask;
+    for (;;) {
+        uint64_t v = s->kslot[j];
+        if (!v || (uint32_t)(v >> 32) == tag) return j;
+        j = (j + 1) & s->kmask;
+    }
+}
+
+static inline int64_t fx_kslot_head(uint64_t v) { return (int64_t)(v & 0xffffffffu) - 1; }
+
 int fx_rowset_reserve(fx_rowset *s, int64_t extra)
 {
+    if (extra < 0 || s->count + extra > FX_ROWSET_MAX_ENTRIES) return -1;
     if (fx_entries_reserve(s, s->count + extra)) return FX_ROWSET_NOMEM;
-    return fx_table_resize(&s->kslot_key, &s->kslot_head, &s->kmask, s->kcount + extra);
+    return fx_ktable_resize(s, s->kcount + extra);
 }
 
 static int64_t fx_new_entry(fx_rowset *s, uint64_t key, int32_t src, int64_t row)
@@ -367,7 +414,7 @@ static int64_t fx_new_entry(fx_rowset *s, uint64_t key, int32_t src, int64_t row
     s->row[e] = row;
     if (s->next != NULL) {
         s->digest[e] = 0;
-        s->next[e] = -1;
+        s->next[e] = 0;
         s->flags[e] = 0;
     }
     return e;
@@ -375,23 +422,20 @@ static int64_t fx_new_entry(fx_rowset *s, uint64_t key, int32_t src, int64_t row
 
 void fx_rowset_prefetch(const fx_rowset *s, uint64_t key)
 {
-    if (s->kmask) {
-        uint64_t j = key & s->kmask;
-        __builtin_prefetch(&s->kslot_head[j]);
-        __builtin_prefetch(&s->kslot_key[j]);
-    }
+    if (s->kmask) __builtin_prefetch(&s->kslot[fx_tag(key) & s->kmask]);
 }
 
 int64_t fx_rowset_head(fx_rowset *s, uint64_t key, int32_t src, int64_t row, int *inserted)
 {
     *inserted = 0;
-    if (fx_table_resize(&s->kslot_key, &s->kslot_head, &s->kmask, s->kcount + 1)) return -2;
-    uint64_t j = fx_table_find(s->kslot_key, s->kslot_head, s->kmask, key);
-    if (s->kslot_head[j] >= 0) return s->kslot_head[j];
+    if (fx_ktable_resize(s, s->kcount + 1)) return -2;
+    uint32_t tag = fx_tag(key);
+    uint64_t j = fx_ktable_find(s, tag);
+    if (s->kslot[j]) return fx_kslot_head(s->kslot[j]);
+    if (s->count >= FX_ROWSET_MAX_ENTRIES) return -2;
     int64_t e = fx_new_entry(s, key, src, row);
     if (e < 0) return -2;
-    s->kslot_key[j] = key;
-    s->kslot_head[j] = e;
+    s->kslot[j] = (uint64_t)tag << 32 | (uint64_t)(e + 1);
     s->kcount++;
     *inserted = 1;
     return -1;
@@ -402,7 +446,7 @@ static int fx_digest_insert(fx_rowset *s, int64_t e)
 {
     if (fx_table_resize(&s->dslot_key, &s->dslot_head, &s->dmask, s->dcount + 1)) return FX_ROWSET_NOMEM;
     uint64_t j = fx_table_find(s->dslot_key, s->dslot_head, s->dmask, s->digest[e]);
-    s->next[e] = -1;
+    s->next[e] = 0;
     if (s->dslot_head[j] < 0) {
         s->dslot_key[j] = s->digest[e];
         s->dslot_head[j] = e;
@@ -410,21 +454,21 @@ static int fx_digest_insert(fx_rowset *s, int64_t e)
         return 0;
     }
     int64_t t = s->dslot_head[j];
-    while (s->next[t] >= 0) t = s->next[t];
-    s->next[t] = e;
+    while (s->next[t]) t = s->next[t] - 1;
+    s->next[t] = e + 1;
     return 0;
 }
 
 int64_t fx_rowset_resolve(fx_rowset *s, const fx_tab *const *srcs, uint64_t key, int32_t src,
                           int64_t row, fx_segbuf *mine, fx_segbuf *other, fx_sha256_compress_fn fn)
 {
-    uint64_t j = fx_table_find(s->kslot_key, s->kslot_head, s->kmask, key);
-    int64_t head = s->kslot_head[j];
-    if (head < 0) return -3;   /* the caller saw a head for this key: cannot happen */
+    uint64_t slot = s->kmask ? s->kslot[fx_ktable_find(s, fx_tag(key))] : 0;
+    if (!slot) return -3;   /* the caller saw a head for this key: cannot happen */
+    int64_t head = fx_kslot_head(slot);
     if (fx_extras(s)) return -2;
     if (!(s->flags[head] & 1)) {
         int64_t last = head, len = 1;
-        for (int64_t e = s->next[head]; e >= 0; e = s->next[e]) {
+        for (int64_t e = s->next[head] - 1; e >= 0; e = s->next[e] - 1) {
             int st = fx_tab_encode(srcs[s->src[e]], s->row[e], other);
             if (st != FX_ROW_OK) return st == FX_ROWSET_NOMEM ? -2 : -3;
             s->compares++;
@@ -434,11 +478,11 @@ int64_t fx_rowset_resolve(fx_rowset *s, const fx_tab *const *srcs, uint64_t key,
         }
         int64_t n = fx_new_entry(s, key, src, row);
         if (n < 0) return -2;
-        s->next[last] = n;
+        s->next[last] = n + 1;
         if (len + 1 <= FX_ROWSET_HOT) return -1;
         /* The chain is long: move it to the digest table. */
         int64_t chain[FX_ROWSET_HOT + 1], m = 0;
-        for (int64_t e = head; e >= 0 && m < FX_ROWSET_HOT + 1; e = s->next[e]) chain[m++] = e;
+        for (int64_t e = head; e >= 0 && m < FX_ROWSET_HOT + 1; e = s->next[e] - 1) chain[m++] = e;
         for (int64_t i = 0; i < m; i++) {
             int st = fx_tab_encode(srcs[s->src[chain[i]]], s->row[chain[i]], other);
             if (st != FX_ROW_OK) return st == FX_ROWSET_NOMEM ? -2 : -3;
@@ -454,7 +498,7 @@ int64_t fx_rowset_resolve(fx_rowset *s, const fx_tab *const *srcs, uint64_t key,
     uint64_t d = fx_segs_digest64(mine, fn);
     if (s->dmask) {
         uint64_t k = fx_table_find(s->dslot_key, s->dslot_head, s->dmask, d);
-        for (int64_t e = s->dslot_head[k]; e >= 0; e = s->next[e]) {
+        for (int64_t e = s->dslot_head[k]; e >= 0; e = s->next[e] - 1) {
             int st = fx_tab_encode(srcs[s->src[e]], s->row[e], other);
             if (st != FX_ROW_OK) return st == FX_ROWSET_NOMEM ? -2 : -3;
             s->compares++;

@@ -30,6 +30,7 @@
 
 #define FX_ROWSET_NOMEM 101   /* a row status: scratch could not grow          */
 #define FX_ROWSET_HOT 16      /* chain length at which a key turns hot          */
+#define FX_ROWSET_MAX_ENTRIES 2147483646   /* head entries are stored in 32 bits */
 
 /* One source: nchunks chunks of ncols top-level column descriptors each
  * (cols[k * ncols + j] is column j of chunk k), rows numbered across chunks. */
@@ -70,10 +71,10 @@ typedef struct {
     int64_t *row;             /* per entry: row in its source */
     /* allocated when two distinct rows first share a key (NULL until then): */
     uint64_t *digest;         /* per entry: full digest (valid when in the digest table) */
-    int64_t *next;            /* per entry: next entry of the same key chain / digest chain, -1 */
+    int64_t *next;            /* per entry: 1 + next entry of the same key / digest chain, 0 = end */
     uint8_t *flags;           /* per entry: 1 = head of a hot key */
-    uint64_t *kslot_key;      /* key table: key -> head entry (-1 = empty) */
-    int64_t *kslot_head;
+    uint64_t *kslot;          /* key table: tag << 32 | (head entry + 1); 0 = empty (see
+                                 FX_ROWSET_MAX_ENTRIES and fx_rowset.c) */
     uint64_t kmask; int64_t kcount;
     uint64_t *dslot_key;      /* digest table (hot keys only): digest -> first entry */
     int64_t *dslot_head;
@@ -83,7 +84,8 @@ typedef struct {
 
 void fx_rowset_init(fx_rowset *s);
 void fx_rowset_free(fx_rowset *s);
-int fx_rowset_reserve(fx_rowset *s, int64_t extra);   /* 0 or FX_ROWSET_NOMEM */
+/* Room for `extra` more entries: 0, FX_ROWSET_NOMEM, or -1 past FX_ROWSET_MAX_ENTRIES. */
+int fx_rowset_reserve(fx_rowset *s, int64_t extra);
 size_t fx_rowset_nbytes(const fx_rowset *s);
 
 /* For each i with cand[i] >= 0: compare row rows[i] of t with entry cand[i]; status[i] =

@@ -75,6 +75,11 @@ cdef extern from "fx_pack.h" nogil:
                        int strategy, int allow_overlong,
                        int64_t *order, int64_t *bin_offsets, int64_t *n_bins, int64_t *bad_item)
 
+cdef extern from "fx_perm.h" nogil:
+    int64_t FX_RANDPERM_MAX_N
+    int fx_randperm_mt19937(uint32_t seed, int64_t n, int64_t count, int64_t *out)
+    void fx_mt19937_fill(uint32_t seed, int64_t k, uint32_t *out)
+
 cdef extern from "fx_fill.h" nogil:
     int FX_T_I8, FX_T_I16, FX_T_I32, FX_T_I64, FX_T_U8, FX_T_U16, FX_T_U32, FX_T_U64
     int FX_T_F32, FX_T_F64, FX_T_F16, FX_T_NTYPES
@@ -87,6 +92,7 @@ cdef extern from "fx_fill.h" nogil:
 
 cdef extern from "fx_rowset.h" nogil:
     int FX_ROWSET_NOMEM, FX_ROWSET_HOT, FX_KEY_GROUP
+    int64_t FX_ROWSET_MAX_ENTRIES
     ctypedef struct fx_tab:
         int32_t ncols
         int64_t nchunks

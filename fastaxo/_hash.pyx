@@ -367,6 +367,7 @@ cdef class SeenSet:
 # ---------------------------------------------------------------- exact row set
 cdef enum:
     ROWSET_TASK = 256     # rows per task of the key / compare loops
+    INSERT_BLOCK = 32768  # rows per block of RowSetCore.insert (its scratch: 17 B a row)
 
 
 cdef class TabDesc:
@@ -467,104 +468,136 @@ cdef class RowSetCore:
         self.tabs.append(t)
         return len(self.tabs) - 1
 
-    def insert(self, int32_t src, const int64_t[::1] rows, uint8_t[::1] is_new, int num_threads):
-        """Insert rows (indices into source ``src``, in order); is_new[i] = 1 for a row not
-        equal to any row inserted before. Returns None, or (i, status) for the first bad row."""
-        cdef int64_t n = rows.shape[0], i, r, a, task, ntasks, e, nbad = 0, nerr = 0
-        cdef int t, st, inserted
+    def insert(self, int32_t src, object rows, int64_t first, uint8_t[::1] is_new, int num_threads):
+        """Insert rows of source ``src`` in order: ``rows`` (int64 indices into the source) or,
+        when None, the source's rows first, first + 1, ... (one per ``is_new`` entry);
+        is_new[i] = 1 for a row not equal to any row inserted before. Returns None, or
+        (i, status) for the first bad row.
+
+        Works in blocks of INSERT_BLOCK rows with one set of per-row buffers (keys, candidate
+        heads, statuses): on memory the process touches for the first time every page costs a
+        fault, so scratch that scales with the input would cost more than it saves."""
+        cdef int64_t n = is_new.shape[0], i, r, a, task, ntasks, e, nbad = 0, nerr = 0, b0, m
+        cdef int64_t nsrc_rows = (<TabDesc>self.tabs[src]).n if 0 <= src < len(self.tabs) else 0
+        cdef int t, st, inserted, rc
         cdef const fx_tab *tab
         cdef fx_sha256_compress_fn fn = _compress()
+        cdef const int64_t[::1] rmap
+        cdef const int64_t *rp
+        cdef int64_t *iota = NULL
         cdef uint64_t *keys = NULL
         cdef int64_t *cand = NULL
         cdef uint8_t *status = NULL
         cdef fx_segbuf *mine = NULL
         cdef fx_segbuf *other = NULL
         cdef fx_segbuf *group = NULL
+        cdef int64_t blk = min(n, <int64_t>INSERT_BLOCK)
         if num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
         if src < 0 or src >= len(self.tabs):
             raise ValueError(f"insert: no source {src}")
-        if is_new.shape[0] != n:
-            raise ValueError("insert: is_new must have one entry per row")
         tab = self.srcs[src]
-        for i in range(n):
-            if rows[i] < 0 or rows[i] >= (<TabDesc>self.tabs[src]).n:
-                raise IndexError(f"insert: row {rows[i]} out of range for a source of {(<TabDesc>self.tabs[src]).n} rows")
+        if rows is None:
+            if first < 0 or first + n > nsrc_rows:
+                raise IndexError(f"insert: rows [{first}, {first + n}) out of range for a source of {nsrc_rows} rows")
+        else:
+            rmap = rows
+            if rmap.shape[0] != n:
+                raise ValueError("insert: is_new must have one entry per row")
+            for i in range(n):
+                if rmap[i] < 0 or rmap[i] >= nsrc_rows:
+                    raise IndexError(f"insert: row {rmap[i]} out of range for a source of {nsrc_rows} rows")
         if n == 0:
             return None
-        ntasks = (n + ROWSET_TASK - 1) // ROWSET_TASK
         try:
-            keys = <uint64_t *>malloc(n * sizeof(uint64_t))
-            cand = <int64_t *>malloc(n * sizeof(int64_t))
-            status = <uint8_t *>calloc(n, 1)
+            keys = <uint64_t *>malloc(blk * sizeof(uint64_t))
+            cand = <int64_t *>malloc(blk * sizeof(int64_t))
+            status = <uint8_t *>malloc(blk)
+            if rows is None:
+                iota = <int64_t *>malloc(blk * sizeof(int64_t))
             mine = <fx_segbuf *>calloc(num_threads, sizeof(fx_segbuf))
             other = <fx_segbuf *>calloc(num_threads, sizeof(fx_segbuf))
             group = <fx_segbuf *>calloc(2 * num_threads * FX_KEY_GROUP, sizeof(fx_segbuf))
-            if keys is NULL or cand is NULL or status is NULL or mine is NULL or other is NULL or group is NULL:
+            if (keys is NULL or cand is NULL or status is NULL or mine is NULL or other is NULL
+                    or group is NULL or (rows is None and iota is NULL)):
                 raise MemoryError()
             for t in range(num_threads):
                 if fx_segbuf_alloc(&mine[t], SEG_CAP, BYTES_CAP) or fx_segbuf_alloc(&other[t], SEG_CAP, BYTES_CAP):
                     raise MemoryError()
             for i in range(2 * num_threads * FX_KEY_GROUP):
-                if fx_segbuf_alloc(&group[i], 256, 4096):   # grows for bigger rows
+                if fx_segbuf_alloc(&group[i], 32, 512):   # grows for bigger rows
                     raise MemoryError()
-            if fx_rowset_reserve(&self.rs, n):
+            rc = fx_rowset_reserve(&self.rs, n)
+            if rc == -1:
+                raise OverflowError(f"a RowSet holds at most {FX_ROWSET_MAX_ENTRIES:,} rows; it has "
+                                    f"{self.rs.count:,} and {n:,} more were added (use fastaxo.Seen)")
+            if rc:
                 raise MemoryError("out of memory growing the row set")
-            # 1. keys, in parallel (one thread team for all chunks of the source)
-            for task in prange(ntasks, nogil=True, num_threads=num_threads, schedule="dynamic",
-                               chunksize=1, use_threads_if=_par(num_threads, n, 0)):
-                t = threadid()
-                a = task * ROWSET_TASK
-                nbad += fx_tab_keys(tab, &rows[a], min(<int64_t>ROWSET_TASK, n - a), &group[2 * t * FX_KEY_GROUP],
-                                    &keys[a], &status[a])
-            if nbad:
-                for r in range(n):
-                    if status[r]:
-                        return (r, int(status[r]))
-            # 2. first row of each key (serial: first occurrence is an order)
-            with nogil:
-                for r in range(n):
-                    if r + 16 < n:
-                        fx_rowset_prefetch(&self.rs, keys[r + 16])
-                    cand[r] = fx_rowset_head(&self.rs, keys[r], src, rows[r], &inserted)
-                    if cand[r] == -2:
-                        nerr = 1
-                        break
-            if nerr:
-                raise MemoryError("out of memory growing the row set")
-            # 3. rows whose key was seen: compare with that key's first row, in parallel
-            for task in prange(ntasks, nogil=True, num_threads=num_threads, schedule="dynamic",
-                               chunksize=1, use_threads_if=_par(num_threads, n, 0)):
-                t = threadid()
-                a = task * ROWSET_TASK
-                nbad += fx_rowset_compare(&self.rs, self.srcs, tab, &rows[a], &cand[a],
-                                          min(<int64_t>ROWSET_TASK, n - a), &group[2 * t * FX_KEY_GROUP],
-                                          &status[a])   # 255: same key, different row
-            if nbad:
-                for r in range(n):
-                    if status[r] and status[r] != 255:
-                        return (r, int(status[r]))
-            # 4. the rest, in order: key collisions walk the key's chain
-            with nogil:
-                for r in range(n):
-                    if cand[r] < 0:
-                        is_new[r] = 1
-                    elif status[r] != 255:
-                        is_new[r] = 0
-                    else:
-                        st = fx_tab_encode(tab, rows[r], &mine[0])
-                        if st != FX_ROW_OK:
-                            nerr = 2
+            for b0 in range(0, n, blk):
+                m = min(blk, n - b0)
+                if rows is None:
+                    for i in range(m):
+                        iota[i] = first + b0 + i
+                    rp = iota
+                else:
+                    rp = &rmap[b0]
+                memset(status, 0, m)
+                ntasks = (m + ROWSET_TASK - 1) // ROWSET_TASK
+                # 1. keys, in parallel (one thread team for all chunks of the source)
+                for task in prange(ntasks, nogil=True, num_threads=num_threads, schedule="dynamic",
+                                   chunksize=1, use_threads_if=_par(num_threads, m, 0)):
+                    t = threadid()
+                    a = task * ROWSET_TASK
+                    nbad += fx_tab_keys(tab, &rp[a], min(<int64_t>ROWSET_TASK, m - a),
+                                        &group[2 * t * FX_KEY_GROUP], &keys[a], &status[a])
+                if nbad:
+                    for r in range(m):
+                        if status[r]:
+                            return (b0 + r, int(status[r]))
+                # 2. first row of each key (serial: first occurrence is an order)
+                with nogil:
+                    for r in range(m):
+                        if r + 16 < m:
+                            fx_rowset_prefetch(&self.rs, keys[r + 16])
+                        cand[r] = fx_rowset_head(&self.rs, keys[r], src, rp[r], &inserted)
+                        if cand[r] == -2:
+                            nerr = 1
                             break
-                        e = fx_rowset_resolve(&self.rs, self.srcs, keys[r], src, rows[r], &mine[0], &other[0], fn)
-                        if e < -1:
-                            nerr = 3 if e == -2 else 4
-                            break
-                        is_new[r] = e == -1
-            if nerr == 3 or nerr == 2:
-                raise MemoryError("out of memory in the row set")
-            if nerr:
-                raise RuntimeError("fastaxo row set: a stored row could not be re-read (its data changed?)")
+                if nerr:
+                    raise MemoryError("out of memory growing the row set")
+                # 3. rows whose key was seen: compare with that key's first row, in parallel
+                for task in prange(ntasks, nogil=True, num_threads=num_threads, schedule="dynamic",
+                                   chunksize=1, use_threads_if=_par(num_threads, m, 0)):
+                    t = threadid()
+                    a = task * ROWSET_TASK
+                    nbad += fx_rowset_compare(&self.rs, self.srcs, tab, &rp[a], &cand[a],
+                                              min(<int64_t>ROWSET_TASK, m - a), &group[2 * t * FX_KEY_GROUP],
+                                              &status[a])   # 255: same key, different row
+                if nbad:
+                    for r in range(m):
+                        if status[r] and status[r] != 255:
+                            return (b0 + r, int(status[r]))
+                # 4. the rest, in order: key collisions walk the key's chain
+                with nogil:
+                    for r in range(m):
+                        if cand[r] < 0:
+                            is_new[b0 + r] = 1
+                        elif status[r] != 255:
+                            is_new[b0 + r] = 0
+                        else:
+                            st = fx_tab_encode(tab, rp[r], &mine[0])
+                            if st != FX_ROW_OK:
+                                nerr = 2
+                                break
+                            e = fx_rowset_resolve(&self.rs, self.srcs, keys[r], src, rp[r], &mine[0], &other[0], fn)
+                            if e < -1:
+                                nerr = 3 if e == -2 else 4
+                                break
+                            is_new[b0 + r] = e == -1
+                if nerr == 3 or nerr == 2:
+                    raise MemoryError("out of memory in the row set")
+                if nerr:
+                    raise RuntimeError("fastaxo row set: a stored row could not be re-read (its data changed?)")
             return None
         finally:
             if mine is not NULL:
@@ -582,3 +615,4 @@ cdef class RowSetCore:
             free(keys)
             free(cand)
             free(status)
+            free(iota)

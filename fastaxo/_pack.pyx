@@ -6,7 +6,7 @@ This module trusts them for types but re-checks every invariant that protects me
 sizes, row widths) and reports a violation instead of writing out of bounds.
 """
 from cython.parallel cimport prange
-from libc.stdint cimport int32_t, int64_t, uint8_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
 from libc.string cimport memcpy
 from cpython.list cimport PyList_GET_SIZE, PyList_GET_ITEM
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
@@ -149,6 +149,35 @@ cdef uintptr_t _address(object arr) except? 0:
     cdef uintptr_t addr = <uintptr_t>view.buf
     PyBuffer_Release(&view)
     return addr
+
+
+RANDPERM_MAX_N = FX_RANDPERM_MAX_N
+
+
+def randperm_mt19937(uint64_t seed, int64_t n, int64_t count):
+    """What ``list(RandomSampler(range(n), num_samples=count))`` yields from a fresh torch
+    generator seeded with ``seed``, as an int64 array (csrc/fx_perm.h). 1 <= n < RANDPERM_MAX_N."""
+    if n < 1 or n >= FX_RANDPERM_MAX_N or count < 0:
+        raise ValueError(f"randperm_mt19937: n must be in [1, {FX_RANDPERM_MAX_N}) and count >= 0, "
+                         f"got n={n}, count={count}")
+    cdef int64_t room = ((count + n - 1) // n) * n
+    out = np.empty(room, dtype=np.int64)
+    cdef int64_t[::1] o = out
+    cdef int64_t *p = &o[0] if room else NULL
+    cdef uint32_t s32 = <uint32_t>(seed & 0xffffffffu)
+    with nogil:
+        if room:
+            fx_randperm_mt19937(s32, n, count, p)
+    return out[:count]
+
+
+def mt19937_fill(uint64_t seed, int64_t k):
+    """The first k outputs of MT19937 seeded by init_genrand(seed & 0xffffffff) (tests)."""
+    out = np.empty(max(k, 0), dtype=np.uint32)
+    cdef uint32_t[::1] o = out
+    if k > 0:
+        fx_mt19937_fill(<uint32_t>(seed & 0xffffffffu), k, &o[0])
+    return out
 
 
 def row_ptrs(list rows, object dtype):

@@ -176,3 +176,24 @@ def pad_rows(rows: list[np.ndarray], width: int, left: bool, pad: Any, pad_range
         tail = np.arange(width - keep, dtype=dt) if pad_range else np.full(width - keep, pad, dt)
         out[i] = np.concatenate([tail, part.astype(dt)] if left else [part.astype(dt), tail])
     return out
+
+
+def randperm_mt19937(seed: int, n: int, count: int) -> np.ndarray:
+    """Reference for ``_pack.randperm_mt19937``: torch's CPU randperm (forward Fisher-Yates,
+    z = next32() % (n - i)) on MT19937 seeded by init_genrand(seed & 0xffffffff), which is
+    NumPy's legacy ``RandomState(int)`` seeding; ``count // n`` whole permutations from one
+    stream, then the first ``count % n`` entries of one more."""
+    rs = np.random.RandomState(seed & 0xFFFFFFFF)
+    out: list[np.ndarray] = []
+    left = count
+    while left > 0:
+        steps = n - 1 if left >= n else left
+        raw = rs.randint(0, 2**32, size=steps, dtype=np.uint32).astype(np.int64)
+        z = raw % (n - np.arange(steps, dtype=np.int64))
+        p = list(range(n))
+        for i in range(steps):
+            j = i + int(z[i])
+            p[i], p[j] = p[j], p[i]
+        out.append(np.array(p[: min(n, left)], dtype=np.int64))
+        left -= n
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)

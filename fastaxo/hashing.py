@@ -560,14 +560,11 @@ class RowSet:
                      for b in batches]
             tab = ext.TabDesc(specs, [b.num_rows for b in batches], table.num_columns, keep)
             src = self._core.add_source(tab)
-            phys = np.arange(n, dtype=np.int64) if rows is None else rows
-            for a in range(0, n, 1 << 20):
-                b = min(n, a + (1 << 20))
-                bad = self._core.insert(src, phys[a:b], is_new[a:b], nt)
-                if bad is not None:
-                    row, status = bad
-                    what = "offsets out of order or out of range" if status == 1 else "a dictionary index out of range"
-                    raise InvalidInputError(f"data row {a + row} has {what}: the Arrow data is corrupt")
+            bad = self._core.insert(src, rows, 0, is_new, nt)
+            if bad is not None:
+                row, status = bad
+                what = "offsets out of order or out of range" if status == 1 else "a dictionary index out of range"
+                raise InvalidInputError(f"data row {row} has {what}: the Arrow data is corrupt")
         return is_new.view(bool)
 
 

@@ -105,6 +105,8 @@ def _sampler(kind, n, seed):
     if kind == "random-num-samples":
         return torch.utils.data.RandomSampler(range(n), num_samples=2 * n + 3,
                                               generator=torch.Generator().manual_seed(seed))
+    if kind == "random-global-num-samples":  # fastaxo replays the fresh generator in C
+        return torch.utils.data.RandomSampler(range(n), num_samples=n * (seed % 3) + seed % 7)
     if kind == "sequential":
         return torch.utils.data.SequentialSampler(range(n))
     return _ListSampler(list(np.random.default_rng(seed).permutation(n)))
@@ -114,7 +116,8 @@ def _sampler(kind, n, seed):
 @given(lengths=st.lists(st.integers(1, 300), min_size=1, max_size=300), cap=st.integers(300, 700),
        batch_size=st.integers(1, 5), bin_size=st.integers(1, 12), group=st.integers(1, 400),
        drop_last=st.booleans(), seed=st.integers(0, 2**16),
-       kind=st.sampled_from(["random-gen", "random-global", "random-num-samples", "sequential", "custom"]))
+       kind=st.sampled_from(["random-gen", "random-global", "random-num-samples", "random-global-num-samples",
+                             "sequential", "custom"]))
 def test_generate_batches_same_batches_stats_and_draws(lengths, cap, batch_size, bin_size, group, drop_last,
                                                        seed, kind):
     orig = fx._originals.get(("packing", "MultipackBatchSampler.generate_batches"),
@@ -130,7 +133,7 @@ def test_generate_batches_same_batches_stats_and_draws(lengths, cap, batch_size,
     assert runs[0] == runs[1]
     batches = runs[1][0]
     flat = [i for b in batches for bin_ in b for i in bin_]
-    if kind != "random-num-samples":  # that one draws more samples than rows: indices repeat
+    if not kind.endswith("num-samples"):  # those draw more samples than rows: indices repeat
         assert len(flat) == len(set(flat))  # no index twice
     for b in batches:
         assert len(b) == batch_size or not drop_last
@@ -149,6 +152,20 @@ def _draw_batches(fn, kind, lengths, cap, batch_size, bin_size, group, drop_last
     s._batches = None
     second = fn(s, set_stats=False)  # the next draws of the same generator
     return (list(first), list(second), s.total_tokens_used, s.total_token_slots, torch.rand(1).item())
+
+
+@pytest.mark.parametrize("n", [1, 2, 623, 625, 90_000])
+def test_sampler_replay_equals_torch(n):
+    """RandomSampler without a generator: fastaxo's C replay of the fresh generator (MT19937 +
+    torch's Fisher-Yates) gives torch's own order, and leaves the global generator where
+    torch's iterator leaves it."""
+    out = []
+    for fn in (fx._sampler_indices, lambda s: np.fromiter(iter(s), dtype=np.int64)):
+        torch.manual_seed(n)
+        s = torch.utils.data.RandomSampler(range(n), num_samples=2 * n + n // 3)
+        out.append((fn(s).tolist(), torch.rand(1).item()))
+    assert fx._SAMPLER_CHECK == [True]
+    assert out[0] == out[1]
 
 
 def test_packed_batches_behave_like_the_list():

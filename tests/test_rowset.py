@@ -110,6 +110,28 @@ def test_hf_dataset_with_and_without_indices_mapping():
         assert got == reference_keep(_reference.row_messages(d.with_format("arrow")[:]))
 
 
+@pytest.mark.parametrize("nt", [1, 2])
+def test_many_blocks_with_and_without_a_row_map(nt):
+    """More rows than one insert block (32,768): duplicates within a block, across blocks and
+    across calls; the same rows through a datasets-style row map (a shuffled take order)."""
+    datasets = pytest.importorskip("datasets")
+    rng = np.random.default_rng(11)
+    n = 80_000
+    base = [rng.integers(0, 30, rng.integers(0, 12)).tolist() for _ in range(n)]  # many equal by chance
+    t = pa.table({"input_ids": pa.array(base, pa.list_(pa.int32())), "n": [len(r) for r in base]})
+    msgs = _reference.row_messages(t)
+    rs = fastaxo.RowSet()
+    got = fastaxo.dedupe(t, seen=rs, num_threads=nt).keep.tolist()
+    want = reference_keep(msgs)
+    assert got == want and 0 < n - len(want) and len(want) < n
+    again = fastaxo.dedupe(t.slice(n - 40_000), seen=rs, num_threads=nt)
+    assert again.keep.tolist() == []  # every row was seen in the first call
+    ds = datasets.Dataset(datasets.table.InMemoryTable(t)).shuffle(seed=4)
+    order = ds._indices.column(0).to_numpy()
+    assert fastaxo.dedupe(ds, seen=fastaxo.RowSet(), num_threads=nt).keep.tolist() == \
+        reference_keep([msgs[i] for i in order])
+
+
 def test_huge_rows_outgrow_the_scratch():
     # 20,000 short strings in one row: more segments than the per-thread scratch holds
     big = ["x" * (i % 7) for i in range(20_000)]
