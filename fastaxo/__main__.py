@@ -6,8 +6,12 @@ fastaxo demo [--rows N]      prepare on the built-in dataset, next to a plain-Py
 fastaxo info                 what this build is: version, OpenMP, threads, SHA-256 path
 fastaxo dedupe [FILE ...]    exact dedupe of Parquet files (streamed, bounded memory);
                              with no FILE, of the built-in default dataset
+fastaxo bench [--quick] [--out DIR]
+                             the benchmark matrix against every installed baseline:
+                             results.json, results.md and PNG charts (matplotlib)
 
-Exit codes: 0 success, 1 a data error (the message names the file and row), 2 bad arguments.
+Exit codes: 0 success, 1 a data error (the message names the file and row; bench: a failed
+check), 2 bad arguments.
 """
 
 from __future__ import annotations
@@ -199,6 +203,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from fastaxo._benchmatrix import cmd_bench
+
+    return cmd_bench(args, args.argv[1:])
+
+
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -260,7 +270,20 @@ def main(argv: list[str] | None = None) -> int:
     p_d.add_argument("--threads", type=int, default=None, help="threads (default: FASTAXO_NUM_THREADS, OMP_NUM_THREADS, CPUs)")
     p_d.add_argument("--rows", type=int, default=200_000, help="rows of the built-in dataset (default 200000)")
     p_d.set_defaults(func=_cmd_dedupe)
+    from fastaxo._benchmatrix import add_arguments as _bench_arguments
+
+    p_b = sub.add_parser("bench", help="the benchmark matrix: JSON, Markdown and PNG charts",
+                         description="Run every kernel (hash_rows, dedupe, pack_bins, pack, pad, and the reader per "
+                         "format) at 10k, 100k, 1M and 10M rows against every installed baseline (hashlib, plain "
+                         "Python, NumPy, pyarrow, fast-axolotl, HF datasets, Axolotl), each cell in a fresh process "
+                         "(peak memory), outputs checked against the baselines; cells over the memory budget or "
+                         "the time limit are skipped and listed. Writes results.json, results.md and PNG charts "
+                         "(matplotlib, optional). Exit 1 if a check failed.")
+    _bench_arguments(p_b)
+    p_b.set_defaults(func=_cmd_bench)
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    args.argv = argv
     return int(args.func(args))
 
 
