@@ -1,7 +1,22 @@
 /* fx_rowset: exact set of table rows compared by value (see fx_rowset.h). */
+#if !defined(_WIN32) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE 1   /* MAP_ANONYMOUS under -std=c11 (glibc) */
+#endif
+#if defined(__APPLE__) && !defined(_DARWIN_C_SOURCE)
+#define _DARWIN_C_SOURCE 1
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include "fx_rowset.h"
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#if defined(MAP_ANONYMOUS) || defined(MAP_ANON)
+#define FX_ZMMAP 1
+#ifndef MAP_ANONYMOUS
+#define MAP_ANONYMOUS MAP_ANON
+#endif
+#endif
+#endif
 
 #define FX_KEY_WINDOWS 4   /* windows sampled from an encoding longer than 64 bytes */
 #define FX_KEY_WIDTH 16    /* bytes per window                                        */
@@ -252,6 +267,53 @@ uint64_t fx_segs_digest64(const fx_segbuf *sb, fx_sha256_compress_fn fn)
     return fx_load64(out);
 }
 
+/* Zeroed arrays whose pages stay untouched until written.  A set is typically built once
+ * per process on fresh memory, where every page touched costs a fault (~1 ms per MiB on
+ * the VMs this was measured on), and most of a set's zeroed arrays (chain links, the key
+ * table) are written sparsely.  calloc only guarantees that when the block happens to be
+ * fresh from mmap; from a reused heap block it memsets all of it.  So big ones are mapped
+ * directly (POSIX), the rest come from calloc. */
+#define FX_ZBIG ((size_t)1 << 18)
+
+static void *fx_zalloc(size_t bytes)
+{
+#ifdef FX_ZMMAP
+    if (bytes >= FX_ZBIG) {
+        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+#endif
+    return calloc(bytes ? bytes : 1, 1);
+}
+
+static void fx_zfree(void *p, size_t bytes)
+{
+    if (p == NULL) return;
+#ifdef FX_ZMMAP
+    if (bytes >= FX_ZBIG) {
+        munmap(p, bytes);
+        return;
+    }
+#endif
+    free(p);
+}
+
+/* A zeroed array grown from `old` to `bytes` bytes (the new part zero), or NULL (p kept). */
+static void *fx_zgrow(void *p, size_t old, size_t bytes)
+{
+    void *q = fx_zalloc(bytes);
+    if (q == NULL) return NULL;
+    if (old) memcpy(q, p, old);
+    fx_zfree(p, old);
+    return q;
+}
+
+#define FX_ZGROW(ptr, type, oldn, n) do { \
+        type *p_ = (type *)fx_zgrow((ptr), (size_t)(oldn) * sizeof(type), (size_t)(n) * sizeof(type)); \
+        if (p_ == NULL) return FX_ROWSET_NOMEM; \
+        (ptr) = p_; \
+    } while (0)
+
 /* ------------------------------------------------------------------ the set */
 void fx_rowset_init(fx_rowset *s)
 {
@@ -260,8 +322,12 @@ void fx_rowset_init(fx_rowset *s)
 
 void fx_rowset_free(fx_rowset *s)
 {
-    free(s->src); free(s->row); free(s->digest); free(s->next); free(s->flags);
-    free(s->kslot); free(s->dslot_key); free(s->dslot_head);
+    size_t cap = (size_t)s->cap;
+    free(s->src); free(s->row);
+    fx_zfree(s->digest, cap * sizeof(uint64_t)); fx_zfree(s->next, cap * sizeof(int64_t));
+    fx_zfree(s->flags, cap);
+    fx_zfree(s->kslot, s->kmask ? (size_t)(s->kmask + 1) * sizeof(uint64_t) : 0);
+    free(s->dslot_key); free(s->dslot_head);
     fx_rowset_init(s);
 }
 
@@ -288,27 +354,29 @@ static int fx_entries_reserve(fx_rowset *s, int64_t need)
     FX_GROW(s->src, int32_t, cap);
     FX_GROW(s->row, int64_t, cap);
     if (s->next != NULL) {   /* the chain arrays exist once a key was shared (see fx_extras) */
-        FX_GROW(s->digest, uint64_t, cap);
-        FX_GROW(s->next, int64_t, cap);
-        FX_GROW(s->flags, uint8_t, cap);
+        FX_ZGROW(s->digest, uint64_t, s->cap, cap);
+        FX_ZGROW(s->next, int64_t, s->cap, cap);
+        FX_ZGROW(s->flags, uint8_t, s->cap, cap);
     }
     s->cap = cap;
     return 0;
 }
 
 /* Chain links, digests and hot flags: allocated the first time two distinct rows share a
- * key (most sets never need them: 12 bytes per entry instead of 29).  All three start as
- * zeros from calloc (a link is next entry + 1, 0 = end of chain), so a set that needs them
- * for a few entries touches a few pages of them, not all (fresh pages cost a fault each). */
+ * key (most sets never need them: 12 bytes per entry instead of 29).  All three are zeroed
+ * arrays (fx_zalloc; a link is next entry + 1, 0 = end of chain) that nothing writes until an
+ * entry joins a chain, so a set with a few shared keys touches a few pages of them. */
 static int fx_extras(fx_rowset *s)
 {
     if (s->next != NULL) return 0;
-    int64_t cap = s->cap ? s->cap : 1024;
-    s->digest = (uint64_t *)calloc((size_t)cap, sizeof(uint64_t));
-    s->flags = (uint8_t *)calloc((size_t)cap, 1);
-    s->next = (int64_t *)calloc((size_t)cap, sizeof(int64_t));  /* 0 = end of chain */
+    if (s->cap == 0 && fx_entries_reserve(s, 1)) return FX_ROWSET_NOMEM;
+    size_t cap = (size_t)s->cap;   /* the chain arrays always have the entries' capacity */
+    s->digest = (uint64_t *)fx_zalloc(cap * sizeof(uint64_t));
+    s->flags = (uint8_t *)fx_zalloc(cap);
+    s->next = (int64_t *)fx_zalloc(cap * sizeof(int64_t));
     if (s->digest == NULL || s->flags == NULL || s->next == NULL) {
-        free(s->digest); free(s->flags); free(s->next);
+        fx_zfree(s->digest, cap * sizeof(uint64_t)); fx_zfree(s->flags, cap);
+        fx_zfree(s->next, cap * sizeof(int64_t));
         s->digest = NULL; s->flags = NULL; s->next = NULL;
         return FX_ROWSET_NOMEM;
     }
@@ -366,9 +434,9 @@ static inline uint32_t fx_tag(uint64_t key) { return (uint32_t)(key >> 32); }
 static int fx_ktable_resize(fx_rowset *s, int64_t need)
 {
     uint64_t size = 1024;
-    while ((double)size * 0.75 < (double)need) size *= 2;
+    while ((double)size * 0.8 < (double)need) size *= 2;   /* load <= 0.8: 8 slots a line */
     if (s->kmask && size <= s->kmask + 1) return 0;
-    uint64_t *nk = (uint64_t *)calloc(size, sizeof(uint64_t));  /* fresh pages: zero, untouched */
+    uint64_t *nk = (uint64_t *)fx_zalloc(size * sizeof(uint64_t));  /* zero, untouched */
     if (nk == NULL) return FX_ROWSET_NOMEM;
     if (s->kmask) {
         for (uint64_t i = 0; i <= s->kmask; i++) {
@@ -379,7 +447,7 @@ static int fx_ktable_resize(fx_rowset *s, int64_t need)
             nk[j] = v;
         }
     }
-    free(s->kslot);
+    fx_zfree(s->kslot, s->kmask ? (size_t)(s->kmask + 1) * sizeof(uint64_t) : 0);
     s->kslot = nk;
     s->kmask = size - 1;
     return 0;
@@ -412,12 +480,7 @@ static int64_t fx_new_entry(fx_rowset *s, uint64_t key, int32_t src, int64_t row
     (void)key;
     s->src[e] = src;
     s->row[e] = row;
-    if (s->next != NULL) {
-        s->digest[e] = 0;
-        s->next[e] = 0;
-        s->flags[e] = 0;
-    }
-    return e;
+    return e;   /* its digest, link and flag (if allocated) are still zero: never written */
 }
 
 void fx_rowset_prefetch(const fx_rowset *s, uint64_t key)

@@ -122,3 +122,33 @@ cdef extern from "fx_rowset.h" nogil:
     int64_t fx_rowset_head(fx_rowset *s, uint64_t key, int32_t src, int64_t row, int *inserted)
     int64_t fx_rowset_resolve(fx_rowset *s, const fx_tab *const *srcs, uint64_t key, int32_t src,
                               int64_t row, fx_segbuf *mine, fx_segbuf *other, fx_sha256_compress_fn fn)
+
+
+cdef extern from "fx_arrow_c.h" nogil:
+    struct ArrowSchema:
+        const char *format
+        const char *name
+        const char *metadata
+        int64_t flags
+        int64_t n_children
+        ArrowSchema **children
+        ArrowSchema *dictionary
+        void (*release)(ArrowSchema *)
+        void *private_data
+    struct ArrowArray:
+        int64_t length
+        int64_t null_count
+        int64_t offset
+        int64_t n_buffers
+        int64_t n_children
+        const void **buffers
+        ArrowArray **children
+        ArrowArray *dictionary
+        void (*release)(ArrowArray *)
+        void *private_data
+    struct ArrowArrayStream:
+        int (*get_schema)(ArrowArrayStream *, ArrowSchema *out)
+        int (*get_next)(ArrowArrayStream *, ArrowArray *out)
+        const char *(*get_last_error)(ArrowArrayStream *)
+        void (*release)(ArrowArrayStream *)
+        void *private_data

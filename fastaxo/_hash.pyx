@@ -10,6 +10,7 @@ from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memset
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_AsUTF8String
+from cpython.pycapsule cimport PyCapsule_GetPointer
 
 from fastaxo._csrc cimport *
 from fastaxo._openmp cimport FX_HAVE_OPENMP, omp_get_max_threads, omp_get_num_procs
@@ -370,19 +371,141 @@ cdef enum:
     INSERT_BLOCK = 32768  # rows per block of RowSetCore.insert (its scratch: 17 B a row)
 
 
+cdef int _c_kind(const char *fmt, int32_t *width) noexcept nogil:
+    """fx_col kind of an Arrow C format string, -1 for a type the C path does not take (the
+    caller then uses fastaxo._arrow.column_spec). The kinds and widths are column_spec's."""
+    cdef char c0 = fmt[0]
+    cdef int64_t w = 0
+    cdef const char *p
+    width[0] = 0
+    if c0 == 0:
+        return -1
+    if fmt[1] == 0:
+        if c0 == b'c' or c0 == b'C':
+            width[0] = 1
+            return FX_COL_FIXED
+        if c0 == b's' or c0 == b'S' or c0 == b'e':
+            width[0] = 2
+            return FX_COL_FIXED
+        if c0 == b'i' or c0 == b'I' or c0 == b'f':
+            width[0] = 4
+            return FX_COL_FIXED
+        if c0 == b'l' or c0 == b'L' or c0 == b'g':
+            width[0] = 8
+            return FX_COL_FIXED
+        if c0 == b'b':
+            width[0] = 1
+            return FX_COL_BOOL
+        if c0 == b'n':
+            return FX_COL_NULL
+        return -1
+    if c0 != b'+':
+        return -1
+    if fmt[2] == 0:
+        if fmt[1] == b'l':
+            return FX_COL_LIST32
+        if fmt[1] == b'L':
+            return FX_COL_LIST64
+        if fmt[1] == b's':
+            return FX_COL_STRUCT
+        return -1
+    if fmt[1] == b'w' and fmt[2] == b':':
+        p = fmt + 3
+        while 48 <= p[0] <= 57 and w <= 2147483647:   # 0-9
+            w = w * 10 + (p[0] - 48)
+            p += 1
+        if p[0] != 0 or p == fmt + 3 or w > 2147483647:
+            return -1
+        width[0] = <int32_t>w
+        return FX_COL_FIXED_LIST
+    return -1
+
+
+cdef Py_ssize_t _c_count(const ArrowSchema *sc) noexcept nogil:
+    """Nodes of one column's descriptor tree, or -1 if some type is not taken."""
+    cdef int32_t w
+    cdef Py_ssize_t total = 1, k, sub
+    if sc.dictionary is not NULL or _c_kind(sc.format, &w) < 0:
+        return -1
+    for k in range(sc.n_children):
+        sub = _c_count(sc.children[k])
+        if sub < 0:
+            return -1
+        total += sub
+    return total
+
+
+cdef int _c_fill(fx_col *node, const ArrowSchema *sc, const ArrowArray *arr, fx_col **free_nodes,
+                 int64_t parent_offset) noexcept nogil:
+    """Descriptor of arr (whose type sc passed _c_count) into node; its children come from
+    *free_nodes (advanced). -1 if the array does not have the buffers its type needs.
+
+    column_spec describes a struct's children as pyarrow's StructArray.field() returns them:
+    sliced by the struct's offset (fx_rows encodes struct row i from child row i). The C
+    interface exports them unsliced, so a struct passes its own (effective) offset down and
+    the child's offset is the sum; list children are indexed by the list's offsets as they are."""
+    cdef int32_t w = 0
+    cdef int kind = _c_kind(sc.format, &w)
+    cdef int64_t k, need
+    cdef fx_col *kids
+    if arr.n_children != sc.n_children:
+        return -1
+    need = 0 if kind == FX_COL_NULL else (1 if kind == FX_COL_STRUCT or kind == FX_COL_FIXED_LIST else 2)
+    if arr.n_buffers < need:
+        return -1
+    node.kind = kind
+    node.width = w
+    node.offset = arr.offset + parent_offset
+    node.length = arr.length
+    node.validity = NULL
+    if need and arr.null_count != 0:
+        node.validity = <const uint8_t *>arr.buffers[0]
+    node.offsets = NULL
+    node.data = NULL
+    node.data_len = 0
+    node.nchildren = 0
+    node.children = NULL
+    if kind == FX_COL_FIXED or kind == FX_COL_BOOL:
+        node.data = <const uint8_t *>arr.buffers[1]
+    elif kind == FX_COL_LIST32 or kind == FX_COL_LIST64:
+        node.offsets = arr.buffers[1]
+    if sc.n_children:
+        kids = free_nodes[0]
+        free_nodes[0] += sc.n_children
+        node.nchildren = <int32_t>sc.n_children
+        node.children = kids
+        for k in range(sc.n_children):
+            if _c_fill(&kids[k], sc.children[k], arr.children[k], free_nodes,
+                       node.offset if kind == FX_COL_STRUCT else 0) < 0:
+                return -1
+    return 0
+
+
 cdef class TabDesc:
     """Column descriptors of one source (every chunk) for fx_rowset: one node array.
 
-    ``chunks`` is a list (one per chunk) of lists (one per column) of descriptor tuples
-    (fastaxo._arrow.column_spec); ``keep`` holds the Arrow objects they point into.
+    ``TabDesc(chunks, lengths, ncols, keep)``: ``chunks`` is a list (one per chunk) of lists (one
+    per column) of descriptor tuples (fastaxo._arrow.column_spec); ``keep`` holds the Arrow
+    objects they point into. ``TabDesc.from_arrow(table, keep)`` builds the same descriptors in C
+    from the table's Arrow C stream (no Python object per chunk and column), or returns None
+    when a column has a type only column_spec takes.
     """
     cdef fx_col *nodes
     cdef int64_t *starts
     cdef fx_tab tab
+    cdef ArrowArray *arrays      # the exported chunks (from_arrow), released in __dealloc__
+    cdef Py_ssize_t narrays
     cdef readonly int64_t n
     cdef readonly object keep
 
-    def __cinit__(self, list chunks, list lengths, int32_t ncols, object keep):
+    def __cinit__(self):
+        self.nodes = NULL
+        self.starts = NULL
+        self.arrays = NULL
+        self.narrays = 0
+        self.n = 0
+
+    def __init__(self, list chunks, list lengths, int32_t ncols, object keep):
         cdef Py_ssize_t nch = len(chunks), total = 0, nxt, qi, k, j
         if len(lengths) != nch or ncols < 1:
             raise ValueError("TabDesc: one length per chunk and >= 1 column")
@@ -418,8 +541,95 @@ cdef class TabDesc:
         self.tab.nchunks = nch
         self.tab.starts = self.starts
         self.tab.cols = self.nodes
+        self.keep = keep
+
+    @staticmethod
+    def from_arrow(object table, object keep):
+        """The descriptors of a pyarrow Table (>= 1 column) from its Arrow C stream, or None
+        when a column's type (dictionary, string/binary, views, run-end, map, ...) is left to
+        fastaxo._arrow.column_spec. ``keep`` must hold the table for the TabDesc's lifetime."""
+        cdef TabDesc t
+        cdef ArrowSchema schema
+        cdef ArrowArray arr
+        cdef ArrowArrayStream *stream
+        cdef ArrowArray *grown
+        cdef Py_ssize_t per_chunk = 0, sub, j, cap = 0, nch = 0, k
+        cdef int32_t ncols, w
+        cdef fx_col *free_nodes
+        cdef int rc
+        capsule = table.__arrow_c_stream__()
+        stream = <ArrowArrayStream *>PyCapsule_GetPointer(capsule, "arrow_array_stream")
+        schema.release = NULL
+        if stream.get_schema(stream, &schema) != 0:
+            return None
+        try:
+            if _c_kind(schema.format, &w) != FX_COL_STRUCT or schema.n_children < 1 or schema.n_children >= 2**31:
+                return None
+            ncols = <int32_t>schema.n_children
+            for j in range(ncols):
+                sub = _c_count(schema.children[j])
+                if sub < 0:
+                    return None
+                per_chunk += sub
+            t = TabDesc.__new__(TabDesc)
+            t.keep = keep
+            while True:
+                arr.release = NULL
+                if stream.get_next(stream, &arr) != 0:
+                    return None
+                if arr.release is NULL:
+                    break  # end of stream
+                if arr.length == 0:
+                    arr.release(&arr)
+                    continue
+                if arr.offset != 0 or arr.n_children != ncols:
+                    arr.release(&arr)
+                    return None
+                if t.narrays == cap:
+                    cap = max(16, 2 * cap)
+                    grown = <ArrowArray *>realloc(t.arrays, cap * sizeof(ArrowArray))
+                    if grown is NULL:
+                        arr.release(&arr)
+                        raise MemoryError()
+                    t.arrays = grown
+                t.arrays[t.narrays] = arr  # moved (the C interface allows a bitwise move)
+                t.narrays += 1
+            nch = t.narrays
+            t.nodes = <fx_col *>calloc(max(nch * per_chunk, 1), sizeof(fx_col))
+            t.starts = <int64_t *>malloc((nch + 1) * sizeof(int64_t))
+            if t.nodes is NULL or t.starts is NULL:
+                raise MemoryError()
+            t.starts[0] = 0
+            free_nodes = t.nodes + nch * ncols   # top-level nodes first, chunk-major
+            rc = 0
+            with nogil:
+                for k in range(nch):
+                    t.starts[k + 1] = t.starts[k] + t.arrays[k].length
+                    for j in range(ncols):
+                        if _c_fill(&t.nodes[k * ncols + j], schema.children[j], t.arrays[k].children[j],
+                                   &free_nodes, 0) < 0:
+                            rc = -1
+                            break
+                    if rc:
+                        break
+            if rc:
+                return None
+            t.n = t.starts[nch]
+            t.tab.ncols = ncols
+            t.tab.nchunks = nch
+            t.tab.starts = t.starts
+            t.tab.cols = t.nodes
+            return t
+        finally:
+            if schema.release is not NULL:
+                schema.release(&schema)
 
     def __dealloc__(self):
+        cdef Py_ssize_t k
+        for k in range(self.narrays):
+            if self.arrays[k].release is not NULL:
+                self.arrays[k].release(&self.arrays[k])
+        free(self.arrays)
         free(self.nodes)
         free(self.starts)
 

@@ -555,10 +555,12 @@ class RowSet:
                         is_new[i] = 1
                 return is_new.view(bool)
             keep: list[Any] = [table]
-            batches = [b for b in table.to_batches() if b.num_rows]
-            specs = [[_arrow.column_spec(b.column(j), keep, name) for j, name in enumerate(table.column_names)]
-                     for b in batches]
-            tab = ext.TabDesc(specs, [b.num_rows for b in batches], table.num_columns, keep)
+            tab = ext.TabDesc.from_arrow(table, keep) if hasattr(table, "__arrow_c_stream__") else None
+            if tab is None:  # a type the C path leaves to column_spec (strings, dictionaries, ...)
+                batches = [b for b in table.to_batches() if b.num_rows]
+                specs = [[_arrow.column_spec(b.column(j), keep, name) for j, name in enumerate(table.column_names)]
+                         for b in batches]
+                tab = ext.TabDesc(specs, [b.num_rows for b in batches], table.num_columns, keep)
             src = self._core.add_source(tab)
             bad = self._core.insert(src, rows, 0, is_new, nt)
             if bad is not None:
