@@ -19,8 +19,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import signal
 import sys
+import threading
 import time
+from typing import Any
 
 
 def _rss_peak_mib() -> float | None:
@@ -120,18 +123,38 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
     from fastaxo.errors import FastaxoError
     from fastaxo.prepare import prepare
 
+    # A Ctrl-C is a KeyboardInterrupt wherever it lands, but one that lands inside library code
+    # (an import, a C extension's callback) can come out as some other exception: remember
+    # that it happened, so that whatever comes out is reported as the interrupt it was.
+    interrupted = threading.Event()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        interrupted.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint) if threading.current_thread() is threading.main_thread() \
+        else None
     try:
         rep = prepare(args.inputs, args.output, args.seq_len, strategy=args.strategy, overflow=args.overflow,
                       attention=args.attention, dedupe=not args.no_dedupe,
                       dedupe_columns=args.dedupe_columns.split(",") if args.dedupe_columns else None,
                       pack_window=args.pack_window, tokenizer=args.tokenizer, text_column=args.text_column,
                       batch_rows=args.batch_rows, format=args.format, progress=not args.quiet,
-                      num_threads=args.threads)
-    except (FastaxoError, ImportError, OSError) as e:
-        return _fail("prepare", e)
+                      num_threads=args.threads, cancel=interrupted)
     except KeyboardInterrupt:
         print("fastaxo prepare: interrupted; no output written", file=sys.stderr)
         return 130
+    except Exception as e:
+        if interrupted.is_set():
+            print(f"fastaxo prepare: interrupted ({type(e).__name__} on the way out); no output written",
+                  file=sys.stderr)
+            return 130
+        if isinstance(e, (FastaxoError, ImportError, OSError)):
+            return _fail("prepare", e)
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     print(rep)
     if args.report_json:
         rep.to_json(args.report_json)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from fastaxo import _arrow
 from fastaxo.errors import (
     ColumnNotFoundError,
     FileFormatError,
@@ -157,7 +158,7 @@ def _token_column(arr: pa.Array, name: str, path: str, row0: int) -> pa.Array:
         i = int(np.flatnonzero(~np.asarray(arr.is_valid()))[0])
         raise NullValueError(f"{_where(path, row0 + i)}: {name} is null; expected a list of token ids")
     values = arr.values  # respect the slice: use offsets
-    offs = np.asarray(arr.offsets)
+    offs = _arrow._offsets(arr, pa.types.is_large_list(t))  # (np.asarray(pa.Array) imports pandas)
     flat = values.slice(int(offs[0]), int(offs[-1] - offs[0]))
     if flat.null_count:
         k = int(np.flatnonzero(~np.asarray(flat.is_valid()))[0])
@@ -165,7 +166,7 @@ def _token_column(arr: pa.Array, name: str, path: str, row0: int) -> pa.Array:
         raise NullValueError(f"{_where(path, row0 + i)}: {name} holds a null token; expected integers")
     if t.value_type == _I32:
         return arr
-    v = np.asarray(flat)
+    v = _arrow.fixed_view(flat)
     bad = np.flatnonzero((v < -(2**31)) | (v > 2**31 - 1)) if v.size else v
     if len(bad):
         k = int(bad[0])
@@ -177,7 +178,7 @@ def _token_column(arr: pa.Array, name: str, path: str, row0: int) -> pa.Array:
 
 
 def _lengths(arr: pa.Array) -> np.ndarray:
-    return np.diff(np.asarray(arr.offsets)).astype(np.int64, copy=False)
+    return np.diff(_arrow._offsets(arr, pa.types.is_large_list(arr.type))).astype(np.int64, copy=False)
 
 
 def _compact(table: pa.Table, keep: np.ndarray) -> pa.Table:
@@ -189,16 +190,16 @@ def _compact(table: pa.Table, keep: np.ndarray) -> pa.Table:
     cols = {}
     for name in table.column_names:
         arr = table.column(name).chunk(0) if table.column(name).num_chunks == 1 else table.column(name).combine_chunks()
-        offs = np.asarray(arr.offsets)
-        flat = np.asarray(arr.values)[offs[0] : offs[-1]]
+        offs = _arrow._offsets(arr, pa.types.is_large_list(arr.type))
+        flat = _arrow.fixed_view(arr.values)[offs[0] : offs[-1]]
         lens = np.diff(offs)
         new = np.zeros(len(keep) + 1, np.int64)
         np.cumsum(lens[keep], out=new[1:])
         values = flat[np.repeat(mask, lens)]
         if pa.types.is_large_list(arr.type) or new[-1] >= 2**31:
-            cols[name] = pa.LargeListArray.from_arrays(pa.array(new), pa.array(values))
+            cols[name] = pa.LargeListArray.from_arrays(_arrow.from_numpy(new), _arrow.from_numpy(values))
         else:
-            cols[name] = pa.ListArray.from_arrays(pa.array(new.astype(np.int32)), pa.array(values))
+            cols[name] = pa.ListArray.from_arrays(_arrow.from_numpy(new.astype(np.int32)), _arrow.from_numpy(values))
     return pa.table(cols)
 
 
@@ -229,8 +230,8 @@ def _tokenize(tok: Any, arr: pa.Array, column: str, path: str, row0: int) -> pa.
     np.cumsum(lens, out=offsets[1:])
     values = np.fromiter(itertools.chain.from_iterable(e.ids for e in encs), np.int32, count=int(offsets[-1]))
     if offsets[-1] < 2**31:
-        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values))
-    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))
+        return pa.ListArray.from_arrays(_arrow.from_numpy(offsets.astype(np.int32)), _arrow.from_numpy(values))
+    return pa.LargeListArray.from_arrays(_arrow.from_numpy(offsets), _arrow.from_numpy(values))
 
 
 # ---------------------------------------------------------------- the writer
@@ -317,7 +318,8 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
             attention: str = "segments", dedupe: bool = True, dedupe_columns: Sequence[str] | None = None,
             pack_window: int = DEFAULT_PACK_WINDOW, tokenizer: str | None = None, text_column: str = "text",
             batch_rows: int = 8192, format: str | None = None, progress: bool = False,
-            num_threads: int | None = None, reader_options: dict[str, Any] | None = None) -> PrepareReport:
+            num_threads: int | None = None, reader_options: dict[str, Any] | None = None,
+            cancel: Any = None) -> PrepareReport:
     """Dedupe and pack tokenized rows from files into a packed Parquet file, in bounded memory.
 
     Parameters
@@ -352,6 +354,11 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
         Passed to :func:`fastaxo.iter_batches` (``format`` for names it cannot detect).
     progress : bool
         Show a tqdm progress bar on stderr (if tqdm is installed).
+    cancel : threading.Event, optional
+        Checked before every batch: once set, prepare stops as on KeyboardInterrupt (the
+        temporary file is removed, nothing is written to ``output``). ``fastaxo prepare`` sets
+        it on Ctrl-C, so that an interrupt swallowed by library code (pyarrow's lazy imports
+        catch what lands in them) still stops the run.
 
     Returns
     -------
@@ -449,8 +456,8 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
         st = it.stats
         w0 = writer.seconds
         for chunk in it:  # reuse_buffers: each chunk is written before the next one is filled
-            offs = pa.array(chunk["bin_offsets"].astype(np.int32))  # a chunk holds <= max(2**22, seq_len) tokens
-            cols = [pa.ListArray.from_arrays(offs, pa.array(chunk[f.name])) for f in fields]
+            offs = _arrow.from_numpy(chunk["bin_offsets"].astype(np.int32))  # a chunk holds <= max(2**22, seq_len) tokens
+            cols = [pa.ListArray.from_arrays(offs, _arrow.from_numpy(chunk[f.name])) for f in fields]
             writer.write(cols)
         rep.pack_seconds += time.perf_counter() - t0 - (writer.seconds - w0)
         rep.windows += 1
@@ -491,6 +498,8 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
             row0 = 0
             try:
                 for batch in reader:
+                    if cancel is not None and cancel.is_set():
+                        raise KeyboardInterrupt
                     n = batch.num_rows
                     if n == 0:
                         continue
@@ -532,7 +541,7 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
                         td = time.perf_counter()
                         key = pa.table({c: (work[c] if c in work else batch.column(c)) for c in key_cols})
                         if keep is not None:
-                            key = key.take(pa.array(keep))
+                            key = key.take(_arrow.from_numpy(keep))
                         res = _dedupe(key, seen=seen, num_threads=nt)
                         rep.duplicates += res.n_duplicates
                         if res.n_duplicates:

@@ -399,3 +399,36 @@ def test_2m_rows_peak_rss_under_1gib_and_output_verified(tmp_path):
         for p in (src, out):
             if os.path.exists(p):
                 os.unlink(p)
+
+
+def test_ctrl_c_leaves_no_output_that_looks_complete(tmp_path):
+    """SIGINT while row groups are being written: exit 130, OUT untouched (an earlier file stays
+    as it was), the temporary file removed, a message on stderr."""
+    import signal
+    import time
+
+    src = str(tmp_path / "in.parquet")
+    ids, labs = _rows(60_000, seed=9, max_len=400)
+    _write(src, ids, labs, row_group_size=2_000)
+    out = tmp_path / "out.parquet"
+    out.write_bytes(b"old")
+    env = {**os.environ, "FASTAXO_REQUIRE_EXTENSION": "1"}
+    # small windows and batches: many row groups, so the interrupt lands mid-write
+    p = subprocess.Popen([sys.executable, "-m", "fastaxo", "prepare", src, "-o", str(out), "--seq-len", "512",
+                          "--pack-window", "500", "--batch-rows", "500", "-q"],
+                         cwd="/", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    tmp_seen = False
+    while time.monotonic() < deadline and p.poll() is None:
+        if any(".fastaxo-tmp-" in f for f in os.listdir(tmp_path)):
+            tmp_seen = True
+            time.sleep(0.05)
+            break
+        time.sleep(0.005)
+    assert tmp_seen, "prepare finished before it could be interrupted; make the input bigger"
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert out.read_bytes() == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["in.parquet", "out.parquet"]
+    assert "interrupt" in err.lower()
