@@ -57,7 +57,7 @@ def test_json_schema_and_every_cell_ran_and_passed_its_check(run):
         for key, im in res["kernels"][k]["impls"].items():
             assert (k, key) in not_run or any(c["kernel"] == k and c["impl"] == key for c in ran), (k, key)
     for c in ran:
-        assert c["status"] == "ok", c
+        assert c["status"] == "ok", (c["kernel"], c["impl"], c["status"], c.get("reason"))
         assert c["median_s"] > 0 and len(c["times_s"]) == 1
         assert c["rows_per_s"] == pytest.approx(10000 / c["median_s"])
         assert (c["tokens_per_s"] or c["mb_per_s"]) > 0
