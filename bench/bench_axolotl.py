@@ -1283,7 +1283,15 @@ def main() -> None:
     p.add_argument("--out", default=str(HERE / "results" / "bench_axolotl"),
                    help="output prefix: <out>.txt and <out>.jsonl (default bench/results/bench_axolotl)")
     p.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (printed)")
+    p.add_argument("--sections", default="dedupe,sampler,pack,collate",
+                   help="in-process sections to run, comma-separated (default: all of dedupe,sampler,pack,collate; "
+                        "the e2e runs are governed by --skip-e2e). Without dedupe, the later sections get the "
+                        "deduplicated dataset from the plugin's dedupe (the same rows, as the tests check)")
     a = p.parse_args()
+    a.sections = [x for x in a.sections.split(",") if x]
+    bad = sorted(set(a.sections) - {"dedupe", "sampler", "pack", "collate"})
+    if bad:
+        p.error(f"--sections: unknown section(s) {', '.join(bad)}; choose from dedupe,sampler,pack,collate")
     if a.quick:
         a.rows = min(a.rows, 10_000) if "--rows" not in sys.argv else a.rows
         a.reps = min(a.reps, 2)
@@ -1360,19 +1368,29 @@ def main() -> None:
                f"handle_long_seq_in_dataset ({len(ctx.ds_nopack):,} rows, indices mapping: "
                f"{yesno(ctx.ds_nopack._indices is not None)}) -> process_datasets_for_packing ({len(ctx.ds):,} rows, "
                f"columns {', '.join(ctx.ds.column_names)}, indices mapping: {yesno(ctx.ds._indices is not None)})")
-    with section("dedupe"):
-        results["dedupe"] = dedupe_section(ctx, a, rec, e2e)
-    train_ds = results["dedupe"].pop("dedup_out").flatten_indices()  # what the trainer loads from the prepared dir
+    if "dedupe" in a.sections:
+        with section("dedupe"):
+            results["dedupe"] = dedupe_section(ctx, a, rec, e2e)
+        dedup_out = results["dedupe"].pop("dedup_out")
+    else:
+        from axolotl.utils.data import utils as du
+        from fastaxo.integrations.axolotl import patched
+
+        with patched(parts=("dedupe",)):
+            dedup_out = du.deduplicate_and_log_datasets(dataset=ctx.ds)[0]
+    train_ds = dedup_out.flatten_indices()  # what the trainer loads from the prepared dir
+    del dedup_out
     ctx.ds_nopack = None
     gc.collect()
-    with section("sampler"):
-        results["sampler"] = sampler_section(ctx, a, rec, e2e, train_ds)
-    with section("pack"):
-        results["pack"] = pack_section(ctx, a, rec, e2e, train_ds)
-    with section("collate"):
-        results["collate"] = collate_section(ctx, a, rec, e2e, train_ds, tok)
+    for name, fn in (("sampler", sampler_section), ("pack", pack_section)):
+        if name in a.sections:
+            with section(name):
+                results[name] = fn(ctx, a, rec, e2e, train_ds)
+    if "collate" in a.sections:
+        with section("collate"):
+            results["collate"] = collate_section(ctx, a, rec, e2e, train_ds, tok)
     if e2e is not None:
-        results["e2e_summary"] = e2e_summarize(e2e, results["dedupe"])
+        results["e2e_summary"] = e2e_summarize(e2e, results.get("dedupe"))
         es = results["e2e_summary"]
         for rp in es["reps"]:
             rec.append({"bench": "axolotl", "section": "e2e_run", "run": rp["k"], "order": rp["order"],

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "fx_pack.h"
+#include "fx_sync.h"
 
 /* ------------------------------------------------------------------ bit helpers */
 
@@ -71,6 +72,33 @@ static int fxp_bitlen64(uint64_t x)
 }
 #define FXP_INLINE
 #endif
+
+/* Bodies instantiated twice (items read in place, or through an index) are forced inline
+ * into their wrappers, so that each copy is compiled for its own way of reading. */
+#if defined(__GNUC__) || defined(__clang__)
+#define FXP_ALWAYS_INLINE static inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define FXP_ALWAYS_INLINE static __forceinline
+#else
+#define FXP_ALWAYS_INLINE static
+#endif
+
+/* Where FF's items come from: item k has length slen[k], or (index != NULL) it is row
+ * index[k] of length len32[index[k]], readable once *progress > k (progress != NULL). */
+typedef struct {
+    const int64_t *slen;
+    const int32_t *len32;
+    const int64_t *index;
+    const volatile int64_t *progress;
+} fxp_items;
+
+/* Leaves of a tree (a power of two >= 64) for an expected bin count. */
+static int64_t fxp_tree_cap(int64_t bins_hint, int64_t n)
+{
+    int64_t cap = 64, want = bins_hint < n ? bins_hint : n;
+    while (cap < want && cap < ((int64_t)1 << 40)) cap *= 2;
+    return cap;
+}
 
 /* malloc of count elements of size sz, NULL on overflow or failure; count may be 0. */
 static void *fxp_alloc(int64_t count, size_t sz, int zero)
@@ -444,25 +472,38 @@ static FXP_INLINE int64_t fxp_max8(const int64_t *g)
  * the oldest window bin into the tree when the window is full. */
 #define FXP_W 8
 
-static int fxp_ff(const int64_t *slen, int64_t n, int64_t C, int64_t max_items,
-                  const int64_t *perm, int64_t *order, int64_t *bin_offsets, int64_t *n_bins)
+FXP_ALWAYS_INLINE int fxp_ff_body(fxp_items it, int64_t n, int64_t C, int64_t max_items, int allow_overlong,
+                                   int64_t bins_hint, const int64_t *perm, int64_t *order, int64_t *bin_offsets,
+                                   int64_t *n_bins, int64_t *bad_item)
 {
     int rc = FX_PACK_ENOMEM;
     fxp_tree t;
     int64_t *cnt = NULL;
-    int64_t nb = 0, k, ccap = 64, tmax = -1;
+    int64_t nb = 0, k, ccap = fxp_tree_cap(bins_hint, n), tmax = -1;
+    int64_t avail = (it.index != NULL && it.progress != NULL) ? 0 : n;
     int64_t wrem[FXP_W];
     int wn = 0, j;
 
     for (j = 0; j < FXP_W; j++) wrem[j] = -1;
     t.mem = NULL;
     cnt = (int64_t *)fxp_alloc(ccap, sizeof(int64_t), 0);
-    if (cnt == NULL || fxp_tree_build(&t, 64, NULL, 0)) goto out;
+    if (cnt == NULL || fxp_tree_build(&t, ccap, NULL, 0)) goto out;
 
     for (k = 0; k < n; k++) {
-        int64_t s = slen[k], b;
+        int64_t s, b;
         unsigned m;
+        if (it.index != NULL) {
+            if (k >= avail) avail = fx_wait_progress(it.progress, k);
+            s = it.len32[it.index[k]];
+        } else {
+            s = it.slen[k];
+        }
         if (s > C) {
+            if (!allow_overlong) {
+                *bad_item = k;
+                rc = FX_PACK_EOVERLONG;
+                goto out;
+            }
             m = 0;
         } else if (tmax >= s) { /* an older bin fits: tree search */
             int64_t idx = 0, nv;
@@ -519,13 +560,29 @@ static int fxp_ff(const int64_t *slen, int64_t n, int64_t C, int64_t max_items,
         }
         bin_offsets[k] = b;
     }
-    fxp_emit(perm, n, cnt, nb, order, bin_offsets);
+    fxp_emit(it.index != NULL ? it.index : perm, n, cnt, nb, order, bin_offsets);
     *n_bins = nb;
     rc = FX_PACK_OK;
 out:
     free(t.mem);
     free(cnt);
     return rc;
+}
+
+static int fxp_ff(const int64_t *slen, int64_t n, int64_t C, int64_t max_items, int64_t bins_hint,
+                  const int64_t *perm, int64_t *order, int64_t *bin_offsets, int64_t *n_bins)
+{
+    fxp_items it = {slen, NULL, NULL, NULL};
+    int64_t bad;
+    return fxp_ff_body(it, n, C, max_items, 1, bins_hint, perm, order, bin_offsets, n_bins, &bad);
+}
+
+static int fxp_ff_index(const fxp_items *it, int64_t n, int64_t C, int64_t max_items, int allow_overlong,
+                        int64_t bins_hint, int64_t *order, int64_t *bin_offsets, int64_t *n_bins,
+                        int64_t *bad_item)
+{
+    return fxp_ff_body(*it, n, C, max_items, allow_overlong, bins_hint, NULL, order, bin_offsets, n_bins,
+                       bad_item);
 }
 
 /* ------------------------------------------------------------------ FF / FFD, 32-bit SSE2 */
@@ -614,13 +671,15 @@ static const int32_t fxp_lane32[FXP_W][FXP_W] = {
     {0, 0, 0, -1, 0, 0, 0, 0}, {0, 0, 0, 0, -1, 0, 0, 0}, {0, 0, 0, 0, 0, -1, 0, 0},
     {0, 0, 0, 0, 0, 0, -1, 0}, {0, 0, 0, 0, 0, 0, 0, -1}};
 
-static int fxp_ff32(const int64_t *slen, int64_t n, int64_t C, int64_t max_items,
-                    const int64_t *perm, int64_t *order, int64_t *bin_offsets, int64_t *n_bins)
+FXP_ALWAYS_INLINE int fxp_ff32_body(fxp_items it, int64_t n, int64_t C, int64_t max_items, int allow_overlong,
+                                     int64_t bins_hint, const int64_t *perm, int64_t *order,
+                                     int64_t *bin_offsets, int64_t *n_bins, int64_t *bad_item)
 {
     int rc = FX_PACK_ENOMEM;
     fxp_tree32 t;
     int64_t *cnt = NULL;
-    int64_t nb = 0, k, ccap = 64;
+    int64_t nb = 0, k, ccap = fxp_tree_cap(bins_hint, n);
+    int64_t avail = (it.index != NULL && it.progress != NULL) ? 0 : n;
     int32_t tmax = -1;
     const __m128i ones = _mm_set1_epi32(-1);
     __m128i wlo = ones, whi = ones;   /* remaining space of the window bins, -1 = closed/none */
@@ -628,14 +687,25 @@ static int fxp_ff32(const int64_t *slen, int64_t n, int64_t C, int64_t max_items
 
     t.mem = NULL;
     cnt = (int64_t *)fxp_alloc(ccap, sizeof(int64_t), 0);
-    if (cnt == NULL || fxp_tree32_build(&t, 64, NULL, 0)) goto out;
+    if (cnt == NULL || fxp_tree32_build(&t, ccap, NULL, 0)) goto out;
 
     for (k = 0; k < n; k++) {
-        int64_t s64 = slen[k], b;
+        int64_t s64, b;
         unsigned m = 0;
+        if (it.index != NULL) {
+            if (k >= avail) avail = fx_wait_progress(it.progress, k);
+            s64 = it.len32[it.index[k]];
+        } else {
+            s64 = it.slen[k];
+        }
         int32_t s = (int32_t)s64;
         __m128i sm1 = _mm_set1_epi32(s - 1);
         if (s64 > C) {
+            if (!allow_overlong) {
+                *bad_item = k;
+                rc = FX_PACK_EOVERLONG;
+                goto out;
+            }
             m = 0;
         } else if (tmax >= s) { /* an older bin fits: tree search */
             int64_t idx = 0;
@@ -718,7 +788,7 @@ static int fxp_ff32(const int64_t *slen, int64_t n, int64_t C, int64_t max_items
         }
         bin_offsets[k] = b;
     }
-    fxp_emit(perm, n, cnt, nb, order, bin_offsets);
+    fxp_emit(it.index != NULL ? it.index : perm, n, cnt, nb, order, bin_offsets);
     *n_bins = nb;
     rc = FX_PACK_OK;
 out:
@@ -726,16 +796,63 @@ out:
     free(cnt);
     return rc;
 }
+
+static int fxp_ff32(const int64_t *slen, int64_t n, int64_t C, int64_t max_items, int64_t bins_hint,
+                    const int64_t *perm, int64_t *order, int64_t *bin_offsets, int64_t *n_bins)
+{
+    fxp_items it = {slen, NULL, NULL, NULL};
+    int64_t bad;
+    return fxp_ff32_body(it, n, C, max_items, 1, bins_hint, perm, order, bin_offsets, n_bins, &bad);
+}
+
+static int fxp_ff32_index(const fxp_items *it, int64_t n, int64_t C, int64_t max_items, int allow_overlong,
+                          int64_t bins_hint, int64_t *order, int64_t *bin_offsets, int64_t *n_bins,
+                          int64_t *bad_item)
+{
+    return fxp_ff32_body(*it, n, C, max_items, allow_overlong, bins_hint, NULL, order, bin_offsets, n_bins,
+                         bad_item);
+}
 #endif
 
 /* FF / FFD entry: the 32-bit SSE2 version when the capacity allows it. */
-static int fxp_ff_any(const int64_t *slen, int64_t n, int64_t C, int64_t max_items,
+static int fxp_ff_any(const int64_t *slen, int64_t n, int64_t C, int64_t max_items, int64_t bins_hint,
                       const int64_t *perm, int64_t *order, int64_t *bin_offsets, int64_t *n_bins)
 {
 #ifdef FXP_FF32
-    if (C < INT32_MAX) return fxp_ff32(slen, n, C, max_items, perm, order, bin_offsets, n_bins);
+    if (C < INT32_MAX) return fxp_ff32(slen, n, C, max_items, bins_hint, perm, order, bin_offsets, n_bins);
 #endif
-    return fxp_ff(slen, n, C, max_items, perm, order, bin_offsets, n_bins);
+    return fxp_ff(slen, n, C, max_items, bins_hint, perm, order, bin_offsets, n_bins);
+}
+
+int fx_pack_ff_index(const int32_t *lengths, const int64_t *index, int64_t n, int64_t capacity,
+                     int64_t max_items, int allow_overlong, const volatile int64_t *progress, int64_t bins_hint,
+                     int64_t *order, int64_t *bin_offsets, int64_t *n_bins, int64_t *bad_item)
+{
+    fxp_items it;
+    int64_t bad = -1;
+    if (bad_item != NULL) *bad_item = -1;
+    if (n_bins != NULL) *n_bins = 0;
+    if (n < 0 || capacity < 1 || max_items < 1 || n_bins == NULL || bin_offsets == NULL ||
+        (n > 0 && (lengths == NULL || index == NULL || order == NULL)))
+        return FX_PACK_EINVAL;
+    if (n == 0) {
+        bin_offsets[0] = 0;
+        return FX_PACK_OK;
+    }
+    it.slen = NULL;
+    it.len32 = lengths;
+    it.index = index;
+    it.progress = progress;
+    int rc;
+#ifdef FXP_FF32
+    if (capacity < INT32_MAX)
+        rc = fxp_ff32_index(&it, n, capacity, max_items, allow_overlong, bins_hint, order, bin_offsets, n_bins, &bad);
+    else
+#endif
+        rc = fxp_ff_index(&it, n, capacity, max_items, allow_overlong, bins_hint, order, bin_offsets, n_bins, &bad);
+    if (rc != FX_PACK_OK) *n_bins = 0;
+    if (bad_item != NULL) *bad_item = bad;
+    return rc;
 }
 
 /* ------------------------------------------------------------------ NF */
@@ -766,7 +883,8 @@ int fx_pack_assign(const int64_t *lengths, int64_t n, int64_t capacity, int64_t 
                    int strategy, int allow_overlong,
                    int64_t *order, int64_t *bin_offsets, int64_t *n_bins, int64_t *bad_item)
 {
-    int64_t i, minlen, maxlen;
+    int64_t i, minlen, maxlen, hint;
+    uint64_t total = 0;
     int64_t *perm = NULL;
     int rc;
 
@@ -781,12 +899,15 @@ int fx_pack_assign(const int64_t *lengths, int64_t n, int64_t capacity, int64_t 
     maxlen = 0;
     if (n > 0) {
         minlen = maxlen = lengths[0];
-        for (i = 1; i < n; i++) {
+        for (i = 0; i < n; i++) {
             int64_t s = lengths[i];
             minlen = s < minlen ? s : minlen;
             maxlen = s > maxlen ? s : maxlen;
+            total += (uint64_t)s;  /* wraps only past 2^64 tokens: then just a poor hint */
         }
     }
+    /* the bins FF/FFD will need, give or take: tokens / capacity, plus some slack */
+    hint = (int64_t)((total / (uint64_t)capacity) + (total / (uint64_t)capacity) / 8 + 8);
     if (minlen < 0) {
         for (i = 0; lengths[i] >= 0; i++) {}
         if (bad_item != NULL) *bad_item = i;
@@ -808,7 +929,7 @@ int fx_pack_assign(const int64_t *lengths, int64_t n, int64_t capacity, int64_t 
         return FX_PACK_OK;
     }
     if (strategy == FX_PACK_FF)
-        return fxp_ff_any(lengths, n, capacity, max_items, NULL, order, bin_offsets, n_bins);
+        return fxp_ff_any(lengths, n, capacity, max_items, hint, NULL, order, bin_offsets, n_bins);
 
     perm = (int64_t *)fxp_alloc(n, sizeof(int64_t), 0);
     if (perm == NULL) return FX_PACK_ENOMEM;
@@ -818,7 +939,7 @@ int fx_pack_assign(const int64_t *lengths, int64_t n, int64_t capacity, int64_t 
         if (strategy == FX_PACK_BFD)
             rc = fxp_bfd(order, n, capacity, max_items, perm, order, bin_offsets, n_bins);
         else
-            rc = fxp_ff_any(order, n, capacity, max_items, perm, order, bin_offsets, n_bins);
+            rc = fxp_ff_any(order, n, capacity, max_items, hint, perm, order, bin_offsets, n_bins);
     }
     free(perm);
     return rc;

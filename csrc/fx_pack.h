@@ -66,4 +66,19 @@ int fx_pack_assign(const int64_t *lengths, int64_t n, int64_t capacity, int64_t 
                    int strategy, int allow_overlong,
                    int64_t *order, int64_t *bin_offsets, int64_t *n_bins, int64_t *bad_item);
 
+/* First fit (FX_PACK_FF) over rows taken in a given order, without gathering their lengths:
+ * item k is row index[k], of length lengths[index[k]] (int32, >= 0: the caller checks both
+ * that and 0 <= index[k] < the rows of lengths). The bins are exactly fx_pack_assign(FF)'s
+ * on the gathered lengths, but order[] receives row ids (index[k]) instead of item
+ * positions. An over-long item without allow_overlong stops with FX_PACK_EOVERLONG and
+ * *bad_item = its position k.
+ * progress: NULL, or a counter a producer on another thread advances while it fills index
+ * (csrc/fx_sync.h; fx_randperm_mt19937_progress): index[k] is read only once *progress > k
+ * has been seen, so packing runs alongside the shuffle that makes the order. The producer
+ * must reach n. bins_hint: the expected number of bins (0: unknown), the initial size of
+ * the bin arrays (they grow by doubling).  Memory as FF's above; thread-safe. */
+int fx_pack_ff_index(const int32_t *lengths, const int64_t *index, int64_t n, int64_t capacity,
+                     int64_t max_items, int allow_overlong, const volatile int64_t *progress, int64_t bins_hint,
+                     int64_t *order, int64_t *bin_offsets, int64_t *n_bins, int64_t *bad_item);
+
 #endif

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "fx_sync.h"
+
 enum { MT_N = 624, MT_M = 397 };
 
 typedef struct {
@@ -64,8 +66,9 @@ void fx_mt19937_fill(uint32_t seed, int64_t k, uint32_t *out)
 }
 
 /* Shuffle p[0..n) by the forward Fisher-Yates of torch, but only its first `steps` steps
- * (steps <= n - 1): p[0..steps) are then final. */
-static void shuffle(mt_state *mt, int64_t *p, int64_t n, int64_t steps)
+ * (steps <= n - 1): p[0..steps) are then final. After each block, base + (steps done) is
+ * published to *progress (if not NULL). */
+static void shuffle(mt_state *mt, int64_t *p, int64_t n, int64_t steps, volatile int64_t *progress, int64_t base)
 {
     uint32_t z[MT_N];
     int64_t i = 0;
@@ -85,10 +88,12 @@ static void shuffle(mt_state *mt, int64_t *p, int64_t n, int64_t steps)
         }
         mt->next += (int)take;
         i += take;
+        if (progress != NULL) fx_publish(progress, base + i);
     }
 }
 
-int fx_randperm_mt19937(uint32_t seed, int64_t n, int64_t count, int64_t *out)
+int fx_randperm_mt19937_progress(uint32_t seed, int64_t n, int64_t count, int64_t *out,
+                                 volatile int64_t *progress)
 {
     if (n < 1 || n >= FX_RANDPERM_MAX_N || count < 0) return -1;
     mt_state mt;
@@ -97,7 +102,15 @@ int fx_randperm_mt19937(uint32_t seed, int64_t n, int64_t count, int64_t *out)
         int64_t *p = out + done;
         int64_t steps = count - done >= n ? n - 1 : count - done;  /* the last one: partial */
         for (int64_t i = 0; i < n; i++) p[i] = i;
-        shuffle(&mt, p, n, steps);
+        shuffle(&mt, p, n, steps, progress, done);
+        /* a full permutation's last place is final after its n - 1 steps */
+        if (progress != NULL) fx_publish(progress, done + n < count ? done + n : count);
     }
+    if (progress != NULL) fx_publish(progress, count);
     return 0;
+}
+
+int fx_randperm_mt19937(uint32_t seed, int64_t n, int64_t count, int64_t *out)
+{
+    return fx_randperm_mt19937_progress(seed, n, count, out, NULL);
 }

@@ -24,6 +24,15 @@
  * count >= 0; returns 0, or -1 for arguments outside that. */
 int fx_randperm_mt19937(uint32_t seed, int64_t n, int64_t count, int64_t *out);
 
+/* The same, publishing progress for a consumer on another thread (csrc/fx_sync.h): after
+ * each block of up to 624 shuffle steps, *progress = the number of leading entries of out
+ * that are final (non-decreasing; count at the end). A forward Fisher-Yates never writes a
+ * place before its current step again, so the consumer can read those while the shuffle
+ * goes on. progress may be NULL. Check the arguments before starting a consumer: on -1
+ * nothing is published. */
+int fx_randperm_mt19937_progress(uint32_t seed, int64_t n, int64_t count, int64_t *out,
+                                 volatile int64_t *progress);
+
 /* The first k 32-bit outputs of MT19937 seeded with init_genrand(seed) (for tests). */
 void fx_mt19937_fill(uint32_t seed, int64_t k, uint32_t *out);
 

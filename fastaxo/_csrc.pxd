@@ -74,10 +74,14 @@ cdef extern from "fx_pack.h" nogil:
     int fx_pack_assign(const int64_t *lengths, int64_t n, int64_t capacity, int64_t max_items,
                        int strategy, int allow_overlong,
                        int64_t *order, int64_t *bin_offsets, int64_t *n_bins, int64_t *bad_item)
+    int fx_pack_ff_index(const int32_t *lengths, const int64_t *index, int64_t n, int64_t capacity,
+                         int64_t max_items, int allow_overlong, const int64_t *progress, int64_t bins_hint,
+                         int64_t *order, int64_t *bin_offsets, int64_t *n_bins, int64_t *bad_item)
 
 cdef extern from "fx_perm.h" nogil:
     int64_t FX_RANDPERM_MAX_N
     int fx_randperm_mt19937(uint32_t seed, int64_t n, int64_t count, int64_t *out)
+    int fx_randperm_mt19937_progress(uint32_t seed, int64_t n, int64_t count, int64_t *out, int64_t *progress)
     void fx_mt19937_fill(uint32_t seed, int64_t k, uint32_t *out)
 
 cdef extern from "fx_fill.h" nogil:

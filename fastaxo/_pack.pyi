@@ -23,6 +23,11 @@ def assign(
     lengths: np.ndarray, capacity: int, max_items: int, strategy: int, allow_overlong: bool,
     groups: np.ndarray, num_threads: int,
 ) -> tuple[int, int, np.ndarray | None, np.ndarray | None, np.ndarray | None]: ...
+def ff_in_order(
+    lengths: np.ndarray, index: np.ndarray | None, seed: int, count: int, capacity: int, max_items: int,
+    allow_overlong: bool, group_size: int, bins_hint: int, num_threads: int,
+    work: list[np.ndarray | None] | None = ..., out: np.ndarray | None = ...,
+) -> tuple[int, int, np.ndarray | None, np.ndarray | None]: ...
 RANDPERM_MAX_N: int
 
 def randperm_mt19937(seed: int, n: int, count: int) -> np.ndarray: ...

@@ -269,7 +269,8 @@ def _assign(item_len: np.ndarray, capacity: int, max_items: int, strategy: str, 
 
 
 def pack_bins(lengths: Any, capacity: int, *, strategy: str = "bfd", max_rows_per_bin: int | None = None,
-              group_size: int | None = None, overflow: str = "error", num_threads: int | None = None) -> Bins:
+              group_size: int | None = None, overflow: str = "error", num_threads: int | None = None,
+              order: Any = None) -> Bins:
     """Assign sequences to bins of ``capacity`` tokens (bin assignment only).
 
     Parameters
@@ -298,13 +299,21 @@ def pack_bins(lengths: Any, capacity: int, *, strategy: str = "bfd", max_rows_pe
         capacity, so :func:`pack` refuses this mode). Every case is counted in ``stats``.
     num_threads : int, optional
         Threads for parallel groups (default: :func:`fastaxo.default_num_threads`).
+    order : 1-D array of int, optional
+        Pack the rows in this order: entry k of the packing is row ``order[k]`` (a shuffled
+        dataset's permutation, a sampler's draws; a row may appear more than once, and each
+        appearance is packed once). The bins are those of ``pack_bins(lengths[order], ...)``,
+        with ``indices`` naming rows of ``lengths`` (``order[i]``) and groups counted in
+        entries of ``order``. With ``strategy="ff"`` the lengths are read in place through
+        the order (no gathered copy). Row ids must be in ``[0, len(lengths))``.
 
     Returns
     -------
     Bins
         Ragged row indices per bin (``indices``, ``offsets``, ``lengths``, ``starts``) and
         ``stats`` (:class:`PackStats`). Bins are in creation order; rows in a bin in the order
-        they were added. Every row (every piece, when split) appears exactly once.
+        they were added. Every row (every piece, when split) appears exactly once (with
+        ``order``: every entry of ``order``).
     """
     capacity = _positive_int(capacity, "capacity")
     strategy = _choice(strategy, "strategy", STRATEGIES)
@@ -318,7 +327,66 @@ def pack_bins(lengths: Any, capacity: int, *, strategy: str = "bfd", max_rows_pe
             "tokens (use 'ffd', nearly as tight, for larger bins)"
         )
     lengths = _lengths_of(lengths)
+    if order is not None:
+        return _pack_bins_ordered(lengths, _order_of(order, len(lengths)), capacity, strategy, max_rows,
+                                  group_size, overflow, nt)
     return _pack_bins(lengths, capacity, strategy, max_rows, group_size, overflow, nt, "lengths")
+
+
+def _order_of(order: Any, n: int) -> np.ndarray:
+    """``order`` as a 1-D int64 array of row ids in [0, n)."""
+    arr = order if isinstance(order, np.ndarray) else np.asarray(order)
+    if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise InvalidTypeError(f"order: expected a 1-D array of integer row ids, got {arr.ndim}-D of dtype {arr.dtype}")
+    if arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi >= n:
+            bad = int(np.flatnonzero((arr < 0) | (arr >= n))[0])
+            raise InvalidInputError(f"order[{bad}] is {int(arr[bad])}; row ids must be in [0, {n}) "
+                                    f"(lengths has {n:,} rows)")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def _pack_bins_ordered(lengths: np.ndarray, order: np.ndarray, capacity: int, strategy: str,
+                       max_rows: int | None, group_size: int | None, overflow: str, nt: int) -> Bins:
+    """pack_bins(lengths[order], ...) with indices mapped to rows of ``lengths``."""
+    ext = _backend.pack_ext
+    n = len(order)
+    if (strategy != "ff" or overflow not in ("error", "isolate") or ext is None or n == 0
+            or (len(lengths) and int(lengths.max()) >= 2**31)):
+        bins = _pack_bins(lengths[order], capacity, strategy, max_rows, group_size, overflow, nt, "lengths[order]")
+        return Bins(order[bins.indices], bins.offsets, bins.lengths, bins._starts, capacity, bins.stats)
+    gs = group_size if group_size is not None else n
+    max_items = max_rows if max_rows is not None else n
+    len32 = lengths.astype(np.int32)
+    groups = -(-n // gs)
+    hint = int(len32.sum(dtype=np.int64) * n / max(len(len32), 1) / capacity / groups * 1.125) + 8
+    status, bad, ids, offsets = ext.ff_in_order(len32, order, 0, 0, capacity, max_items, overflow == "isolate",
+                                                gs, hint, nt)
+    if status == ext.EOVERLONG:
+        row = int(order[bad])
+        n_over = int(np.count_nonzero(lengths[order] > capacity))
+        raise SequenceTooLongError(
+            f"lengths row {row} (order[{bad}]) has {int(lengths[row]):,} tokens; the capacity (max_len) is "
+            f"{capacity:,}. {n_over:,} entries of order are longer. Pass overflow='truncate', 'split' or 'drop' "
+            "to handle them (each is counted in the stats), or filter them out first",
+            row, int(lengths[row]), capacity,
+        )
+    if status == ext.ENOMEM:
+        raise MemoryError(f"pack_bins: out of memory packing {n:,} sequences")
+    if status != ext.OK:
+        raise RuntimeError(f"pack_bins: internal error (status {status}, item {bad}); please report it")
+    entry_len = lengths[ids]
+    n_over = int(np.count_nonzero(entry_len > capacity))
+    tokens = int(entry_len.sum())
+    nb = len(offsets) - 1
+    stats = PackStats(
+        strategy=strategy, capacity=capacity, sequences=n, entries=n, bins=nb, tokens=tokens,
+        lower_bound=-(-tokens // capacity), efficiency=(tokens / (nb * capacity)) if nb else 0.0,
+        overflow=overflow, max_rows_per_bin=max_rows, group_size=group_size, overlong=n_over,
+        isolated=n_over if overflow == "isolate" else 0,
+    )
+    return Bins(ids, offsets, entry_len, None, capacity, stats)
 
 
 def _pack_bins(lengths: np.ndarray, capacity: int, strategy: str, max_rows: int | None,

@@ -106,7 +106,7 @@ def _sampler(kind, n, seed):
         return torch.utils.data.RandomSampler(range(n), num_samples=2 * n + 3,
                                               generator=torch.Generator().manual_seed(seed))
     if kind == "random-global-num-samples":  # fastaxo replays the fresh generator in C
-        return torch.utils.data.RandomSampler(range(n), num_samples=n * (seed % 3) + seed % 7)
+        return torch.utils.data.RandomSampler(range(n), num_samples=max(1, n * (seed % 3) + seed % 7))
     if kind == "sequential":
         return torch.utils.data.SequentialSampler(range(n))
     return _ListSampler(list(np.random.default_rng(seed).permutation(n)))

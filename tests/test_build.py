@@ -85,3 +85,18 @@ def test_openmp_required_fails_the_build_without_openmp(tmp_path):
     r = _build(src, _no_openmp_cc(tmp_path), "1")
     assert r.returncode != 0
     assert "FASTAXO_OPENMP=1 but OpenMP does not compile here" in r.stderr
+
+
+def test_c_packing_harness():
+    """csrc/test/run_pack.sh --quick: fx_pack (and fx_pack_ff_index fed by a producer thread)
+    against its naive C reference, the C99/pedantic builds, the portable and int64 paths,
+    injected allocation failures, ASan + UBSan and ThreadSanitizer."""
+    src = Path(os.environ.get("FASTAXO_SOURCE_TREE", REPO))
+    script = src / "csrc" / "test" / "run_pack.sh"
+    if not script.exists():
+        pytest.fail(f"{script} not found (set FASTAXO_SOURCE_TREE)")
+    if shutil.which("gcc") is None:
+        pytest.fail("gcc is needed for the C harness")
+    r = subprocess.run(["bash", str(script), "--quick", "--no-bench"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert "pack: " in r.stdout and ", 0 failed" in r.stdout.splitlines()[-1], r.stdout[-2000:]

@@ -110,6 +110,49 @@ def test_pack_bins_matches_reference(case, threads):
     check_invariants(b, lengths, cap, max_rows, overflow)
 
 
+@given(packing_case(), st.data(), st.sampled_from([1, 2]))
+def test_pack_bins_in_a_given_order(case, data, threads):
+    """order=: the bins of pack_bins(lengths[order]) with rows named through order; 'ff' reads the
+    lengths in place through the order (the C path), the other strategies gather."""
+    lengths, cap, strategy, max_rows, group, overflow = case
+    n = len(lengths)
+    order = data.draw(st.one_of(st.permutations(range(n)), st.lists(st.integers(0, max(n - 1, 0)), max_size=150))
+                      if n else st.just([]))
+    gathered = [lengths[i] for i in order]
+    b = fastaxo.pack_bins(np.array(lengths, np.int64), cap, strategy=strategy, max_rows_per_bin=max_rows,
+                          group_size=group, overflow=overflow, num_threads=threads, order=np.array(order, np.int64))
+    want = [[(ln, order[r], s) for ln, r, s in bin_] for bin_ in
+            ref_pack_bins(gathered, cap, strategy, max_rows, group, overflow)]
+    assert bins_as_tuples(b) == want
+    plain = fastaxo.pack_bins(np.array(gathered, np.int64), cap, strategy=strategy, max_rows_per_bin=max_rows,
+                              group_size=group, overflow=overflow, num_threads=threads)
+    assert b.stats == plain.stats
+
+
+def test_pack_bins_order_errors_and_ff_fast_path():
+    lengths = np.array([5, 3000, 7, 9], np.int64)
+    with pytest.raises(InvalidInputError, match=r"order\[2\] is 4; row ids must be in \[0, 4\)"):
+        fastaxo.pack_bins(lengths, 2048, order=[0, 1, 4])
+    with pytest.raises(InvalidInputError, match=r"order\[0\] is -1"):
+        fastaxo.pack_bins(lengths, 2048, order=[-1])
+    with pytest.raises(InvalidTypeError, match="order: expected a 1-D array of integer row ids"):
+        fastaxo.pack_bins(lengths, 2048, order=np.zeros((2, 2), np.int64))
+    with pytest.raises(InvalidTypeError, match="order: expected a 1-D array of integer row ids"):
+        fastaxo.pack_bins(lengths, 2048, order=[0.5])
+    with pytest.raises(SequenceTooLongError, match=r"lengths row 1 \(order\[2\]\) has 3,000 tokens") as ei:
+        fastaxo.pack_bins(lengths, 2048, strategy="ff", order=[0, 2, 1, 3, 1])
+    assert (ei.value.row, ei.value.length, ei.value.limit) == (1, 3000, 2048)
+    b = fastaxo.pack_bins(lengths, 2048, strategy="ff", overflow="isolate", order=[3, 1, 0, 1])
+    assert b.to_list() == [[3, 0], [1], [1]] and b.stats.isolated == 2 and b.stats.overlong == 2
+    big = np.random.default_rng(1).integers(1, 900, 50_000)
+    perm = np.random.default_rng(2).permutation(50_000)
+    for gs in (None, 7_000):
+        fast = fastaxo.pack_bins(big, 2048, strategy="ff", group_size=gs, max_rows_per_bin=9, order=perm)
+        slow = fastaxo.pack_bins(big[perm], 2048, strategy="ff", group_size=gs, max_rows_per_bin=9)
+        assert np.array_equal(fast.indices, perm[slow.indices]) and np.array_equal(fast.offsets, slow.offsets)
+        assert np.array_equal(fast.lengths, slow.lengths) and fast.stats == slow.stats
+
+
 def check_invariants(b, lengths, cap, max_rows, overflow):
     """Lossless: every token of every row exactly once (unless dropped/truncated, as counted)."""
     covered = {r: [] for r in range(len(lengths))}

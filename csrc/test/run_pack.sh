@@ -15,7 +15,8 @@
 #    int64 window (-DFXP_NO_SSE2) instead of the SSE2 int32 one;
 # 4. builds and runs the same with clang, if clang is installed;
 # 5. runs the suite (fewer cases) under ASan + UBSan, with gcc and, if installed, clang
-#    (unless --no-san).
+#    (unless --no-san), and under ThreadSanitizer (the index suite feeds fx_pack_ff_index from
+#    a producer thread through csrc/fx_sync.h).
 # --quick: fewer cases everywhere.
 #
 # Build products go to a temporary directory; nothing is written in the repo.
@@ -137,6 +138,14 @@ if [[ $san -eq 1 ]]; then
             tail -n 3 "$build/san_$cc.log"
         fi
     done
+    note "gcc ThreadSanitizer"
+    if gcc -O1 -g -fsanitize=thread -std=c11 -Wall -Wextra -Werror -pthread -I"$src" \
+        "$here/test_pack.c" "$src/fx_pack.c" -o "$build/test_tsan" -lm 2>"$build/tsan.log"; then
+        TSAN_OPTIONS=halt_on_error=1 run_suite tsan "$build/test_tsan" --cases 150 --mid 0 --big 0 --threads 2 --no-bench
+    else
+        echo "SKIPPED: gcc could not build with -fsanitize=thread:"
+        tail -n 3 "$build/tsan.log"
+    fi
 fi
 
 echo

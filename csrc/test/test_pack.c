@@ -21,6 +21,9 @@
  * *bad_item, *n_bins, bin_offsets, order).  Also: error codes, invariants on big inputs,
  * threads, and every allocation failing in turn (a second copy of fx_pack.c is compiled
  * into this file with a failing allocator) must give FX_PACK_ENOMEM with nothing leaked.
+ * fx_pack_ff_index (first fit through an index, int32 lengths, optionally fed by a producer
+ * thread through a progress counter) must equal fx_pack_assign(FF) on the gathered lengths
+ * with row ids out, fed or not, and fail cleanly on every allocation too.
  * Ends with "N passed, M failed"; exit status 0 only if nothing failed.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -80,18 +83,23 @@ static void fi_free(void *p)
 int fx_pack_assign_fi(const int64_t *lengths, int64_t n, int64_t capacity, int64_t max_items,
                       int strategy, int allow_overlong,
                       int64_t *order, int64_t *bin_offsets, int64_t *n_bins, int64_t *bad_item);
+int fx_pack_ff_index_fi(const int32_t *lengths, const int64_t *index, int64_t n, int64_t capacity,
+                        int64_t max_items, int allow_overlong, const volatile int64_t *progress, int64_t bins_hint,
+                        int64_t *order, int64_t *bin_offsets, int64_t *n_bins, int64_t *bad_item);
 
 #define malloc fi_malloc
 #define calloc fi_calloc
 #define realloc fi_realloc
 #define free fi_free
 #define fx_pack_assign fx_pack_assign_fi
+#define fx_pack_ff_index fx_pack_ff_index_fi
 #include "../fx_pack.c"
 #undef malloc
 #undef calloc
 #undef realloc
 #undef free
 #undef fx_pack_assign
+#undef fx_pack_ff_index
 
 /* ------------------------------------------------------------------ tallies */
 
@@ -701,6 +709,129 @@ static void fault_cases(ctx *c)
     }
 }
 
+/* ------------------------------------------------------------------ first fit through an index */
+
+typedef struct {
+    int64_t *index;          /* filled front to back by the producer */
+    const int64_t *source;   /* what it copies */
+    int64_t n, block;
+    volatile int64_t progress;
+} feeder;
+
+static void *feeder_main(void *p)
+{
+    feeder *f = (feeder *)p;
+    int64_t k = 0;
+    while (k < f->n) {
+        int64_t e = k + f->block < f->n ? k + f->block : f->n;
+        for (; k < e; k++) f->index[k] = f->source[k];
+        fx_publish(&f->progress, k);
+        if ((k / f->block) % 7 == 3) sched_yield();  /* let the consumer catch up and wait */
+    }
+    return NULL;
+}
+
+/* fx_pack_ff_index == fx_pack_assign(FF) on lengths[index] with order mapped through index:
+ * random sizes, index with repeats or a permutation, capacities on both sides of 2^31 - 1,
+ * over-long items (isolated, or the error at the first), fed by a producer thread or not. */
+static void index_cases(ctx *c, uint64_t seed, long ncases)
+{
+    tally *t = c->t;
+    rng r = {seed};
+    long ci;
+    for (ci = 0; ci < ncases; ci++) {
+        int64_t rows = rrange(&r, 1, ci % 50 == 0 ? 60000 : 400), n = rrange(&r, 0, 2 * rows), k;
+        int64_t C = ci % 9 == 0 ? (int64_t)INT32_MAX + rrange(&r, 0, 5) : rrange(&r, 1, 3000);
+        int64_t maxit = k_maxits[rrange(&r, 0, 4)];
+        int allow = (int)rrange(&r, 0, 1), fed = (int)rrange(&r, 0, 1);
+        int32_t *len = malloc((size_t)rows * sizeof *len);
+        int64_t *gl = malloc((size_t)(n + 1) * sizeof *gl), *idx = malloc((size_t)(n + 1) * sizeof *idx);
+        int64_t *src = malloc((size_t)(n + 1) * sizeof *src);
+        int64_t *o1 = malloc((size_t)(n + 1) * sizeof *o1), *f1 = malloc((size_t)(n + 1) * sizeof *f1);
+        int64_t *o2 = malloc((size_t)(n + 1) * sizeof *o2), *f2 = malloc((size_t)(n + 1) * sizeof *f2);
+        int64_t nb1 = -1, nb2 = -1, bad1 = -1, bad2 = -1;
+        int rc1, rc2;
+        if (!len || !gl || !idx || !src || !o1 || !f1 || !o2 || !f2) {
+            CHECK(t, 0, "test out of memory");
+            free(len), free(gl), free(idx), free(src), free(o1), free(f1), free(o2), free(f2);
+            return;
+        }
+        for (k = 0; k < rows; k++) {
+            int64_t v = C > 3000 ? rrange(&r, 0, 3000) : rrange(&r, 0, C);
+            if (rrange(&r, 0, 49) == 0) v = C < INT32_MAX ? C + rrange(&r, 1, 9) : v;  /* over-long */
+            len[k] = (int32_t)v;
+        }
+        if (ci % 2 == 0 && n == rows) {  /* a permutation */
+            for (k = 0; k < n; k++) src[k] = k;
+            for (k = n - 1; k > 0; k--) {
+                int64_t j = rrange(&r, 0, k), v = src[k];
+                src[k] = src[j];
+                src[j] = v;
+            }
+        } else {
+            for (k = 0; k < n; k++) src[k] = rrange(&r, 0, rows - 1);
+        }
+        for (k = 0; k < n; k++) gl[k] = len[src[k]];
+        rc1 = fx_pack_assign(gl, n, C, maxit, FX_PACK_FF, allow, o1, f1, &nb1, &bad1);
+        if (rc1 == FX_PACK_OK)
+            for (k = 0; k < n; k++) o1[k] = src[o1[k]];
+        if (fed) {
+            pthread_t th;
+            feeder f = {idx, src, n, rrange(&r, 1, 700), 0};
+            for (k = 0; k < n; k++) idx[k] = -1;   /* never read before published */
+            if (pthread_create(&th, NULL, feeder_main, &f) != 0) {
+                CHECK(t, 0, "pthread_create");
+                fed = 0;
+            } else {
+                rc2 = fx_pack_ff_index(len, idx, n, C, maxit, allow, &f.progress, rrange(&r, 0, 50), o2, f2,
+                                       &nb2, &bad2);
+                pthread_join(th, NULL);
+            }
+        }
+        if (!fed) {
+            memcpy(idx, src, (size_t)n * sizeof *idx);
+            rc2 = fx_pack_ff_index(len, idx, n, C, maxit, allow, NULL, rrange(&r, 0, 50), o2, f2, &nb2, &bad2);
+        }
+        CHECK(t, rc1 == rc2 && bad1 == bad2 && (rc1 != FX_PACK_OK ||
+                  (nb1 == nb2 && !memcmp(o1, o2, (size_t)n * sizeof *o1) &&
+                   !memcmp(f1, f2, (size_t)(nb1 + 1) * sizeof *f1))),
+              "ff_index case %ld: rows %lld n %lld C %lld max_items %lld allow %d fed %d: rc %d/%d bad %lld/%lld "
+              "bins %lld/%lld", ci, (long long)rows, (long long)n, (long long)C, (long long)maxit, allow, fed,
+              rc1, rc2, (long long)bad1, (long long)bad2, (long long)nb1, (long long)nb2);
+        free(len), free(gl), free(idx), free(src), free(o1), free(f1), free(o2), free(f2);
+    }
+    {   /* every allocation failing in turn */
+        int64_t n = 100000, k, nb = -1, bad = -1;
+        int32_t *len = malloc((size_t)n * sizeof *len);
+        int64_t *idx = malloc((size_t)n * sizeof *idx), *o = malloc((size_t)n * sizeof *o);
+        int64_t *f = malloc((size_t)(n + 1) * sizeof *f);
+        long events, e;
+        int allfail = 1, rc;
+        if (!len || !idx || !o || !f) {
+            CHECK(t, 0, "test out of memory");
+            free(len), free(idx), free(o), free(f);
+            return;
+        }
+        for (k = 0; k < n; k++) len[k] = (int32_t)rrange(&r, 1, 2048), idx[k] = n - 1 - k;
+        fi_countdown = -1;
+        fi_events = 0;
+        fi_live = 0;
+        rc = fx_pack_ff_index_fi(len, idx, n, 2048, 200, 1, NULL, 0, o, f, &nb, &bad);
+        events = fi_events;
+        CHECK(t, rc == FX_PACK_OK && fi_live == 0 && events > 2, "ff_index fault build: rc %d, %ld allocations",
+              rc, events);
+        for (e = 0; e < events; e++) {
+            fi_countdown = e;
+            fi_live = 0;
+            rc = fx_pack_ff_index_fi(len, idx, n, 2048, 200, 1, NULL, 0, o, f, &nb, &bad);
+            if (rc != FX_PACK_ENOMEM || fi_live != 0 || nb != 0) allfail = 0;
+        }
+        fi_countdown = -1;
+        CHECK(t, allfail, "ff_index: ENOMEM on each of %ld allocations, nothing leaked", events);
+        free(len), free(idx), free(o), free(f);
+    }
+}
+
 /* ------------------------------------------------------------------ threads */
 
 typedef struct {
@@ -869,6 +1000,7 @@ int main(int argc, char **argv)
     if (mid > 0) STEP("mid-size vs reference", mid_cases(&c, mid));
     if (nthreads > 0) STEP("threads vs reference", thread_cases(&c, nthreads, ncases / 10 + 1));
     STEP("allocation failures", fault_cases(&c));
+    STEP("first fit through an index", index_cases(&c, seed ^ 0x5eed, ncases / 5 + 20));
     if (big > 0) STEP("big invariants", big_cases(&c, big, bench, reps));
     printf("total %.0f ms\n", now_ms() - t0);
     printf("%ld passed, %ld failed\n", g_t.pass, g_t.fail);

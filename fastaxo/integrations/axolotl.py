@@ -58,6 +58,7 @@ except ImportError as exc:  # pragma: no cover - exercised by users without axol
 from pydantic import BaseModel, Field
 
 import fastaxo
+from fastaxo._threads import resolve_num_threads
 
 LOG = logging.getLogger("fastaxo.axolotl")
 
@@ -310,27 +311,28 @@ def make_pack_parallel(original):
         out = bins.to_list()
         dt = time.perf_counter() - t0
         LOG.debug("fastaxo: packed %d sequences into %d bins in %.4f s", len(lengths), len(out), dt)
-        _report_pack("pack_parallel", lengths, bins, bin_capacity, group_size, bin_size, dt)
+        _report_pack("pack_parallel", lengths, bins.indices, bins.offsets, bin_capacity, group_size, bin_size, dt)
         return out
 
     pack_parallel.__fastaxo__ = True
     return pack_parallel
 
 
-def _report_pack(via: str, lengths: np.ndarray, bins: Any, capacity: int, group_size: int, bin_size: int,
-                 seconds: float) -> None:
-    """A "pack" report event with the contract checks (only when a report file is set)."""
+def _report_pack(via: str, lengths: np.ndarray, ids: np.ndarray, offsets: np.ndarray, capacity: int,
+                 group_size: int, bin_size: int, seconds: float) -> None:
+    """A "pack" report event with the contract checks (only when a report file is set): bins
+    ``ids[offsets[b]:offsets[b+1]]`` of rows of ``lengths``. Every row is expected once when
+    as many were packed as there are rows (a permutation); otherwise that check is None."""
     if not (_settings.report or os.environ.get("FASTAXO_AXOLOTL_REPORT")):
         return
-    nbins = len(bins.offsets) - 1
-    counts = np.bincount(bins.indices, minlength=len(lengths)) if len(lengths) else np.zeros(0)
-    per_bin = np.add.reduceat(lengths[bins.indices].astype(np.int64), bins.offsets[:-1]) \
-        if nbins else np.zeros(0, dtype=np.int64)
-    sizes = np.diff(bins.offsets)
+    nbins = len(offsets) - 1
+    counts = np.bincount(ids, minlength=len(lengths)) if len(ids) else np.zeros(0)
+    per_bin = np.add.reduceat(lengths[ids].astype(np.int64), offsets[:-1]) if nbins else np.zeros(0, dtype=np.int64)
+    sizes = np.diff(offsets)
     over = per_bin > capacity
-    report("pack", via=via, sequences=int(len(lengths)), bins=nbins, tokens=int(lengths.sum()),
+    report("pack", via=via, sequences=int(len(ids)), bins=nbins, tokens=int(lengths[ids].sum(dtype=np.int64)),
            capacity=int(capacity), group_size=int(group_size), bin_size=int(bin_size),
-           every_index_once=bool(counts.size == 0 or (counts == 1).all()),
+           every_index_once=(bool((counts == 1).all()) if len(ids) == len(lengths) else None),
            within_capacity=bool(((~over) | (sizes == 1)).all()),
            max_rows_per_bin=int(sizes.max()) if sizes.size else 0, seconds=seconds)
 
@@ -395,13 +397,14 @@ class PackedBatches(Sequence):
 _SAMPLER_CHECK: list[bool] = []
 
 
-def _random_sampler_indices(sampler: Any) -> np.ndarray:
-    """What ``list(RandomSampler(...))`` (replacement=False) yields, as an int64 array, drawing
-    the same random numbers from the same generator (torch's RandomSampler.__iter__). Without
-    a generator of its own the sampler seeds a fresh one from the global generator; that
-    fresh generator's permutations are replayed in C (csrc/fx_perm.h: MT19937 and torch's
-    Fisher-Yates, 2.5x faster than torch.randperm) and its trailing draws, which nothing can
-    observe, are skipped."""
+def _random_sampler_draws(sampler: Any) -> tuple[np.ndarray | None, int]:
+    """What ``list(RandomSampler(...))`` (replacement=False) yields, drawing the same random
+    numbers from the same generator (torch's RandomSampler.__iter__): ``(indices, 0)`` as an
+    int64 array, or ``(None, seed)`` when the indices are the permutations of a fresh
+    generator seeded with ``seed``, to be replayed in C (csrc/fx_perm.h: MT19937 and torch's
+    Fisher-Yates, 2.5x faster than torch.randperm; its trailing draws, which nothing can
+    observe, are skipped). Without a generator of its own the sampler seeds a fresh one from
+    the global generator; that one draw is made here, with torch."""
     import torch
 
     n = len(sampler.data_source)
@@ -410,7 +413,7 @@ def _random_sampler_indices(sampler: Any) -> np.ndarray:
         seed = int(torch.empty((), dtype=torch.int64).random_().item())
         pk = fastaxo._backend.pack_ext
         if pk is not None and 1 <= n < pk.RANDPERM_MAX_N and _SAMPLER_CHECK and _SAMPLER_CHECK[0]:
-            return pk.randperm_mt19937(seed, n, k)
+            return None, seed
         gen = torch.Generator()
         gen.manual_seed(seed)
         local = True
@@ -421,7 +424,15 @@ def _random_sampler_indices(sampler: Any) -> np.ndarray:
     if k % n or not local:  # a shared generator must advance as torch's iterator advances it
         parts.append(torch.randperm(n, generator=gen)[: k % n])
     out = parts[0] if len(parts) == 1 else torch.cat(parts)
-    return out.numpy().astype(np.int64, copy=False)
+    return out.numpy().astype(np.int64, copy=False), 0
+
+
+def _random_sampler_indices(sampler: Any) -> np.ndarray:
+    """``list(RandomSampler(...))`` (replacement=False) as an int64 array (see _random_sampler_draws)."""
+    indices, seed = _random_sampler_draws(sampler)
+    if indices is None:
+        return fastaxo._backend.pack_ext.randperm_mt19937(seed, len(sampler.data_source), sampler.num_samples)
+    return indices
 
 
 def _check_sampler_replay() -> bool:
@@ -445,13 +456,15 @@ def _check_sampler_replay() -> bool:
     return ok
 
 
-def _sampler_indices(sampler: Any) -> np.ndarray:
-    """``list(sampler)`` as an int64 array; RandomSampler and SequentialSampler without the
-    Python list (checked once per process against torch's own iterator)."""
+def _sampler_draws(sampler: Any) -> tuple[np.ndarray | None, int]:
+    """``list(sampler)`` as ``(int64 array, 0)``, or ``(None, seed)`` for a RandomSampler whose
+    order is a fresh generator's permutations (see _random_sampler_draws); RandomSampler and
+    SequentialSampler without the Python list (checked once per process against torch's own
+    iterator)."""
     from torch.utils.data import RandomSampler, SequentialSampler
 
     if type(sampler) is SequentialSampler:
-        return np.arange(len(sampler.data_source), dtype=np.int64)
+        return np.arange(len(sampler.data_source), dtype=np.int64), 0
     if type(sampler) is RandomSampler and not sampler.replacement:
         if not _SAMPLER_CHECK:
             _SAMPLER_CHECK.append(True)  # the check itself runs the replay paths
@@ -460,8 +473,68 @@ def _sampler_indices(sampler: Any) -> np.ndarray:
                 _say_once("sampler-check", "packing: torch's RandomSampler draws differently from what fastaxo "
                           "replicates; reading the sampler as a list instead")
         if _SAMPLER_CHECK[0]:
-            return _random_sampler_indices(sampler)
-    return np.fromiter(iter(sampler), dtype=np.int64)
+            return _random_sampler_draws(sampler)
+    return np.fromiter(iter(sampler), dtype=np.int64), 0
+
+
+def _sampler_indices(sampler: Any) -> np.ndarray:
+    """``list(sampler)`` as an int64 array."""
+    indices, seed = _sampler_draws(sampler)
+    if indices is None:
+        return fastaxo._backend.pack_ext.randperm_mt19937(seed, len(sampler.data_source), sampler.num_samples)
+    return indices
+
+
+# Scratch buffers of _pack_in_sampler_order, kept between calls: a train start packs ~11 times,
+# and memory freed and taken again faults in every page anew (~1 ms per MiB on these VMs).
+# A list of work lists; a call takes one (or makes one) and puts it back.
+_PACK_WORK: list[list[Any]] = []
+
+
+def _pack_in_sampler_order(sampler: Any, lengths: np.ndarray, cap: int, group_size: int, bin_size: int,
+                           nt: int) -> tuple[np.ndarray, np.ndarray, Any]:
+    """Axolotl's bins for ``lengths[list(sampler)]`` (pack_parallel: first fit, groups, bin_size,
+    over-long rows alone) as ``(ids, bin_offsets, total_tokens)``: dataset indices in bin order.
+
+    The fast path reads the lengths in place through the sampler's order (no gathered copy);
+    for a RandomSampler replayed from a seed, the shuffle runs on one core while the first fit
+    packs behind it on the other (csrc/fx_sync.h). ``total_tokens`` is ``lengths[indices].sum()``
+    as Axolotl computes it (a NumPy integer)."""
+    pk = fastaxo._backend.pack_ext
+    indices, seed = _sampler_draws(sampler)
+    n_src = len(sampler.data_source) if indices is None else 0  # (a seed only comes from a RandomSampler)
+    count = len(indices) if indices is not None else int(sampler.num_samples)
+    fast = (pk is not None and lengths.dtype == np.int32 and lengths.ndim == 1 and lengths.flags.c_contiguous
+            and count > 0 and int(lengths.min()) >= 0)
+    if fast and indices is None:
+        fast = n_src <= len(lengths)
+    elif fast:
+        fast = int(indices.min()) >= 0 and int(indices.max()) < len(lengths)
+    if not fast:  # numpy, or any input the C path does not take: Axolotl's own indexing and errors
+        if indices is None:
+            indices = pk.randperm_mt19937(seed, n_src, count)
+        sel = lengths[indices]
+        bins = fastaxo.pack_bins(sel, cap, strategy="ff", group_size=group_size, max_rows_per_bin=bin_size,
+                                 overflow="isolate", num_threads=nt)
+        return indices[bins.indices], bins.offsets, sel.sum()
+    full = indices is None and count == n_src == len(lengths)
+    total = lengths.sum() if full else None
+    est = int(total) if total is not None else int(lengths.sum(dtype=np.int64)) * count // max(len(lengths), 1)
+    groups = -(-count // group_size)
+    hint = est // cap // groups + est // cap // groups // 8 + 8
+    work = _PACK_WORK.pop() if _PACK_WORK else []
+    try:
+        status, bad, ids, offsets = pk.ff_in_order(lengths, indices, seed, count, cap, bin_size, True, group_size,
+                                                   hint, nt, work)
+    finally:
+        _PACK_WORK.append(work)
+    if status == pk.ENOMEM:
+        raise MemoryError(f"fastaxo packing: out of memory packing {count:,} sequences")
+    if status != pk.OK:
+        raise RuntimeError(f"fastaxo packing: internal error (status {status}, item {bad}); please report it")
+    if total is None:
+        total = lengths[ids].sum()
+    return ids, offsets, total
 
 
 def make_generate_batches(original):
@@ -478,34 +551,31 @@ def make_generate_batches(original):
         if self._batches is not None or self.sequential or getattr(self, "label_counts", None) is not None:
             return original(self, set_stats)
         t0 = time.perf_counter()
-        indices = _sampler_indices(self.sampler)
         self.label_metrics = None
         self._label_metrics_logged = False
-        lengths = self.lengths[indices]
         cap = int(self.batch_max_len)
         bin_size = int(self.bin_size or self.batch_max_len)
-        bins = fastaxo.pack_bins(lengths, cap, strategy="ff", group_size=int(self.group_size),
-                                 max_rows_per_bin=bin_size, overflow="isolate", num_threads=_settings.threads)
-        ids = indices[bins.indices]
-        nbins = len(bins.offsets) - 1
-        total_used = lengths.sum()
+        group_size = int(self.group_size)
+        nt = resolve_num_threads(_settings.threads)
+        ids, offsets, total_used = _pack_in_sampler_order(self.sampler, self.lengths, cap, group_size, bin_size, nt)
+        nbins = len(offsets) - 1
         total_slots = nbins * self.batch_max_len
         bs = int(self.batch_size)
         nb = -(-nbins // bs)
         if self.drop_last and nb and nbins % bs:
             nb -= 1
-            dropped = ids[bins.offsets[nb * bs]:]
+            dropped = ids[offsets[nb * bs]:]
             total_slots -= (nbins - nb * bs) * self.batch_max_len
             total_used -= self.lengths[dropped].sum(dtype=np.int64)
-        batches = PackedBatches(ids, bins.offsets, bs, 0, nb)
+        batches = PackedBatches(ids, offsets, bs, 0, nb)
         if set_stats:
             self.total_tokens_used += total_used
             self.total_token_slots += total_slots
             self._log_label_metrics()
         self._batches = batches
         dt = time.perf_counter() - t0
-        LOG.debug("fastaxo: %d sequences -> %d bins -> %d batches in %.4f s", len(lengths), nbins, nb, dt)
-        _report_pack("generate_batches", lengths, bins, cap, int(self.group_size), bin_size, dt)
+        LOG.debug("fastaxo: %d sequences -> %d bins -> %d batches in %.4f s", len(ids), nbins, nb, dt)
+        _report_pack("generate_batches", self.lengths, ids, offsets, cap, group_size, bin_size, dt)
         return batches
 
     generate_batches.__fastaxo__ = True

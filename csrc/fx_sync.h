@@ -1,0 +1,69 @@
+/* fx_sync: a progress counter shared by one producer and one consumer thread.
+ *
+ * The producer fills an array front to back and publishes how many entries are final with
+ * fx_publish (a release store); the consumer reads entry k only after fx_wait_progress has
+ * returned a value > k (acquire loads), so it sees the entries as written. Used to run two
+ * stages of one call on two cores (fx_perm's shuffle feeding fx_pack's first fit).
+ * Header-only, C99 with GCC/Clang builtins or MSVC on x64 (where plain volatile accesses
+ * are acquire/release in hardware; the compiler barriers keep the compiler from moving
+ * other accesses across them).
+ */
+#ifndef FX_SYNC_H
+#define FX_SYNC_H
+
+#include <stdint.h>
+
+#if defined(_MSC_VER) && !defined(__clang__)
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+#include <intrin.h>
+#include <windows.h>
+#define FX_SYNC_INLINE static __inline
+static __forceinline int64_t fx_acquire_load(const volatile int64_t *p)
+{
+    int64_t v = *p;
+    _ReadWriteBarrier();
+    return v;
+}
+static __forceinline void fx_publish(volatile int64_t *p, int64_t v)
+{
+    _ReadWriteBarrier();
+    *p = v;
+}
+#define FX_CPU_RELAX() YieldProcessor()
+#define FX_THREAD_YIELD() SwitchToThread()
+#else
+#define fx_acquire_load(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define fx_publish(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#if defined(__x86_64__) || defined(__i386__)
+#define FX_CPU_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define FX_CPU_RELAX() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define FX_CPU_RELAX() ((void)0)
+#endif
+#include <sched.h>
+#define FX_THREAD_YIELD() sched_yield()
+#define FX_SYNC_INLINE static inline
+#endif
+
+/* Wait until *p > k; returns the value seen. Spins briefly (the producer is normally
+ * ahead), then yields the CPU between checks, so that a consumer whose producer was
+ * descheduled on a busy machine lets it run. */
+FX_SYNC_INLINE int64_t fx_wait_progress(const volatile int64_t *p, int64_t k)
+{
+    int64_t v = fx_acquire_load(p);
+    int spins = 0;
+    while (v <= k) {
+        if (++spins < 256) {
+            FX_CPU_RELAX();
+        } else {
+            FX_THREAD_YIELD();
+        }
+        v = fx_acquire_load(p);
+    }
+    return v;
+}
+
+#endif /* FX_SYNC_H */
