@@ -156,3 +156,9 @@ cdef extern from "fx_arrow_c.h" nogil:
         const char *(*get_last_error)(ArrowArrayStream *)
         void (*release)(ArrowArrayStream *)
         void *private_data
+
+
+cdef extern from "fx_sync.h" nogil:
+    int64_t fx_acquire_load(const int64_t *p)
+    void fx_publish(int64_t *p, int64_t v)
+    int64_t fx_wait_progress(const int64_t *p, int64_t k)

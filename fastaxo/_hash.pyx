@@ -634,6 +634,44 @@ cdef class TabDesc:
         free(self.starts)
 
 
+cdef inline const int64_t *_block_rows(const int64_t *rmap, int64_t *iota, int64_t first, int64_t b0,
+                                       int64_t m) noexcept nogil:
+    """Rows of the block starting at b0: &rmap[b0], or iota filled with first + b0 + i."""
+    cdef int64_t i
+    if rmap is not NULL:
+        return rmap + b0
+    for i in range(m):
+        iota[i] = first + b0 + i
+    return iota
+
+
+cdef int64_t _head_pass(fx_rowset *rs, const uint64_t *keys, int32_t src, const int64_t *rp, int64_t m,
+                        int64_t *cand) noexcept nogil:
+    """cand[r] = the head entry of keys[r] (or -1 after inserting row rp[r] as a new head), in
+    order. On allocation failure: 1, with cand -1 from the failed row on (so that the
+    comparisons waiting for this pass read nothing stale)."""
+    cdef int64_t r, j
+    cdef int inserted
+    for r in range(m):
+        if r + 16 < m:
+            fx_rowset_prefetch(rs, keys[r + 16])
+        cand[r] = fx_rowset_head(rs, keys[r], src, rp[r], &inserted)
+        if cand[r] == -2:
+            for j in range(r, m):
+                cand[j] = -1
+            return 1
+    return 0
+
+
+cdef object _first_bad(const uint8_t *status, int64_t m, int64_t b0, bint compare):
+    """(row, status) of the first bad row of a block (compare: 255 means 'same key, another row')."""
+    cdef int64_t r
+    for r in range(m):
+        if status[r] and not (compare and status[r] == 255):
+            return (b0 + r, int(status[r]))
+    return None
+
+
 cdef class RowSetCore:
     """fx_rowset plus the sources its entries point into (not thread-safe by itself)."""
     cdef fx_rowset rs
@@ -685,23 +723,34 @@ cdef class RowSetCore:
         (i, status) for the first bad row.
 
         Works in blocks of INSERT_BLOCK rows with one set of per-row buffers (keys, candidate
-        heads, statuses): on memory the process touches for the first time every page costs a
-        fault, so scratch that scales with the input would cost more than it saves."""
-        cdef int64_t n = is_new.shape[0], i, r, a, task, ntasks, e, nbad = 0, nerr = 0, b0, m
+        heads, statuses; two of keys and statuses): on memory the process touches for the
+        first time every page costs a fault, so scratch that scales with the input would cost
+        more than it saves. The blocks go through a software pipeline, one thread team per
+        step: step s runs the serial head pass of block s (one task), the keys of block s + 1
+        (tasks of ROWSET_TASK rows) and then the comparisons of block s (tasks that wait for
+        that head pass), so the other threads compute keys instead of idling (or spinning,
+        which on a VM slows the serial thread beside them) while the head pass runs. The
+        serial chain pass of block s (rows whose key was shared by a different row: rare)
+        follows each step."""
+        cdef int64_t n = is_new.shape[0], i, r, a, task, e, b0, m, m1, nb, s_, k1, c0
+        cdef int64_t nbad_k = 0, nbad_c = 0, nerr = 0
         cdef int64_t nsrc_rows = (<TabDesc>self.tabs[src]).n if 0 <= src < len(self.tabs) else 0
-        cdef int t, st, inserted, rc
+        cdef int t, st, rc
         cdef const fx_tab *tab
         cdef fx_sha256_compress_fn fn = _compress()
         cdef const int64_t[::1] rmap
-        cdef const int64_t *rp
-        cdef int64_t *iota = NULL
-        cdef uint64_t *keys = NULL
+        cdef int64_t *iota = NULL        # two blocks of row numbers when rows is None
+        cdef uint64_t *keys = NULL       # two blocks
         cdef int64_t *cand = NULL
-        cdef uint8_t *status = NULL
+        cdef uint8_t *status = NULL      # two blocks
+        cdef int64_t *sync = NULL        # [0]: head pass done (published), [1]: its error
         cdef fx_segbuf *mine = NULL
         cdef fx_segbuf *other = NULL
         cdef fx_segbuf *group = NULL
+        cdef const int64_t *rp
+        cdef const int64_t *rp1 = NULL
         cdef int64_t blk = min(n, <int64_t>INSERT_BLOCK)
+        cdef int64_t nt_head, nt_keys, nt_cmp
         if num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
         if src < 0 or src >= len(self.tabs):
@@ -719,16 +768,18 @@ cdef class RowSetCore:
                     raise IndexError(f"insert: row {rmap[i]} out of range for a source of {nsrc_rows} rows")
         if n == 0:
             return None
+        nb = (n + blk - 1) // blk
         try:
-            keys = <uint64_t *>malloc(blk * sizeof(uint64_t))
+            keys = <uint64_t *>malloc(2 * blk * sizeof(uint64_t))
             cand = <int64_t *>malloc(blk * sizeof(int64_t))
-            status = <uint8_t *>malloc(blk)
+            status = <uint8_t *>malloc(2 * blk)
+            sync = <int64_t *>calloc(2, sizeof(int64_t))
             if rows is None:
-                iota = <int64_t *>malloc(blk * sizeof(int64_t))
+                iota = <int64_t *>malloc(2 * blk * sizeof(int64_t))
             mine = <fx_segbuf *>calloc(num_threads, sizeof(fx_segbuf))
             other = <fx_segbuf *>calloc(num_threads, sizeof(fx_segbuf))
             group = <fx_segbuf *>calloc(2 * num_threads * FX_KEY_GROUP, sizeof(fx_segbuf))
-            if (keys is NULL or cand is NULL or status is NULL or mine is NULL or other is NULL
+            if (keys is NULL or cand is NULL or status is NULL or sync is NULL or mine is NULL or other is NULL
                     or group is NULL or (rows is None and iota is NULL)):
                 raise MemoryError()
             for t in range(num_threads):
@@ -743,63 +794,70 @@ cdef class RowSetCore:
                                     f"{self.rs.count:,} and {n:,} more were added (use fastaxo.Seen)")
             if rc:
                 raise MemoryError("out of memory growing the row set")
-            for b0 in range(0, n, blk):
+            # keys of block 0
+            rp = _block_rows(&rmap[0] if rows is not None else NULL, iota, first, 0, min(blk, n))
+            m = min(blk, n)
+            memset(status, 0, m)
+            nt_keys = (m + ROWSET_TASK - 1) // ROWSET_TASK
+            for task in prange(nt_keys, nogil=True, num_threads=num_threads, schedule="dynamic",
+                               chunksize=1, use_threads_if=_par(num_threads, m, 0)):
+                t = threadid()
+                a = task * ROWSET_TASK
+                nbad_k += fx_tab_keys(tab, &rp[a], min(<int64_t>ROWSET_TASK, m - a),
+                                      &group[2 * t * FX_KEY_GROUP], &keys[a], &status[a])
+            if nbad_k:
+                return _first_bad(status, m, 0, False)
+            for s_ in range(nb):
+                b0 = s_ * blk
                 m = min(blk, n - b0)
-                if rows is None:
-                    for i in range(m):
-                        iota[i] = first + b0 + i
-                    rp = iota
-                else:
-                    rp = &rmap[b0]
-                memset(status, 0, m)
-                ntasks = (m + ROWSET_TASK - 1) // ROWSET_TASK
-                # 1. keys, in parallel (one thread team for all chunks of the source)
-                for task in prange(ntasks, nogil=True, num_threads=num_threads, schedule="dynamic",
-                                   chunksize=1, use_threads_if=_par(num_threads, m, 0)):
+                k1 = ((s_ + 1) % 2) * blk             # buffers of block s + 1
+                c0 = (s_ % 2) * blk                   # buffers of block s
+                rp = (&rmap[b0] if rows is not None else &iota[c0])
+                m1 = min(blk, n - b0 - blk) if s_ + 1 < nb else 0
+                if m1 > 0:
+                    rp1 = _block_rows(&rmap[0] if rows is not None else NULL, &iota[k1], first, b0 + blk, m1)
+                    memset(&status[k1], 0, m1)
+                nt_head = 1
+                nt_keys = (m1 + ROWSET_TASK - 1) // ROWSET_TASK
+                nt_cmp = (m + ROWSET_TASK - 1) // ROWSET_TASK
+                sync[0] = 0
+                sync[1] = 0
+                for task in prange(nt_head + nt_keys + nt_cmp, nogil=True, num_threads=num_threads,
+                                   schedule="dynamic", chunksize=1, use_threads_if=_par(num_threads, m + m1, 0)):
                     t = threadid()
-                    a = task * ROWSET_TASK
-                    nbad += fx_tab_keys(tab, &rp[a], min(<int64_t>ROWSET_TASK, m - a),
-                                        &group[2 * t * FX_KEY_GROUP], &keys[a], &status[a])
-                if nbad:
-                    for r in range(m):
-                        if status[r]:
-                            return (b0 + r, int(status[r]))
-                # 2. first row of each key (serial: first occurrence is an order)
-                with nogil:
-                    for r in range(m):
-                        if r + 16 < m:
-                            fx_rowset_prefetch(&self.rs, keys[r + 16])
-                        cand[r] = fx_rowset_head(&self.rs, keys[r], src, rp[r], &inserted)
-                        if cand[r] == -2:
-                            nerr = 1
-                            break
-                if nerr:
+                    if task == 0:
+                        # 1. first row of each key (serial: first occurrence is an order)
+                        sync[1] = _head_pass(&self.rs, &keys[c0], src, rp, m, cand)
+                        fx_publish(&sync[0], 1)
+                    elif task <= nt_keys:
+                        # 2. keys of the next block
+                        a = (task - 1) * ROWSET_TASK
+                        nbad_k += fx_tab_keys(tab, &rp1[a], min(<int64_t>ROWSET_TASK, m1 - a),
+                                              &group[2 * t * FX_KEY_GROUP], &keys[k1 + a], &status[k1 + a])
+                    else:
+                        # 3. rows whose key was seen: compare with that key's first row
+                        fx_wait_progress(&sync[0], 0)
+                        a = (task - 1 - nt_keys) * ROWSET_TASK
+                        nbad_c += fx_rowset_compare(&self.rs, self.srcs, tab, &rp[a], &cand[a],
+                                                    min(<int64_t>ROWSET_TASK, m - a), &group[2 * t * FX_KEY_GROUP],
+                                                    &status[c0 + a])   # 255: same key, different row
+                if sync[1]:
                     raise MemoryError("out of memory growing the row set")
-                # 3. rows whose key was seen: compare with that key's first row, in parallel
-                for task in prange(ntasks, nogil=True, num_threads=num_threads, schedule="dynamic",
-                                   chunksize=1, use_threads_if=_par(num_threads, m, 0)):
-                    t = threadid()
-                    a = task * ROWSET_TASK
-                    nbad += fx_rowset_compare(&self.rs, self.srcs, tab, &rp[a], &cand[a],
-                                              min(<int64_t>ROWSET_TASK, m - a), &group[2 * t * FX_KEY_GROUP],
-                                              &status[a])   # 255: same key, different row
-                if nbad:
-                    for r in range(m):
-                        if status[r] and status[r] != 255:
-                            return (b0 + r, int(status[r]))
+                if nbad_c:
+                    return _first_bad(&status[c0], m, b0, True)
                 # 4. the rest, in order: key collisions walk the key's chain
                 with nogil:
                     for r in range(m):
                         if cand[r] < 0:
                             is_new[b0 + r] = 1
-                        elif status[r] != 255:
+                        elif status[c0 + r] != 255:
                             is_new[b0 + r] = 0
                         else:
                             st = fx_tab_encode(tab, rp[r], &mine[0])
                             if st != FX_ROW_OK:
                                 nerr = 2
                                 break
-                            e = fx_rowset_resolve(&self.rs, self.srcs, keys[r], src, rp[r], &mine[0], &other[0], fn)
+                            e = fx_rowset_resolve(&self.rs, self.srcs, keys[c0 + r], src, rp[r], &mine[0], &other[0], fn)
                             if e < -1:
                                 nerr = 3 if e == -2 else 4
                                 break
@@ -808,6 +866,8 @@ cdef class RowSetCore:
                     raise MemoryError("out of memory in the row set")
                 if nerr:
                     raise RuntimeError("fastaxo row set: a stored row could not be re-read (its data changed?)")
+                if nbad_k:
+                    return _first_bad(&status[k1], m1, b0 + blk, False)
             return None
         finally:
             if mine is not NULL:

@@ -588,7 +588,10 @@ def _rowset_source(data: Any, columns: Any) -> tuple[pa.Table, np.ndarray | None
         if data._indices is not None:
             idx = data._indices.column(0)
             rows = np.ascontiguousarray(_arrow.fixed_view(idx.combine_chunks()) if idx.num_chunks != 1
-                                        else _arrow.fixed_view(idx.chunk(0))).astype(np.int64, copy=False)
+                                        else _arrow.fixed_view(idx.chunk(0)))
+            # uint64 indices as int64 without a copy (a fresh 8 bytes a row faults in): a value
+            # >= 2**63 reads negative, which insert refuses as out of range
+            rows = rows.view(np.int64) if rows.dtype == np.uint64 else rows.astype(np.int64, copy=False)
             return table, rows, f"table:v{ROW_ENCODING_VERSION}:{_arrow.type_signature(table.schema.types)}"
     else:
         raise InvalidTypeError(

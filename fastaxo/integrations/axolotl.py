@@ -58,6 +58,7 @@ except ImportError as exc:  # pragma: no cover - exercised by users without axol
 from pydantic import BaseModel, Field
 
 import fastaxo
+from fastaxo import _arrow
 from fastaxo._threads import resolve_num_threads
 
 LOG = logging.getLogger("fastaxo.axolotl")
@@ -243,11 +244,15 @@ def select_rows(dataset: Any, keep: np.ndarray) -> Any:
         col = dataset._indices.column(0)
         phys = fastaxo._arrow.fixed_view(col.combine_chunks() if col.num_chunks != 1 else col.chunk(0))
         idx = phys[idx]
-    idx = np.ascontiguousarray(idx.astype("<i8", copy=False))
+    # uint64 and int64 indices (< 2**63) have the same little-endian bytes: hash and keep them
+    # as they are (every copy of 8 bytes a row is fresh memory, which faults in page by page)
+    idx = np.ascontiguousarray(idx.view(np.uint64) if idx.dtype == np.int64 else idx.astype(np.uint64))
+    if idx.dtype.byteorder == ">":  # pragma: no cover - big-endian hosts
+        idx = idx.astype("<u8")
     h = hashlib.sha256(b"fastaxo-dedupe-select\0" + str(dataset._fingerprint).encode() + b"\0")
-    h.update(memoryview(idx))  # no copy of the indices (fresh pages cost a fault each)
+    h.update(memoryview(idx))
     fp = h.hexdigest()[:16]
-    indices = InMemoryTable(pa.table({"indices": pa.array(idx.view(np.uint64), type=pa.uint64())}))
+    indices = InMemoryTable(pa.table({"indices": _arrow.from_numpy(idx)}))
     out = Dataset(dataset._data, info=dataset.info.copy(), split=dataset.split, indices_table=indices,
                   fingerprint=fp)
     fmt = dataset.format
