@@ -108,6 +108,16 @@ class PrepareReport:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def add_pack_stats(self, st: Any) -> None:
+        """Count one packed window (its PackStats)."""
+        self.windows += 1
+        self.bins += st.bins
+        self.tokens_out += st.tokens
+        self.sequences_out += st.entries
+        self.rows_packed += st.sequences
+        for k in ("overlong", "truncated", "truncated_tokens", "split", "split_pieces", "dropped", "dropped_tokens"):
+            setattr(self, k, getattr(self, k) + getattr(st, k))
+
     def to_json(self, path: str) -> None:
         with open(path, "w") as fh:
             json.dump(self.as_dict(), fh, indent=2)
@@ -232,6 +242,71 @@ def _tokenize(tok: Any, arr: pa.Array, column: str, path: str, row0: int) -> pa.
     if offsets[-1] < 2**31:
         return pa.ListArray.from_arrays(_arrow.from_numpy(offsets.astype(np.int32)), _arrow.from_numpy(values))
     return pa.LargeListArray.from_arrays(_arrow.from_numpy(offsets), _arrow.from_numpy(values))
+
+
+# ---------------------------------------------------------------- one batch, one window (shared with the Ray path)
+ATTENTION_MODES = {"segments": "segments", "ones": "binary", "none": None}
+
+
+def output_schema(has_labels: bool, attention: str, options: dict[str, Any]) -> pa.Schema:
+    """The packed output's columns (list<int32>: input_ids, labels if the input has them,
+    position_ids, attention_mask unless attention is "none") and the options in its metadata."""
+    fields = [pa.field("input_ids", pa.list_(_I32))]
+    if has_labels:
+        fields.append(pa.field("labels", pa.list_(_I32)))
+    fields.append(pa.field("position_ids", pa.list_(_I32)))
+    if ATTENTION_MODES[attention] is not None:
+        fields.append(pa.field("attention_mask", pa.list_(_I32)))
+    return pa.schema(fields, metadata={"fastaxo.prepare": json.dumps(options)})
+
+
+def _check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str, has_labels: bool,
+                 seq_len: int, overflow: str) -> tuple[dict[str, pa.Array], np.ndarray, float]:
+    """The token columns of a batch whose first row is row ``row0`` of ``path``, checked (errors
+    name the file and row) and as list<int32>: ``({"input_ids", ["labels"]}, lengths, seconds
+    spent tokenizing)``. With ``tok``, ``text_column`` is tokenized instead."""
+    tsec = 0.0
+    if tok is not None:
+        tt = time.perf_counter()
+        work = {"input_ids": _tokenize(tok, batch.column(text_column), text_column, path, row0)}
+        tsec = time.perf_counter() - tt
+    else:
+        work = {"input_ids": _token_column(batch.column("input_ids"), "input_ids", path, row0)}
+        if has_labels:
+            lab = _token_column(batch.column("labels"), "labels", path, row0)
+            bad = np.flatnonzero(_lengths(lab) != _lengths(work["input_ids"]))
+            if len(bad):
+                i = int(bad[0])
+                raise InvalidInputError(
+                    f"{_where(path, row0 + i)}: labels has {int(_lengths(lab)[i])} values and "
+                    f"input_ids {int(_lengths(work['input_ids'])[i])}; they must be aligned")
+            work["labels"] = lab
+    lens = _lengths(work["input_ids"])
+    if overflow == "error":
+        over = np.flatnonzero(lens > seq_len)
+        if len(over):
+            i = int(over[0])
+            raise SequenceTooLongError(
+                f"{_where(path, row0 + i)}: input_ids has {int(lens[i]):,} tokens; --seq-len is "
+                f"{seq_len:,}. Pass --overflow truncate, split or drop to handle such rows "
+                "(each is counted in the report), or filter them out first",
+                row0 + i, int(lens[i]), seq_len)
+    return work, lens, tsec
+
+
+def _pack_window(table: pa.Table, writer: Any, fields: list[pa.Field], *, seq_len: int, strategy: str,
+                 overflow: str, att_mode: str | None, has_labels: bool, num_threads: int) -> Any:
+    """Pack one window (a table of kept rows: input_ids [+ labels]) and write its bins to
+    ``writer`` as row groups of about _ROW_GROUP_TOKENS tokens; returns its PackStats."""
+    from fastaxo import iter_pack
+
+    it = iter_pack(table, seq_len, chunk_bins=max(1, _ROW_GROUP_TOKENS // seq_len), layout="flat",
+                   attention=att_mode, dtype=np.int32, strategy=strategy, overflow=overflow,
+                   labels=None if has_labels else False, reuse_buffers=True, num_threads=num_threads)
+    for chunk in it:  # reuse_buffers: each chunk is written before the next one is filled
+        offs = _arrow.from_numpy(chunk["bin_offsets"].astype(np.int32))  # a chunk holds <= max(2**22, seq_len) tokens
+        writer.write([pa.ListArray.from_arrays(offs, _arrow.from_numpy(chunk[f.name])) for f in fields])
+    return it.stats
 
 
 # ---------------------------------------------------------------- the writer
@@ -364,7 +439,7 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
     -------
     PrepareReport
     """
-    from fastaxo import Seen, dedupe as _dedupe, iter_pack
+    from fastaxo import Seen, dedupe as _dedupe
     from fastaxo._threads import resolve_num_threads
     from fastaxo.packing import STRATEGIES
     from fastaxo.reader import _proc_io, _proc_kib, resolve_source
@@ -410,24 +485,17 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
         has_labels = "labels" in schema0.names
     key_cols = dedupe_columns or (["input_ids", "labels"] if has_labels else ["input_ids"])
 
-    att_mode = {"segments": "segments", "ones": "binary", "none": None}[attention]
-    fields = [pa.field("input_ids", pa.list_(_I32))]
-    if has_labels:
-        fields.append(pa.field("labels", pa.list_(_I32)))
-    fields.append(pa.field("position_ids", pa.list_(_I32)))
-    if att_mode is not None:
-        fields.append(pa.field("attention_mask", pa.list_(_I32)))
-    meta = {"fastaxo.prepare": json.dumps({"seq_len": seq_len, "strategy": strategy, "overflow": overflow,
-                                           "attention": attention, "dedupe": dedupe, "dedupe_columns": key_cols if dedupe else None,
-                                           "pack_window": pack_window, "layout": "flat (unpadded bins)"})}
-    out_schema = pa.schema(fields, metadata=meta)
+    att_mode = ATTENTION_MODES[attention]
+    out_schema = output_schema(has_labels, attention, {
+        "seq_len": seq_len, "strategy": strategy, "overflow": overflow, "attention": attention, "dedupe": dedupe,
+        "dedupe_columns": key_cols if dedupe else None, "pack_window": pack_window, "layout": "flat (unpadded bins)"})
+    fields = list(out_schema)
 
     rep = PrepareReport(inputs=[p for p, _, _ in files], output=output, seq_len=seq_len, strategy=strategy,
                         overflow=overflow, attention=attention, pack_window=pack_window, dedupe=bool(dedupe),
                         dedupe_columns=key_cols if dedupe else None, labels=has_labels, tokenizer=tokenizer,
                         files=len(files))
     seen = Seen() if dedupe else None
-    chunk_bins = max(1, _ROW_GROUP_TOKENS // seq_len)
     window: list[pa.Table] = []
     window_rows = 0
     bar = None
@@ -450,23 +518,11 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
     def flush(tables: list[pa.Table]) -> None:
         t0 = time.perf_counter()
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        it = iter_pack(table, seq_len, chunk_bins=chunk_bins, layout="flat", attention=att_mode, dtype=np.int32,
-                       strategy=strategy, overflow=overflow, labels=None if has_labels else False,
-                       reuse_buffers=True, num_threads=nt)
-        st = it.stats
         w0 = writer.seconds
-        for chunk in it:  # reuse_buffers: each chunk is written before the next one is filled
-            offs = _arrow.from_numpy(chunk["bin_offsets"].astype(np.int32))  # a chunk holds <= max(2**22, seq_len) tokens
-            cols = [pa.ListArray.from_arrays(offs, _arrow.from_numpy(chunk[f.name])) for f in fields]
-            writer.write(cols)
+        st = _pack_window(table, writer, fields, seq_len=seq_len, strategy=strategy, overflow=overflow,
+                          att_mode=att_mode, has_labels=has_labels, num_threads=nt)
         rep.pack_seconds += time.perf_counter() - t0 - (writer.seconds - w0)
-        rep.windows += 1
-        rep.bins += st.bins
-        rep.tokens_out += st.tokens
-        rep.sequences_out += st.entries
-        rep.rows_packed += st.sequences
-        for k in ("overlong", "truncated", "truncated_tokens", "split", "split_pieces", "dropped", "dropped_tokens"):
-            setattr(rep, k, getattr(rep, k) + getattr(st, k))
+        rep.add_pack_stats(st)
         if bar is not None:
             bar.set_postfix_str(f"{rep.bins:,} bins", refresh=False)
 
@@ -503,34 +559,11 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
                     n = batch.num_rows
                     if n == 0:
                         continue
-                    if tok is not None:
-                        tt = time.perf_counter()
-                        ids = _tokenize(tok, batch.column(text_column), text_column, path, row0)
-                        rep.tokenize_seconds += time.perf_counter() - tt
-                        work = {"input_ids": ids}
-                    else:
-                        work = {"input_ids": _token_column(batch.column("input_ids"), "input_ids", path, row0)}
-                        if has_labels:
-                            lab = _token_column(batch.column("labels"), "labels", path, row0)
-                            bad = np.flatnonzero(_lengths(lab) != _lengths(work["input_ids"]))
-                            if len(bad):
-                                i = int(bad[0])
-                                raise InvalidInputError(
-                                    f"{_where(path, row0 + i)}: labels has {int(_lengths(lab)[i])} values and "
-                                    f"input_ids {int(_lengths(work['input_ids'])[i])}; they must be aligned")
-                            work["labels"] = lab
-                    lens = _lengths(work["input_ids"])
+                    work, lens, tsec = _check_batch(batch, path, row0, tok=tok, text_column=text_column,
+                                                    has_labels=has_labels, seq_len=seq_len, overflow=overflow)
+                    rep.tokenize_seconds += tsec
                     rep.rows_in += n
                     rep.tokens_in += int(lens.sum())
-                    if overflow == "error":
-                        over = np.flatnonzero(lens > seq_len)
-                        if len(over):
-                            i = int(over[0])
-                            raise SequenceTooLongError(
-                                f"{_where(path, row0 + i)}: input_ids has {int(lens[i]):,} tokens; --seq-len is "
-                                f"{seq_len:,}. Pass --overflow truncate, split or drop to handle such rows "
-                                "(each is counted in the report), or filter them out first",
-                                row0 + i, int(lens[i]), seq_len)
                     table = pa.table(work)
                     keep = None
                     nonempty = lens > 0

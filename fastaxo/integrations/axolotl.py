@@ -72,7 +72,8 @@ class FastaxoArgs(BaseModel):
     """The plugin's config keys, mixed into Axolotl's schema by ``get_input_args``."""
 
     fastaxo_dedupe: bool | None = Field(default=None, json_schema_extra={"description": (
-        "Run dataset_exact_deduplication on fastaxo's SHA-256 kernel (same kept rows). Default on.")})
+        "Run dataset_exact_deduplication on fastaxo.RowSet (rows compared by value in their Arrow "
+        "buffers; the same kept rows in the same order). Default on.")})
     fastaxo_packing: bool | None = Field(default=None, json_schema_extra={"description": (
         "Sample-packing bin assignment (pack_parallel) on fastaxo's kernel, bin for bin. Default on.")})
     fastaxo_collator: bool | None = Field(default=None, json_schema_extra={"description": (
