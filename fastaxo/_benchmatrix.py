@@ -1073,12 +1073,18 @@ def versions_info(avail: dict[str, bool]) -> dict[str, str | None]:
 
 
 def git_commit() -> str | None:
-    """The commit of the source tree fastaxo was imported from (None for an installed wheel)."""
+    """The commit of the source tree fastaxo was imported from, else the commit the installed
+    build was made from (setup.py records it; None for a build from an sdist)."""
     import fastaxo
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(fastaxo.__file__)))
     if not os.path.exists(os.path.join(root, ".git")):
-        return None
+        try:
+            from fastaxo import _build_info
+        except ImportError:
+            return None
+        c = getattr(_build_info, "GIT_COMMIT", None)
+        return f"{c} (the installed build's)" if c else None
     try:
         sha = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True,
                              timeout=10).stdout.strip()
@@ -1623,6 +1629,16 @@ def render_markdown(results: dict[str, Any], images: dict[str, list[tuple[str, s
             f"- Python: {m['python']}", "", "## Versions", ""]
     out += [f"- {k}: {val}" for k, val in v.items() if val is not None]
     missing = [k for k, val in v.items() if val is None]
+    if images and v.get("matplotlib") is None:
+        # the run had no matplotlib; the charts were drawn from results.json afterwards
+        try:
+            import matplotlib
+
+            missing = [k for k in missing if k != "matplotlib"]
+            out.append(f"- matplotlib: {matplotlib.__version__} (the charts, drawn afterwards from results.json "
+                       "with `fastaxo bench --from-json`; the run itself had none)")
+        except ImportError:
+            pass
     if missing:
         out.append(f"- not installed: {', '.join(missing)}")
     cfg = results.get("fastaxo_config", {})

@@ -49,6 +49,7 @@ def config() -> dict[str, Any]:
 
         info["compiler"] = _build_info.COMPILER
         info["openmp_flags"] = " ".join(_build_info.OPENMP_FLAGS)
+        info["git_commit"] = getattr(_build_info, "GIT_COMMIT", None)
     except ImportError:
         pass
     return info
@@ -74,6 +75,8 @@ def show_config(file: TextIO | None = None) -> dict[str, Any]:
         lines.append(f"    {name:<14} : {state}")
     if "compiler" in info:
         lines.append(f"  compiler         : {info['compiler']} {info['openmp_flags']}".rstrip())
+    if info.get("git_commit"):
+        lines.append(f"  built from       : git commit {info['git_commit']}")
     lines.append(f"  numpy {info['numpy']}, pyarrow {info['pyarrow']}")
     print("\n".join(lines), file=out)
     return info
