@@ -2,6 +2,8 @@
 
 fastaxo prepare INPUT... -o OUT --seq-len N
                              dedupe + pack tokenized rows into packed Parquet (bounded memory)
+fastaxo prepare --ray ADDRESS|local INPUT... -o OUT_DIR --seq-len N
+                             the same on a Ray cluster: shards OUT_DIR/part-NNNNN.parquet
 fastaxo demo [--rows N]      prepare on the built-in dataset, next to a plain-Python pipeline
 fastaxo info                 what this build is: version, OpenMP, threads, SHA-256 path
 fastaxo dedupe [FILE ...]    exact dedupe of Parquet files (streamed, bounded memory);
@@ -135,12 +137,20 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGINT, on_sigint) if threading.current_thread() is threading.main_thread() \
         else None
     try:
-        rep = prepare(args.inputs, args.output, args.seq_len, strategy=args.strategy, overflow=args.overflow,
-                      attention=args.attention, dedupe=not args.no_dedupe,
+        common = dict(strategy=args.strategy, overflow=args.overflow, attention=args.attention,
+                      dedupe=not args.no_dedupe,
                       dedupe_columns=args.dedupe_columns.split(",") if args.dedupe_columns else None,
                       pack_window=args.pack_window, tokenizer=args.tokenizer, text_column=args.text_column,
-                      batch_rows=args.batch_rows, format=args.format, progress=not args.quiet,
-                      num_threads=args.threads, cancel=interrupted)
+                      format=args.format)
+        if args.ray is not None:
+            from fastaxo.integrations.ray import prepare as ray_prepare
+
+            rep = ray_prepare(args.inputs, args.output, args.seq_len, address=args.ray,
+                              num_cpus_per_task=args.ray_cpus_per_task, threads_per_task=args.threads,
+                              unit_rows=args.ray_unit_rows, **common)
+        else:
+            rep = prepare(args.inputs, args.output, args.seq_len, batch_rows=args.batch_rows,
+                          progress=not args.quiet, num_threads=args.threads, cancel=interrupted, **common)
     except KeyboardInterrupt:
         print("fastaxo prepare: interrupted; no output written", file=sys.stderr)
         return 130
@@ -242,6 +252,16 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
+    return v
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fastaxo", description="Fast, memory-bounded data preparation for Axolotl.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -251,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                          "--seq-len tokens and write packed Parquet (input_ids, labels, position_ids, "
                          "attention_mask; unpadded rows of at most --seq-len tokens).")
     p_p.add_argument("inputs", nargs="+", metavar="INPUT", help="files, directories or globs (read in order)")
-    p_p.add_argument("-o", "--output", required=True, help="the packed Parquet file to write")
+    p_p.add_argument("-o", "--output", required=True,
+                     help="the packed Parquet file to write (with --ray: a directory for the shards)")
     p_p.add_argument("--seq-len", type=_positive_int, required=True, help="tokens per packed row")
     p_p.add_argument("--strategy", choices=("bfd", "ffd", "ff", "nf"), default="bfd",
                      help="bin packing: best-fit decreasing (default), first-fit decreasing, first-fit, next-fit")
@@ -273,6 +294,13 @@ def main(argv: list[str] | None = None) -> int:
     p_p.add_argument("--threads", type=_positive_int, default=None, help="threads (default: FASTAXO_NUM_THREADS, OMP_NUM_THREADS, CPUs)")
     p_p.add_argument("--report-json", metavar="FILE", help="also write the report as JSON")
     p_p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p_p.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster ('local' starts one here; 'auto', "
+                     "'host:port'): OUTPUT is a directory of shards part-NNNNN.parquet, one per window, that read "
+                     "in order equal the single-machine output (pip install 'fastaxo[ray]')")
+    p_p.add_argument("--ray-cpus-per-task", type=_positive_float, default=1.0, metavar="C",
+                     help="CPUs each Ray task reserves (default 1; --threads defaults to the same)")
+    p_p.add_argument("--ray-unit-rows", type=_positive_int, default=65_536, metavar="N",
+                     help="input rows per Ray scan task (Parquet: whole row groups up to about N; default 65536)")
     p_p.set_defaults(func=_cmd_prepare)
     p_demo = sub.add_parser("demo", help="prepare on the built-in dataset, next to a plain-Python pipeline")
     p_demo.add_argument("--rows", type=_positive_int, default=200_000, help="rows of the built-in dataset (default 200000)")

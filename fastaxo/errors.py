@@ -57,6 +57,9 @@ class SequenceTooLongError(InvalidInputError):
         super().__init__(message)
         self.row, self.length, self.limit = row, length, limit
 
+    def __reduce__(self):  # picklable with its fields (errors cross processes: Ray, multiprocessing)
+        return (type(self), (self.args[0], self.row, self.length, self.limit))
+
 
 class ExtensionUnavailableError(FastaxoError, ImportError):
     """The compiled extension is required (FASTAXO_REQUIRE_EXTENSION=1) but did not load."""
@@ -73,6 +76,9 @@ class FileFormatError(InvalidInputError):
     def __init__(self, message: str, path: str, location: str | None = None):
         super().__init__(message)
         self.path, self.location = path, location
+
+    def __reduce__(self):
+        return (type(self), (self.args[0], self.path, self.location))
 
 
 class SchemaMismatchError(InvalidInputError):

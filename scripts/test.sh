@@ -7,9 +7,10 @@
 #
 # The venv also gets CPU torch and the real axolotl 0.21.0 (scripts/install_axolotl.sh, through
 # its wheel cache; about 4 GB): the axolotl tests run `axolotl preprocess/train` from it and
-# `import axolotl`. They go in before fastaxo's wheel and its [test] extra, so that fastaxo's
-# requirements are resolved last; the environment is checked (fastaxo's requirements, torch
-# without CUDA, axolotl 0.21.0, pip check) before pytest runs.
+# `import axolotl`. They go in before fastaxo's wheel and its [test] and [ray] extras (Ray Data:
+# tests/test_ray.py starts a real two-node cluster), so that fastaxo's requirements are resolved
+# last; the environment is checked (fastaxo's requirements, torch without CUDA, axolotl 0.21.0,
+# pip check) before pytest runs.
 #
 # Environment: PYTHON (default python3), FASTAXO_VENV (default .venv);
 #   FASTAXO_SKIP_AXOLOTL=1  skip torch + axolotl, for quick local runs (the axolotl tests skip
@@ -59,9 +60,9 @@ if [ "$(uname -s)" = Linux ]; then
     "$VENV/bin/auditwheel" show "$WHEEL"
 fi
 
-step "install $(basename "$WHEEL") with the test extras"
+step "install $(basename "$WHEEL") with the test and ray extras"
 "$VPY" -m pip uninstall -q -y fastaxo 2>/dev/null || true
-"$VPY" -m pip install -q -c "$CONSTRAINTS" "$WHEEL[test]" 2>&1 | grep -v "^WARNING: Location" || true
+"$VPY" -m pip install -q -c "$CONSTRAINTS" "$WHEEL[test,ray]" 2>&1 | grep -v "^WARNING: Location" || true
 
 step "check the environment"
 # fastaxo's own requirements (with the [test] extra) must still hold after axolotl's pins.
@@ -70,7 +71,7 @@ import importlib.metadata as m
 from packaging.requirements import Requirement
 bad = []
 for r in map(Requirement, m.requires("fastaxo")):
-    if r.marker is not None and not r.marker.evaluate({"extra": "test"}):
+    if r.marker is not None and not any(r.marker.evaluate({"extra": x}) for x in ("test", "ray")):
         continue
     try:
         v = m.version(r.name)
@@ -90,5 +91,5 @@ fi
 
 step "pytest (against the installed wheel)"
 cd "$ROOT"
-FASTAXO_REQUIRE_EXTENSION=1 FASTAXO_EXPECT_OPENMP=1 FASTAXO_SOURCE_TREE="$ROOT" \
-    FASTAXO_EXPECT_AXOLOTL=$EXPECT_AXOLOTL "$VENV/bin/pytest" -p no:cacheprovider "$@"
+FASTAXO_REQUIRE_EXTENSION=1 FASTAXO_EXPECT_OPENMP=1 FASTAXO_SOURCE_TREE="$ROOT" FASTAXO_EXPECT_RAY=1 \
+    RAY_USAGE_STATS_ENABLED=0 FASTAXO_EXPECT_AXOLOTL=$EXPECT_AXOLOTL "$VENV/bin/pytest" -p no:cacheprovider "$@"

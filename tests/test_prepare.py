@@ -432,3 +432,25 @@ def test_ctrl_c_leaves_no_output_that_looks_complete(tmp_path):
     assert out.read_bytes() == b"old"
     assert sorted(os.listdir(tmp_path)) == ["in.parquet", "out.parquet"]
     assert "interrupt" in err.lower()
+
+
+def test_errors_survive_pickling():
+    """Errors cross process boundaries (Ray tasks, multiprocessing) with their fields."""
+    import pickle
+
+    from fastaxo.errors import FileFormatError, NullValueError, SchemaMismatchError, SequenceTooLongError
+
+    e = pickle.loads(pickle.dumps(SequenceTooLongError("a.parquet row 3: too long", 3, 5000, 4096)))
+    assert isinstance(e, SequenceTooLongError) and isinstance(e, ValueError)
+    assert (str(e), e.row, e.length, e.limit) == ("a.parquet row 3: too long", 3, 5000, 4096)
+    f = pickle.loads(pickle.dumps(FileFormatError("bad file", "b.jsonl", "line 7")))
+    assert (str(f), f.path, f.location) == ("bad file", "b.jsonl", "line 7")
+    for cls in (NullValueError, SchemaMismatchError):
+        g = pickle.loads(pickle.dumps(cls("msg")))
+        assert type(g) is cls and str(g) == "msg"
+
+
+def test_ray_flags_are_checked_by_argparse(tmp_path):
+    r = _cli("prepare", tmp_path / "x.parquet", "-o", tmp_path / "o", "--seq-len", 8, "--ray", "local",
+             "--ray-cpus-per-task", "0")
+    assert r.returncode == 2 and "--ray-cpus-per-task: expected a number > 0, got 0" in r.stderr

@@ -1,0 +1,263 @@
+"""Benchmark: fastaxo prepare on Ray (fastaxo.integrations.ray) against the single-machine
+`fastaxo prepare`, on the same files, in one run.
+
+    cd / && /path/to/venv/bin/python /work/main/bench/bench_ray.py            # 400k rows, 8 files
+    ... --rows 100000 --reps 1                                                  # smoke run
+
+Data: N generated tokenized chat-shaped rows (fastaxo._demo.tokenized_table: input_ids and
+labels, lognormal lengths, mean --mean-tokens; 10% exact duplicates), shuffled across --files
+Parquet files (row groups of 10,000 rows), so that duplicates sit in other files than their
+first occurrence. Everything lives in a temp dir.
+
+Configurations, each run --reps times, interleaved (order rotating), each in a fresh driver
+process (`python -c ...`, so that no import or Ray connection is shared):
+  single     fastaxo.prepare(files, out.parquet) with the default threads (2 here)
+  ray-1      a Ray cluster of one node started with `ray start --head --num-cpus=1` (one worker
+             process at a time), fastaxo.integrations.ray.prepare(..., address=head)
+  ray-2      the head (--num-cpus=1) + a second node (`ray start --address=...`, --num-cpus=1):
+             two worker processes in two raylets, as two machines would have
+Clusters are started before their runs and stopped after them (outside the timings); the
+drivers connect to them. Reported: wall time of prepare (median), rows/s, the Ray report's
+stage times (plan, scan, count, dedupe shuffle, pack), and whether the shards read in order
+equal the single-machine file (every run is checked).
+
+Output: a text report (stdout and <--out>.txt) and JSON lines (<--out>.jsonl),
+default bench/results/bench_ray.{txt,jsonl}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _common import JsonRecorder, fmt_table, machine  # noqa: E402
+
+
+def log(msg: str) -> None:
+    print(f"[bench_ray {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def make_files(d: Path, rows: int, files: int, mean_tokens: float, seed: int) -> list[str]:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fastaxo._demo import tokenized_table
+
+    t = tokenized_table(rows, dup_fraction=0.1, seed=seed, mean_tokens=mean_tokens).select(["input_ids", "labels"])
+    # shuffle rows across files so that a duplicate usually sits in another file than its first copy
+    perm = np.random.default_rng(seed + 1).permutation(rows)
+    t = t.take(pa.array(perm))
+    out = []
+    per = -(-rows // files)
+    for k in range(files):
+        p = d / f"part{k:03d}.parquet"
+        pq.write_table(t.slice(k * per, per), p, row_group_size=10_000, compression="zstd")
+        out.append(str(p))
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """`ray start` head (+ extra nodes) on 127.0.0.1, each --num-cpus=1; stopped by temp dir."""
+
+    def __init__(self, nodes: int, object_store: int):
+        import secrets
+
+        self.tmp = tempfile.mkdtemp(prefix="fxb-", dir="/tmp")
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        ray = shutil.which("ray", path=os.path.dirname(sys.executable)) or "ray"
+        # token auth with a token of this cluster's own (nothing written to ~/.ray); drivers get it too
+        self.env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **self.env}
+        common = ["--num-cpus=1", "--node-ip-address=127.0.0.1", f"--object-store-memory={object_store}",
+                  "--disable-usage-stats"]
+        cmds = [[ray, "start", "--head", f"--port={self.port}", "--include-dashboard=false", f"--temp-dir={self.tmp}",
+                 *common]]
+        cmds += [[ray, "start", f"--address={self.address}", *common]] * (nodes - 1)
+        for c in cmds:
+            r = subprocess.run(c, env=env, capture_output=True, text=True, timeout=300, cwd="/")
+            if r.returncode:
+                self.stop()
+                raise RuntimeError(f"{' '.join(c)} failed: {r.stderr[-2000:]}")
+
+    def stop(self) -> None:
+        import psutil
+
+        procs = []
+        for p in psutil.process_iter(["pid", "cmdline"]):
+            try:
+                if any(self.tmp in a for a in (p.info["cmdline"] or [])):
+                    procs.append(p)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+        for p in procs:
+            try:
+                p.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(procs, timeout=15)
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+DRIVER = r'''
+import json, sys, time
+args = json.loads(sys.argv[1])
+t0 = time.perf_counter()
+if args["mode"] == "single":
+    import fastaxo
+    rep = fastaxo.prepare(args["files"], args["out"], args["seq_len"], pack_window=args["window"])
+    d = rep.as_dict()
+else:
+    from fastaxo.integrations.ray import prepare
+    rep = prepare(args["files"], args["out"], args["seq_len"], pack_window=args["window"],
+                  unit_rows=args["unit_rows"], address=args["address"])
+    d = rep.as_dict()
+d["driver_wall_s"] = time.perf_counter() - t0
+print("RESULT " + json.dumps(d))
+'''
+
+
+def run_driver(mode: str, files: list[str], out: str, a: argparse.Namespace, cluster: "Cluster | None") -> dict:
+    args = {"mode": mode, "files": files, "out": out, "seq_len": a.seq_len, "window": a.window,
+            "unit_rows": a.unit_rows, "address": cluster.address if cluster else None}
+    env = {**os.environ, "FASTAXO_REQUIRE_EXTENSION": "1", "RAY_USAGE_STATS_ENABLED": "0",
+           **(cluster.env if cluster else {})}
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", DRIVER, json.dumps(args)], capture_output=True, text=True, cwd="/",
+                       env=env, timeout=a.timeout)
+    wall = time.perf_counter() - t0
+    if r.returncode:
+        raise RuntimeError(f"{mode} driver failed (exit {r.returncode}): {r.stderr[-3000:]}")
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    res = json.loads(line[7:])
+    res["process_wall_s"] = wall
+    return res
+
+
+def same_rows(single_file: str, out_dir: str) -> bool:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    a = pq.read_table(single_file)
+    b = pa.concat_tables([pq.read_table(p) for p in sorted(glob.glob(os.path.join(out_dir, "part-*.parquet")))])
+    return a.num_rows == b.num_rows and all(a.column(c).equals(b.column(c).cast(a.schema.field(c).type))
+                                            for c in a.column_names)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=int, default=400_000)
+    p.add_argument("--files", type=int, default=8)
+    p.add_argument("--mean-tokens", type=float, default=300.0)
+    p.add_argument("--seq-len", type=int, default=4096)
+    p.add_argument("--window", type=int, default=100_000, help="pack_window (kept rows per shard)")
+    p.add_argument("--unit-rows", type=int, default=50_000, help="rows per Ray scan task")
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--object-store-mib", type=int, default=1024, help="object store per Ray node")
+    p.add_argument("--timeout", type=float, default=3600)
+    p.add_argument("--out", default=str(HERE / "results" / "bench_ray"))
+    a = p.parse_args()
+    import fastaxo
+    import ray
+
+    t_run = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="fastaxo-bench-ray-"))
+    rec = JsonRecorder(a.out + ".jsonl")
+    git = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(HERE.parent), "status", "--porcelain"], capture_output=True,
+                           text=True).stdout.strip()
+    hdr = [
+        "# bench_ray: fastaxo prepare on Ray vs the single-machine fastaxo prepare, in one run",
+        f"# command: python bench/bench_ray.py {' '.join(sys.argv[1:])}   (cwd=/, {sys.executable})",
+        f"# commit: {git}{' (working tree dirty)' if dirty else ' (clean)'}; fastaxo {fastaxo.__version__} at "
+        f"{Path(fastaxo.__file__).parent}; ray {ray.__version__}",
+        f"# machine: {machine()}; loadavg at start {os.getloadavg()[0]:.2f}",
+    ]
+    try:
+        t0 = time.perf_counter()
+        files = make_files(tmp, a.rows, a.files, a.mean_tokens, seed=0)
+        size = sum(os.path.getsize(f) for f in files)
+        hdr.append(f"# data: {a.rows:,} generated chat-shaped rows (10% exact duplicates, shuffled across files), "
+                   f"mean {a.mean_tokens:.0f} tokens, {a.files} Parquet files, {size / 2**20:,.0f} MiB "
+                   f"({time.perf_counter() - t0:.1f} s to make); seq_len {a.seq_len}, pack_window {a.window:,}, "
+                   f"unit_rows {a.unit_rows:,}")
+        for h in hdr:
+            log(h)
+        results: dict[str, list[dict]] = {"single": [], "ray-1": [], "ray-2": []}
+        single_ref = None
+        for rep_i in range(a.reps):
+            order = ["single", "ray-1", "ray-2"]
+            order = order[rep_i % 3:] + order[: rep_i % 3]
+            for mode in order:
+                out = str(tmp / f"out-{mode}-{rep_i}")
+                if mode == "single":
+                    res = run_driver("single", files, out + ".parquet", a, None)
+                    if single_ref is None:
+                        single_ref = out + ".parquet"
+                    res["identical"] = True
+                else:
+                    nodes = int(mode.split("-")[1])
+                    cl = Cluster(nodes, a.object_store_mib << 20)
+                    try:
+                        res = run_driver("ray", files, out, a, cl)
+                    finally:
+                        cl.stop()
+                results[mode].append(res)
+                log(f"rep {rep_i} {mode}: {res['driver_wall_s']:.2f} s" +
+                    (f" stages {res['stage_seconds']}" if "stage_seconds" in res else ""))
+        for mode in ("ray-1", "ray-2"):
+            for i, res in enumerate(results[mode]):
+                res["identical"] = same_rows(single_ref, str(tmp / f"out-{mode}-{i}"))
+        rows = []
+        base = statistics.median(r["driver_wall_s"] for r in results["single"])
+        for mode, rs in results.items():
+            wall = statistics.median(r["driver_wall_s"] for r in rs)
+            r0 = rs[0]
+            stages = {}
+            if "stage_seconds" in r0:
+                for k in r0["stage_seconds"]:
+                    stages[k] = statistics.median(r["stage_seconds"][k] for r in rs)
+            rows.append([mode, f"{wall:.2f} s", f"{r0['rows_in'] / wall:,.0f}", f"{base / wall:.2f}x",
+                         ", ".join(f"{k} {v:.2f}" for k, v in stages.items()) or "-",
+                         f"{r0['bins']:,}", f"{r0['duplicates']:,}", "yes" if all(r["identical"] for r in rs) else "NO"])
+            rec.append({"bench": "ray", "mode": mode, "wall_s": wall, "walls": [r["driver_wall_s"] for r in rs],
+                        "stages": stages, "rows": r0["rows_in"], "bins": r0["bins"], "duplicates": r0["duplicates"],
+                        "identical": all(r["identical"] for r in rs), "report": r0})
+        table = fmt_table(["configuration", "prepare wall (median)", "rows/s", "vs single", "stages (s)", "bins",
+                           "duplicates", "same output as single"], rows)
+        hdr.append(f"# total run time: {(time.perf_counter() - t_run) / 60:.1f} min; loadavg at end "
+                   f"{os.getloadavg()[0]:.2f}")
+        text = "\n".join(hdr) + "\n\n" + table + "\n"
+        print(text)
+        Path(a.out + ".txt").write_text(text)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

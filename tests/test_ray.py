@@ -1,0 +1,355 @@
+"""fastaxo.integrations.ray on a real local Ray cluster: a head node and a worker node started
+with `ray start` (loopback only, each its own raylet and object store), stopped at the end.
+
+Every result is compared with the single-machine `fastaxo.prepare` on the same input: the
+shards read in order must equal its output file, row for row and token for token.
+
+About 35 s on 2 cores (the two `ray start` take ~10 s).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import fastaxo
+from fastaxo.errors import InvalidInputError, SequenceTooLongError
+
+# Ray is installed by scripts/test.sh (the [ray] extra): there, and whenever CI=true, a missing Ray
+# fails the import (a skipped test in CI is a test that does not exist); elsewhere it skips.
+if os.environ.get("FASTAXO_EXPECT_RAY") == "1" or os.environ.get("CI"):
+    import ray
+else:
+    ray = pytest.importorskip("ray")
+from fastaxo.integrations import ray as fxray  # noqa: E402
+
+pytestmark = pytest.mark.slow
+SEQ = 256
+
+
+# ---------------------------------------------------------------------------------------------
+# the cluster
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ray_bin() -> str:
+    exe = shutil.which("ray", path=os.path.dirname(sys.executable)) or shutil.which("ray")
+    if exe is None:
+        pytest.fail("the `ray` command is not installed beside this Python (pip install 'fastaxo[ray]')")
+    return exe
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head (1 CPU) and one more worker node (1 CPU), started as separate `ray start`
+    processes joined over 127.0.0.1; this process connects as the driver. Ray's token
+    authentication is on, with a token of this cluster's own passed in the environment (nothing
+    written to ~/.ray). Everything is stopped (the raylets, GCS and workers of this cluster only:
+    found by their temp dir) at the end."""
+    import secrets
+
+    tmp = tempfile.mkdtemp(prefix="fxr-", dir="/tmp")  # short: Ray's socket paths have a length limit
+    port = _free_port()
+    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+    saved = {k: os.environ.get(k) for k in auth}
+    os.environ.update(auth)  # the driver (this process, and the CLI's subprocess) needs them too
+    _reload_ray_auth()
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "FASTAXO_REQUIRE_EXTENSION": "1"}
+    env.pop("FASTAXO_RAY_TEST_HOLD", None)
+    common = ["--num-cpus=1", "--node-ip-address=127.0.0.1", "--object-store-memory=300000000",
+              "--disable-usage-stats"]
+    head = [_ray_bin(), "start", "--head", f"--port={port}", "--include-dashboard=false",
+            f"--temp-dir={tmp}", *common]
+    worker = [_ray_bin(), "start", f"--address=127.0.0.1:{port}", *common]
+    try:
+        for cmd in (head, worker):
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd="/")
+            assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        ray.init(address=f"127.0.0.1:{port}", logging_level="ERROR", log_to_driver=False)
+        deadline = time.monotonic() + 60
+        while sum(1 for n in ray.nodes() if n["Alive"]) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sum(1 for n in ray.nodes() if n["Alive"]) == 2, ray.nodes()
+        yield {"address": f"127.0.0.1:{port}", "tmp": tmp}
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        _stop_cluster(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        _reload_ray_auth()
+
+
+def _reload_ray_auth() -> None:
+    """This process imported ray before the fixture set RAY_AUTH_*: make Ray read them again
+    (what ray does itself when it turns token auth on for a process)."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+def _stop_cluster(tmp: str) -> None:
+    """SIGTERM, then SIGKILL, every process whose command line names this cluster's temp dir
+    (GCS, raylets and their helpers; workers exit with their raylet)."""
+    import psutil
+
+    def ours():
+        out = []
+        for p in psutil.process_iter(["pid", "cmdline"]):
+            try:
+                if p.info["pid"] != os.getpid() and any(tmp in a for a in (p.info["cmdline"] or [])):
+                    out.append(p)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+        return out
+
+    procs = ours()
+    for p in procs:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=15)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+# ---------------------------------------------------------------------------------------------
+# data
+
+def _planted(n_files: int, rows_per_file: int, seed: int, labels: bool = True, max_len: int = 200):
+    """Rows of token ids (some empty), and copies of earlier rows planted in every file (in
+    the same file and across files). Returns [(ids, labs)] per file."""
+    rng = np.random.default_rng(seed)
+    pool = []
+    files = []
+    for f in range(n_files):
+        ids = []
+        for i in range(rows_per_file):
+            if pool and rng.random() < 0.15:
+                ids.append(pool[int(rng.integers(0, len(pool)))])
+                continue
+            L = 0 if rng.random() < 0.01 else int(rng.integers(1, max_len))
+            row = rng.integers(0, 30_000, L).astype(np.int32)
+            ids.append(row)
+            pool.append(row)
+        labs = [np.where(np.arange(len(r)) < len(r) // 3, -100, r).astype(np.int32) for r in ids] if labels else None
+        files.append((ids, labs))
+    return files
+
+
+def _write_parquet(path: Path, ids, labs, row_group_size: int) -> str:
+    cols = {"input_ids": pa.array(ids, pa.list_(pa.int32()))}
+    if labs is not None:
+        cols["labels"] = pa.array(labs, pa.list_(pa.int32()))
+    pq.write_table(pa.table(cols), path, row_group_size=row_group_size)
+    return str(path)
+
+
+def _shards(out_dir) -> pa.Table:
+    names = sorted(glob.glob(os.path.join(out_dir, "part-*.parquet")))
+    assert names, f"no shards in {out_dir}"
+    return pa.concat_tables([pq.read_table(n) for n in names])
+
+
+def _same_as_single(out_dir, single_file) -> None:
+    a = pq.read_table(single_file)
+    b = _shards(out_dir)
+    assert b.num_rows == a.num_rows
+    assert b.schema.names == a.schema.names
+    for name in a.schema.names:
+        assert b.column(name).to_pylist() == a.column(name).to_pylist(), name
+
+
+def _sequences(table: pa.Table) -> list[tuple[int, ...]]:
+    """The packed sequences of a packed table (split where position_ids restart)."""
+    out = []
+    ids = table.column("input_ids").to_pylist()
+    pos = table.column("position_ids").to_pylist()
+    for row, p in zip(ids, pos):
+        starts = [k for k, v in enumerate(p) if v == 0] + [len(p)]
+        out += [tuple(row[a:b]) for a, b in zip(starts, starts[1:])]
+    return out
+
+
+def _window_quality(rep) -> None:
+    """Efficiency within 0.5% of each window's own lower bound (windows big enough to tell)."""
+    assert len(rep.window_bins) == len(rep.window_lower_bound) == rep.windows
+    for bins, lb in zip(rep.window_bins, rep.window_lower_bound):
+        if lb >= 200:
+            assert bins <= lb * 1.005, (bins, lb)
+
+
+# ---------------------------------------------------------------------------------------------
+# tests
+
+def test_planted_duplicates_equal_single_machine(cluster, tmp_path):
+    """Four Parquet files (row groups of 700 rows) with duplicates planted within and across
+    files, empty rows and labels: the Ray shards equal `fastaxo.prepare`'s output row for row,
+    every first occurrence is packed exactly once, and the report counts agree."""
+    files = [_write_parquet(tmp_path / f"in{k}.parquet", ids, labs, 700)
+             for k, (ids, labs) in enumerate(_planted(4, 5000, seed=1))]
+    single = fastaxo.prepare(files, str(tmp_path / "single.parquet"), SEQ, pack_window=3000)
+    rep = fxray.prepare(files, str(tmp_path / "out"), SEQ, pack_window=3000, unit_rows=1500,
+                        address=cluster["address"])
+    _same_as_single(tmp_path / "out", tmp_path / "single.parquet")
+    for k in ("rows_in", "tokens_in", "duplicates", "empty_rows", "rows_packed", "tokens_out", "bins", "windows"):
+        assert getattr(rep, k) == getattr(single, k), k
+    assert rep.duplicates > 2000 and rep.empty_rows > 100 and rep.windows == len(rep.shards) >= 5
+    assert rep.units == 12 and rep.nodes == 2  # 3 units (3 row groups of 700 each) a file
+    # every first occurrence (by (file, row)), once, whole
+    t = pa.concat_tables([pq.read_table(f) for f in files])
+    firsts, seen = [], set()
+    for ids, labs in zip(t.column("input_ids").to_pylist(), t.column("labels").to_pylist()):
+        key = (tuple(ids), tuple(labs))
+        if ids and key not in seen:
+            seen.add(key)
+            firsts.append(tuple(ids))
+    assert sorted(_sequences(_shards(tmp_path / "out"))) == sorted(firsts)
+    _window_quality(rep)
+    man = json.loads((tmp_path / "out" / fxray.MANIFEST).read_text())
+    assert man["shards"] == rep.shards
+    assert not [n for n in os.listdir(tmp_path / "out") if n.startswith(".")]
+    # the bounded reader reads the shards back in order
+    back = pa.Table.from_batches(list(fastaxo.iter_batches(str(tmp_path / "out" / "part-*.parquet"))))
+    assert back.column("input_ids").to_pylist() == pq.read_table(tmp_path / "single.parquet").column("input_ids").to_pylist()
+
+
+def test_killed_worker_gives_the_same_output(cluster, tmp_path, monkeypatch):
+    """The worker running window 1's task is killed (SIGKILL, from outside, mid-task); Ray runs
+    the task again and the output is identical: nothing lost, nothing doubled."""
+    files = [_write_parquet(tmp_path / f"in{k}.parquet", ids, labs, 500)
+             for k, (ids, labs) in enumerate(_planted(3, 3000, seed=2))]
+    fastaxo.prepare(files, str(tmp_path / "single.parquet"), SEQ, pack_window=2000)
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    monkeypatch.setenv("FASTAXO_RAY_TEST_HOLD", f"pack:1:{hold}")
+    killed = {}
+
+    def killer():
+        deadline = time.monotonic() + 240
+        pid_file = hold / "hold-1.pid"
+        while time.monotonic() < deadline:
+            if pid_file.exists():
+                pid = int(pid_file.read_text())
+                time.sleep(0.3)  # let it sit inside the task
+                os.kill(pid, signal.SIGKILL)
+                killed["pid"] = pid
+                return
+            time.sleep(0.05)
+
+    th = threading.Thread(target=killer, daemon=True)
+    th.start()
+    rep = fxray.prepare(files, str(tmp_path / "out"), SEQ, pack_window=2000, unit_rows=1000,
+                        address=cluster["address"])
+    th.join(5)
+    assert killed.get("pid"), "the task was never held, so nothing was killed"
+    with pytest.raises(ProcessLookupError):
+        os.kill(killed["pid"], 0)  # that worker is gone
+    _same_as_single(tmp_path / "out", tmp_path / "single.parquet")
+    assert rep.windows >= 3 and len(set(rep.shards)) == rep.windows
+    assert not [n for n in os.listdir(tmp_path / "out") if "fastaxo-tmp" in n]
+
+
+def test_dataset_input_and_no_dedupe(cluster, tmp_path):
+    """A ray.data.Dataset (its row order is the global order) equals fastaxo.prepare on the
+    same rows; with dedupe=False every non-empty row is packed."""
+    (ids, labs), = _planted(1, 4000, seed=3)
+    table = pa.table({"input_ids": pa.array(ids, pa.list_(pa.int32())), "labels": pa.array(labs, pa.list_(pa.int32()))})
+    _write_parquet(tmp_path / "all.parquet", ids, labs, 4000)
+    ds = ray.data.from_arrow([table.slice(0, 1300), table.slice(1300, 1500), table.slice(2800)])
+    for dedupe in (True, False):
+        single = fastaxo.prepare(str(tmp_path / "all.parquet"), str(tmp_path / f"single{dedupe}.parquet"), SEQ,
+                                 pack_window=1000, dedupe=dedupe, strategy="ffd")
+        rep = fxray.prepare(ds, str(tmp_path / f"out{dedupe}"), SEQ, pack_window=1000, dedupe=dedupe, strategy="ffd",
+                            address=cluster["address"])
+        _same_as_single(tmp_path / f"out{dedupe}", tmp_path / f"single{dedupe}.parquet")
+        assert rep.units == 3 and rep.duplicates == single.duplicates
+        assert (rep.duplicates > 0) == dedupe
+
+
+def test_raw_text_with_a_local_tokenizer(cluster, tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    rng = np.random.default_rng(7)
+    words = [f"w{k}" for k in range(60)]
+    texts = [" ".join(rng.choice(words, int(rng.integers(1, 40)))) for _ in range(1500)]
+    texts += texts[:300]
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(texts, trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
+    (tmp_path / "tok").mkdir()
+    tok.save(str(tmp_path / "tok" / "tokenizer.json"))
+    paths = []
+    for k in range(2):
+        p = tmp_path / f"raw{k}.jsonl"
+        with open(p, "w") as fh:
+            for t in texts[k::2]:
+                fh.write(json.dumps({"body": t}) + "\n")
+        paths.append(str(p))
+    single = fastaxo.prepare(paths, str(tmp_path / "single.parquet"), 64, tokenizer=str(tmp_path / "tok"),
+                             text_column="body", pack_window=400)
+    rep = fxray.prepare(paths, str(tmp_path / "out"), 64, tokenizer=str(tmp_path / "tok"), text_column="body",
+                        pack_window=400, address=cluster["address"])
+    _same_as_single(tmp_path / "out", tmp_path / "single.parquet")
+    assert rep.duplicates == single.duplicates >= 300 and rep.units == 2
+
+
+def test_errors_name_the_file_and_row(cluster, tmp_path):
+    (ids, labs), = _planted(1, 2000, seed=4, max_len=100)
+    ids[1234] = np.arange(SEQ + 5, dtype=np.int32)
+    labs[1234] = ids[1234]
+    f = _write_parquet(tmp_path / "long.parquet", ids, labs, 300)
+    with pytest.raises(SequenceTooLongError, match=r"long\.parquet row 1,234 \(0-based\): input_ids has 261 tokens"):
+        fxray.prepare([f], str(tmp_path / "out"), SEQ, unit_rows=500, address=cluster["address"])
+    rep = fxray.prepare([f], str(tmp_path / "out2"), SEQ, overflow="truncate", unit_rows=500,
+                        address=cluster["address"])
+    assert rep.overlong == 1 and rep.truncated == 1
+    with pytest.raises(InvalidInputError, match="already holds shards"):
+        fxray.prepare([f], str(tmp_path / "out2"), SEQ, overflow="truncate", address=cluster["address"])
+    with pytest.raises(InvalidInputError, match="num_cpus_per_task must be a number > 0"):
+        fxray.prepare([f], str(tmp_path / "out3"), SEQ, num_cpus_per_task=0, address=cluster["address"])
+
+
+def test_command_line(cluster, tmp_path):
+    files = [_write_parquet(tmp_path / f"in{k}.parquet", ids, labs, 400)
+             for k, (ids, labs) in enumerate(_planted(2, 1500, seed=5))]
+    fastaxo.prepare(files, str(tmp_path / "single.parquet"), SEQ, pack_window=1000)
+    env = {**os.environ, "FASTAXO_REQUIRE_EXTENSION": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("FASTAXO_RAY_TEST_HOLD", None)
+    r = subprocess.run([sys.executable, "-m", "fastaxo", "prepare", "--ray", cluster["address"], *files,
+                        "-o", str(tmp_path / "out"), "--seq-len", str(SEQ), "--pack-window", "1000",
+                        "--report-json", str(tmp_path / "r.json")],
+                       capture_output=True, text=True, cwd="/", env=env, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "fastaxo prepare on Ray (2 node(s)" in r.stdout
+    _same_as_single(tmp_path / "out", tmp_path / "single.parquet")
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["windows"] == len(rep["shards"]) >= 2
