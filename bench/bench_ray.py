@@ -179,6 +179,8 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--object-store-mib", type=int, default=1024, help="object store per Ray node")
     p.add_argument("--timeout", type=float, default=3600)
+    p.add_argument("--windows", default="1000,5000,20000,100000,400000",
+                   help="pack_window values of the quality/parallelism sweep (single machine, same data)")
     p.add_argument("--out", default=str(HERE / "results" / "bench_ray"))
     a = p.parse_args()
     import fastaxo
@@ -250,6 +252,23 @@ def main() -> None:
                         "identical": all(r["identical"] for r in rs), "report": r0})
         table = fmt_table(["configuration", "prepare wall (median)", "rows/s", "vs single", "stages (s)", "bins",
                            "duplicates", "same output as single"], rows)
+        # the window size: packing quality against parallelism (a window is one pack task)
+        sweep = []
+        for wsize in [int(x) for x in a.windows.split(",") if x]:
+            aw = argparse.Namespace(**{**vars(a), "window": wsize})
+            res = run_driver("single", files, str(tmp / f"sweep-{wsize}.parquet"), aw, None)
+            extra = res["bins"] - res["lower_bound"]
+            sweep.append([f"{wsize:,}", f"{res['windows']:,}", f"{res['bins']:,}", f"{res['lower_bound']:,}",
+                          f"+{extra:,} ({100 * extra / max(res['lower_bound'], 1):.3f}%)",
+                          f"{100 * res['efficiency']:.3f}%", f"{res['driver_wall_s']:.2f} s"])
+            rec.append({"bench": "ray", "section": "window_sweep", "pack_window": wsize, "windows": res["windows"],
+                        "bins": res["bins"], "lower_bound": res["lower_bound"], "efficiency": res["efficiency"],
+                        "wall_s": res["driver_wall_s"]})
+            log(f"window {wsize}: {res['windows']} windows, {res['bins']} bins (lower bound {res['lower_bound']})")
+        table += ("\n\nPacking quality against window size (fastaxo prepare, bfd, same data; a window is one pack "
+                  "task on Ray, so smaller windows mean more parallel tasks):\n\n"
+                  + fmt_table(["pack_window", "windows (pack tasks)", "bins", "lower bound", "over the bound",
+                               "efficiency", "single-machine wall"], sweep))
         hdr.append(f"# total run time: {(time.perf_counter() - t_run) / 60:.1f} min; loadavg at end "
                    f"{os.getloadavg()[0]:.2f}")
         text = "\n".join(hdr) + "\n\n" + table + "\n"

@@ -24,11 +24,13 @@ Stages (the driver holds unit descriptors, counts and object references, never r
    given, and every non-empty row hashed with fastaxo's SHA-256 kernel over the dedupe columns
    (the digests of the single-machine :class:`fastaxo.Seen`). Out: one small row per input
    row: digest (32 bytes), key, length, and the digest's partition.
-3. **dedupe** (a shuffle keyed on the digest): ``repartition(keys=["part"])`` brings every
-   copy of a digest into one block, where the smallest key per digest is kept (first
-   occurrence); the kept keys are shuffled again by ``bucket`` (ranges of units) and sorted
-   within each bucket. Memory per task: its partition's digests (44 bytes a row) and a bucket's
-   keys (8 bytes a kept row). With ``dedupe=False`` every non-empty row is kept.
+3. **dedupe** (a shuffle keyed on the digest, in Ray tasks over the scan's blocks): each block
+   is split into ``partitions`` by digest; one task per partition sees every copy of its
+   digests and keeps the smallest key of each (the first occurrence in the global order),
+   split by bucket (runs of units holding about ``pack_window`` rows); one task per bucket
+   merges and sorts its kept keys. Memory per task: a partition's digests and keys (40 bytes a
+   row) or a bucket's keys (8 bytes a kept row). With ``dedupe=False`` every non-empty row is
+   kept (the same tasks, no digest comparison).
 4. **pack** (Ray tasks, one per window): window w = kept rows ``[w * pack_window, (w + 1) *
    pack_window)`` of the global order. The task reads the units that hold them, takes those
    rows, packs them with ``fastaxo prepare``'s packer and writes shard w under a temporary name,
