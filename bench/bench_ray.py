@@ -175,7 +175,7 @@ def main() -> None:
     p.add_argument("--mean-tokens", type=float, default=300.0)
     p.add_argument("--seq-len", type=int, default=4096)
     p.add_argument("--window", type=int, default=100_000, help="pack_window (kept rows per shard)")
-    p.add_argument("--unit-rows", type=int, default=50_000, help="rows per Ray scan task")
+    p.add_argument("--unit-rows", type=int, default=20_000, help="rows per Ray scan task (row groups are 10,000)")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--object-store-mib", type=int, default=1024, help="object store per Ray node")
     p.add_argument("--timeout", type=float, default=3600)

@@ -299,8 +299,8 @@ def main(argv: list[str] | None = None) -> int:
                      "in order equal the single-machine output (pip install 'fastaxo[ray]')")
     p_p.add_argument("--ray-cpus-per-task", type=_positive_float, default=1.0, metavar="C",
                      help="CPUs each Ray task reserves (default 1; --threads defaults to the same)")
-    p_p.add_argument("--ray-unit-rows", type=_positive_int, default=65_536, metavar="N",
-                     help="input rows per Ray scan task (Parquet: whole row groups up to about N; default 65536)")
+    p_p.add_argument("--ray-unit-rows", type=_positive_int, default=16_384, metavar="N",
+                     help="input rows per Ray scan task (Parquet: whole row groups up to about N; default 16384)")
     p_p.set_defaults(func=_cmd_prepare)
     p_demo = sub.add_parser("demo", help="prepare on the built-in dataset, next to a plain-Python pipeline")
     p_demo.add_argument("--rows", type=_positive_int, default=200_000, help="rows of the built-in dataset (default 200000)")

@@ -79,6 +79,7 @@ from fastaxo.prepare import (
     DEFAULT_PACK_WINDOW,
     OVERFLOW,
     _check_batch,
+    _compact,
     _load_tokenizer,
     _pack_window,
     _Writer,
@@ -87,7 +88,8 @@ from fastaxo.prepare import (
 
 __all__ = ["prepare", "RayPrepareReport", "DEFAULT_UNIT_ROWS", "MANIFEST"]
 
-DEFAULT_UNIT_ROWS = 65_536   # rows per unit of input (Parquet: whole row groups up to about this)
+DEFAULT_UNIT_ROWS = 16_384   # rows per unit of input (Parquet: whole row groups up to about this). A window's
+                             # task reads whole units, so smaller units read fewer rows it does not pack
 MANIFEST = "_fastaxo_ray.json"
 _KEY_SHIFT = 32              # key = unit << 32 | row in unit
 _ROW_MASK = (1 << _KEY_SHIFT) - 1
@@ -505,8 +507,7 @@ def _pack_task(w: int, lo: int, hi: int, bucket_base: int, units: list[_Unit], c
             continue
         u = units[int(unit_of[a])]
         _, work, _ = _checked_unit(u, cfg, blocks)
-        tab = pa.table(work)
-        parts.append(tab.take(_arrow.from_numpy(rows[a:b])))
+        parts.append(_compact(pa.table(work), rows[a:b]))  # rows are increasing (keys sorted)
     table = pa.concat_tables([p.cast(parts[0].schema) for p in parts]) if parts else None
     schema = output_schema(cfg.has_labels, cfg.attention, json.loads(cfg.schema_options))
     name = f"part-{w:05d}.parquet"
