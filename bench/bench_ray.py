@@ -191,7 +191,7 @@ def main() -> None:
     rec = JsonRecorder(a.out + ".jsonl")
     git = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", str(HERE.parent), "status", "--porcelain"], capture_output=True,
+    dirty = subprocess.run(["git", "-C", str(HERE.parent), "status", "--porcelain", "--untracked-files=no"], capture_output=True,
                            text=True).stdout.strip()
     hdr = [
         "# bench_ray: fastaxo prepare on Ray vs the single-machine fastaxo prepare, in one run",

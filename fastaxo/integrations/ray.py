@@ -413,8 +413,10 @@ def _block_totals(block: pa.Table) -> dict[str, Any]:
             "error": error}
 
 
-def _split_parts_fn(block: pa.Table, parts: int) -> list[pa.Table]:
-    """The non-empty rows of a scanned block, by digest partition: ``parts`` (digest, key) tables."""
+def _split_parts_fn(parts: int, *blocks: pa.Table) -> list[pa.Table]:
+    """The non-empty rows of some scanned blocks, by digest partition: ``parts`` (digest, key)
+    tables. (A task takes a group of blocks: the shuffle's objects are tasks x partitions.)"""
+    block = pa.concat_tables([b.select(["part", "digest", "key"]) for b in blocks]).combine_chunks()
     part = _arrow.fixed_view(block.column("part").combine_chunks()) if block.num_rows else np.zeros(0, np.int32)
     sel = np.flatnonzero(part >= 0)
     t = block.select(["digest", "key"]).take(_arrow.from_numpy(sel))
@@ -737,14 +739,19 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
         # ---- 3. dedupe: a shuffle keyed on the digest; kept keys by bucket (runs of units
         # holding about pack_window non-empty rows), sorted
         t = time.perf_counter()
+        # Buckets: runs of units of about range_rows non-empty rows (at least a window, and about
+        # four a CPU), so that the objects of the shuffle stay (split tasks + buckets) x partitions.
+        range_rows = max(pack_window, -(-nonempty // max(4 * int(cpus), 1)))
         cum = np.cumsum(per_unit)
-        bucket_of_unit = np.maximum(cum - 1, 0) // pack_window
+        bucket_of_unit = np.maximum(cum - 1, 0) // range_rows
         bucket_of_unit = np.maximum.accumulate(bucket_of_unit).astype(np.int64)  # monotone by unit
         B = int(bucket_of_unit[-1]) + 1
         rep.buckets = B
         split = ray.remote(max_retries=3)(_split_parts_fn).options(num_returns=P, **task_opts)
         first = ray.remote(max_retries=3)(_first_keys_fn).options(num_returns=B, **task_opts)
-        parts_of_block = [split.remote(r, P) for r in scan_refs]
+        n_split = min(len(scan_refs), max(4 * int(cpus), 1))
+        groups = [scan_refs[i::n_split] for i in range(n_split)]
+        parts_of_block = [split.remote(P, *g) for g in groups if g]
         if P == 1:
             parts_of_block = [[x] for x in parts_of_block]
         bucket_of_unit_ref = ray.put(bucket_of_unit)
