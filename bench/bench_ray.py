@@ -188,11 +188,11 @@ def main() -> None:
 
     t_run = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="fastaxo-bench-ray-"))
-    rec = JsonRecorder(a.out + ".jsonl")
     git = subprocess.run(["git", "-C", str(HERE.parent), "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True).stdout.strip()
     dirty = subprocess.run(["git", "-C", str(HERE.parent), "status", "--porcelain", "--untracked-files=no"], capture_output=True,
                            text=True).stdout.strip()
+    rec = JsonRecorder(a.out + ".jsonl")  # (after the git check: it truncates its own output file)
     hdr = [
         "# bench_ray: fastaxo prepare on Ray vs the single-machine fastaxo prepare, in one run",
         f"# command: python bench/bench_ray.py {' '.join(sys.argv[1:])}   (cwd=/, {sys.executable})",
