@@ -260,6 +260,67 @@ def output_schema(has_labels: bool, attention: str, options: dict[str, Any]) -> 
     return pa.schema(fields, metadata={"fastaxo.prepare": json.dumps(options)})
 
 
+def _check_options(seq_len: Any, strategy: Any, overflow: Any, attention: Any, pack_window: Any,
+                   dedupe_columns: Any) -> tuple[int, str, str, str, int, list[str] | None]:
+    """The options prepare and its Ray form share, checked (errors name the argument)."""
+    from fastaxo.packing import STRATEGIES
+
+    if dedupe_columns is not None:
+        if isinstance(dedupe_columns, str) or not dedupe_columns or not all(isinstance(c, str) for c in dedupe_columns):
+            raise InvalidInputError(f"dedupe_columns must be a non-empty list of column names, got {dedupe_columns!r}")
+        dedupe_columns = list(dedupe_columns)
+    return (_positive(seq_len, "seq_len"), _choice(strategy, "strategy", STRATEGIES),
+            _choice(overflow, "overflow", OVERFLOW), _choice(attention, "attention", ATTENTION_LAYOUTS),
+            _positive(pack_window, "pack_window"), dedupe_columns)
+
+
+def _first_columns(schema: pa.Schema, where: str, tokenizing: bool, text_column: str,
+                   dedupe_columns: list[str] | None) -> tuple[bool, list[str]]:
+    """(labels used, dedupe columns) from the first input's schema, which fixes the columns."""
+    if tokenizing:
+        if text_column not in schema.names:
+            raise ColumnNotFoundError(f"{where}: no text column {text_column!r} to tokenize "
+                                      f"(columns: {schema.names}); pass --text-column")
+        has_labels = False
+    else:
+        if "input_ids" not in schema.names:
+            raise ColumnNotFoundError(f"{where}: no column 'input_ids' (columns: {schema.names}); "
+                                      "for raw text pass a tokenizer (--tokenizer DIR)")
+        has_labels = "labels" in schema.names
+    return has_labels, dedupe_columns or (["input_ids", "labels"] if has_labels else ["input_ids"])
+
+
+def _input_columns(schema: pa.Schema, where: str, first: str, *, tokenizing: bool, text_column: str,
+                   has_labels: bool, dedupe: bool, key_cols: list[str]) -> list[str]:
+    """The columns to read from an input (errors when it does not have what the first input
+    has); every input goes through this, the first one too."""
+    need = [text_column] if tokenizing else ["input_ids"] + (["labels"] if has_labels else [])
+    if not tokenizing:
+        missing = [c for c in need if c not in schema.names]
+        if missing:
+            raise SchemaMismatchError(f"{where}: no column {missing[0]!r} (columns: {schema.names}); "
+                                      f"{first} has it, so every input must")
+        if "labels" in schema.names and not has_labels:
+            raise SchemaMismatchError(f"{where} has a 'labels' column and {first} has none; inputs must agree")
+    elif text_column not in schema.names:
+        raise ColumnNotFoundError(f"{where}: no text column {text_column!r} (columns: {schema.names})")
+    if dedupe:
+        produced = {"input_ids", "labels"} if not tokenizing else {"input_ids"}
+        missing = [c for c in key_cols if c not in produced and c not in schema.names]
+        if missing:
+            raise ColumnNotFoundError(f"{where}: dedupe column {missing[0]!r} not in the data "
+                                      f"(columns: {schema.names})")
+    return list(dict.fromkeys(need + ([c for c in key_cols if c in schema.names] if dedupe else [])))
+
+
+def _schema_options(seq_len: int, strategy: str, overflow: str, attention: str, dedupe: bool,
+                    key_cols: list[str], pack_window: int) -> dict[str, Any]:
+    """The options recorded in the output's metadata."""
+    return {"seq_len": seq_len, "strategy": strategy, "overflow": overflow, "attention": attention, "dedupe": dedupe,
+            "dedupe_columns": key_cols if dedupe else None, "pack_window": pack_window,
+            "layout": "flat (unpadded bins)"}
+
+
 def _check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str, has_labels: bool,
                  seq_len: int, overflow: str) -> tuple[dict[str, pa.Array], np.ndarray, float]:
     """The token columns of a batch whose first row is row ``row0`` of ``path``, checked (errors
@@ -441,23 +502,15 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
     """
     from fastaxo import Seen, dedupe as _dedupe
     from fastaxo._threads import resolve_num_threads
-    from fastaxo.packing import STRATEGIES
     from fastaxo.reader import _proc_io, _proc_kib, resolve_source
 
-    seq_len = _positive(seq_len, "seq_len")
-    strategy = _choice(strategy, "strategy", STRATEGIES)
-    overflow = _choice(overflow, "overflow", OVERFLOW)
-    attention = _choice(attention, "attention", ATTENTION_LAYOUTS)
-    pack_window = _positive(pack_window, "pack_window")
+    seq_len, strategy, overflow, attention, pack_window, dedupe_columns = _check_options(
+        seq_len, strategy, overflow, attention, pack_window, dedupe_columns)
     batch_rows = _positive(batch_rows, "batch_rows")
     nt = resolve_num_threads(num_threads)
     if not isinstance(output, (str, os.PathLike)):
         raise InvalidTypeError(f"output must be a path, got {type(output).__name__}")
     output = os.fspath(output)
-    if dedupe_columns is not None:
-        if isinstance(dedupe_columns, str) or not all(isinstance(c, str) for c in dedupe_columns) or not dedupe_columns:
-            raise InvalidInputError(f"dedupe_columns must be a non-empty list of column names, got {dedupe_columns!r}")
-        dedupe_columns = list(dedupe_columns)
     files = resolve_source(inputs, format)
     out_abs = os.path.abspath(output)
     for p, _, _ in files:
@@ -472,23 +525,11 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
     io0 = _proc_io()
     opened = [None] * len(files)
     opened[0] = _schema_of(*files[0], batch_rows, ropts)
-    schema0 = opened[0][1]
-    if tok is not None:
-        if text_column not in schema0.names:
-            raise ColumnNotFoundError(f"{files[0][0]}: no text column {text_column!r} to tokenize "
-                                      f"(columns: {schema0.names}); pass --text-column")
-        has_labels = False
-    else:
-        if "input_ids" not in schema0.names:
-            raise ColumnNotFoundError(f"{files[0][0]}: no column 'input_ids' (columns: {schema0.names}); "
-                                      "for raw text pass a tokenizer (--tokenizer DIR)")
-        has_labels = "labels" in schema0.names
-    key_cols = dedupe_columns or (["input_ids", "labels"] if has_labels else ["input_ids"])
+    has_labels, key_cols = _first_columns(opened[0][1], files[0][0], tok is not None, text_column, dedupe_columns)
 
     att_mode = ATTENTION_MODES[attention]
-    out_schema = output_schema(has_labels, attention, {
-        "seq_len": seq_len, "strategy": strategy, "overflow": overflow, "attention": attention, "dedupe": dedupe,
-        "dedupe_columns": key_cols if dedupe else None, "pack_window": pack_window, "layout": "flat (unpadded bins)"})
+    out_schema = output_schema(has_labels, attention, _schema_options(seq_len, strategy, overflow, attention, dedupe,
+                                                                      key_cols, pack_window))
     fields = list(out_schema)
 
     rep = PrepareReport(inputs=[p for p, _, _ in files], output=output, seq_len=seq_len, strategy=strategy,
@@ -532,24 +573,8 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
                 opened[fi] = _schema_of(path, fmt, comp, batch_rows, ropts)
             make_reader, schema, _ = opened[fi]
             opened[fi] = None
-            need = [text_column] if tok is not None else ["input_ids"] + (["labels"] if has_labels else [])
-            if tok is None:
-                missing = [c for c in need if c not in schema.names]
-                if missing:
-                    raise SchemaMismatchError(f"{path}: no column {missing[0]!r} (columns: {schema.names}); "
-                                              f"{files[0][0]} has it, so every input must")
-                if "labels" in schema.names and not has_labels:
-                    raise SchemaMismatchError(f"{path} has a 'labels' column and {files[0][0]} has none; "
-                                              "inputs must agree")
-            elif text_column not in schema.names:
-                raise ColumnNotFoundError(f"{path}: no text column {text_column!r} (columns: {schema.names})")
-            if dedupe:
-                produced = {"input_ids", "labels"} if tok is None else {"input_ids"}
-                missing = [c for c in key_cols if c not in produced and c not in schema.names]
-                if missing:
-                    raise ColumnNotFoundError(f"{path}: dedupe column {missing[0]!r} not in the data "
-                                              f"(columns: {schema.names})")
-            cols = list(dict.fromkeys(need + ([c for c in key_cols if c in schema.names] if dedupe else [])))
+            cols = _input_columns(schema, path, files[0][0], tokenizing=tok is not None, text_column=text_column,
+                                  has_labels=has_labels, dedupe=dedupe, key_cols=key_cols)
             reader = make_reader(cols)
             row0 = 0
             try:

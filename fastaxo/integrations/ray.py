@@ -57,7 +57,6 @@ import pyarrow as pa
 try:
     import ray
     import ray.data
-    from ray.data.expressions import col as _col
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
         "fastaxo.integrations.ray needs Ray Data: pip install 'fastaxo[ray]' "
@@ -67,17 +66,14 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 import fastaxo
 from fastaxo import _arrow
 from fastaxo.errors import (
-    ColumnNotFoundError,
     FastaxoError,
     InvalidInputError,
     InvalidTypeError,
     SchemaMismatchError,
 )
 from fastaxo.prepare import (
-    ATTENTION_LAYOUTS,
     ATTENTION_MODES,
     DEFAULT_PACK_WINDOW,
-    OVERFLOW,
     _check_batch,
     _compact,
     _load_tokenizer,
@@ -610,14 +606,10 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
     -------
     RayPrepareReport
     """
-    from fastaxo.packing import STRATEGIES
-    from fastaxo.prepare import _choice, _positive
+    from fastaxo.prepare import _check_options, _first_columns, _input_columns, _positive, _schema_options
 
-    seq_len = _positive(seq_len, "seq_len")
-    strategy = _choice(strategy, "strategy", STRATEGIES)
-    overflow = _choice(overflow, "overflow", OVERFLOW)
-    attention = _choice(attention, "attention", ATTENTION_LAYOUTS)
-    pack_window = _positive(pack_window, "pack_window")
+    seq_len, strategy, overflow, attention, pack_window, dedupe_columns = _check_options(
+        seq_len, strategy, overflow, attention, pack_window, dedupe_columns)
     unit_rows = _positive(unit_rows, "unit_rows")
     if partitions is not None:
         partitions = _positive(partitions, "partitions")
@@ -625,9 +617,6 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
         raise InvalidInputError(f"num_cpus_per_task must be a number > 0, got {num_cpus_per_task!r:.40}")
     threads = _positive(threads_per_task, "threads_per_task") if threads_per_task is not None \
         else max(1, int(num_cpus_per_task))
-    if dedupe_columns is not None:
-        if isinstance(dedupe_columns, str) or not dedupe_columns or not all(isinstance(c, str) for c in dedupe_columns):
-            raise InvalidInputError(f"dedupe_columns must be a non-empty list of column names, got {dedupe_columns!r}")
     if not isinstance(output, (str, os.PathLike)):
         raise InvalidTypeError(f"output must be a directory path, got {type(output).__name__}")
     output = os.path.abspath(os.fspath(output))
@@ -661,42 +650,19 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
         raise InvalidInputError("inputs: no rows (a dataset without blocks)")
     if len(units) >= 2**31:
         raise InvalidInputError(f"inputs: {len(units):,} units; raise unit_rows")
-    schema0 = _schema_of_unit(units[0], blocks)
     where0 = units[0].where(0)[0]
-    if tok_dir is not None:
-        if text_column not in schema0.names:
-            raise ColumnNotFoundError(f"{where0}: no text column {text_column!r} to tokenize (columns: {schema0.names})")
-        has_labels = False
-    else:
-        if "input_ids" not in schema0.names:
-            raise ColumnNotFoundError(f"{where0}: no column 'input_ids' (columns: {schema0.names}); for raw text "
-                                      "pass a tokenizer")
-        has_labels = "labels" in schema0.names
-    key_cols = list(dedupe_columns) if dedupe_columns else (["input_ids", "labels"] if has_labels else ["input_ids"])
-    if dedupe:
-        produced = {"input_ids", "labels"} if tok_dir is None else {"input_ids"}
-        missing = [c for c in key_cols if c not in produced and c not in schema0.names]
-        if missing:
-            raise ColumnNotFoundError(f"{where0}: dedupe column {missing[0]!r} not in the data (columns: {schema0.names})")
-    if blocks is None:
-        for p in names[1:]:
-            u = next(x for x in units if x.path == p)
-            sch = _schema_of_unit(u, None)
-            need = [text_column] if tok_dir is not None else ["input_ids"] + (["labels"] if has_labels else [])
-            miss = [c for c in need if c not in sch.names]
-            if miss:
-                raise SchemaMismatchError(f"{p}: no column {miss[0]!r} (columns: {sch.names}); {names[0]} has it, "
-                                          "so every input must")
-            if tok_dir is None and "labels" in sch.names and not has_labels:
-                raise SchemaMismatchError(f"{p} has a 'labels' column and {names[0]} has none; inputs must agree")
+    has_labels, key_cols = _first_columns(_schema_of_unit(units[0], blocks), where0, tok_dir is not None,
+                                          text_column, dedupe_columns)
+    firsts_of_source = [units[0]] if blocks is not None else [next(x for x in units if x.path == p) for p in names]
+    for u in firsts_of_source:
+        _input_columns(_schema_of_unit(u, blocks), u.where(0)[0], where0, tokenizing=tok_dir is not None,
+                       text_column=text_column, has_labels=has_labels, dedupe=dedupe, key_cols=key_cols)
     known_rows = sum(u.nrows for u in units if u.nrows > 0)
     res = ray.cluster_resources()
     cpus = float(res.get("CPU", 1.0))
     nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
     P = partitions or max(int(cpus), -(-max(known_rows, 1) // 2_000_000))
-    options = {"seq_len": seq_len, "strategy": strategy, "overflow": overflow, "attention": attention,
-               "dedupe": dedupe, "dedupe_columns": key_cols if dedupe else None, "pack_window": pack_window,
-               "layout": "flat (unpadded bins)"}
+    options = _schema_options(seq_len, strategy, overflow, attention, bool(dedupe), key_cols, pack_window)
     cfg = _Cfg(seq_len, strategy, overflow, attention, bool(dedupe), tuple(key_cols), has_labels, tok_dir,
                text_column, P, threads, json.dumps(options), os.environ.get("FASTAXO_RAY_TEST_HOLD", ""))
     os.makedirs(output, exist_ok=True)
