@@ -50,15 +50,9 @@ _I32 = pa.int32()
 
 
 @dataclass
-class PrepareReport:
-    """What :func:`prepare` did. Rows count input rows; ``duplicates`` are rows equal to an
-    earlier row on the dedupe columns (dropped); ``overlong`` rows are longer than ``seq_len``
-    (kept rows only) and were truncated / split / dropped as ``overflow`` says. ``efficiency``
-    = tokens_out / (bins x seq_len); no packing can use fewer than ``lower_bound`` =
-    ceil(tokens_out / seq_len) bins. ``reader_wait_seconds`` is the time the pipeline waited for
-    the reader's next batch (the rest runs in the caller's thread: tokenize, dedupe, pack,
-    write); ``bytes_read`` what the process read through read calls while
-    reading (``/proc/self/io`` rchar), ``bytes_decoded`` the Arrow size of the batches."""
+class _Counts:
+    """The options and counts every prepare report has (the single-machine one and the Ray
+    one); see :class:`PrepareReport` for what they mean."""
 
     inputs: list[str]
     output: str
@@ -71,7 +65,6 @@ class PrepareReport:
     dedupe_columns: list[str] | None
     labels: bool
     tokenizer: str | None = None
-    files: int = 0
     rows_in: int = 0
     tokens_in: int = 0
     empty_rows: int = 0
@@ -91,22 +84,18 @@ class PrepareReport:
     efficiency: float = 0.0
     windows: int = 0
     row_groups: int = 0
+    output_bytes: int = 0
     seconds: float = 0.0
     rows_per_s: float = 0.0
     tokens_per_s: float = 0.0
-    reader_wait_seconds: float = 0.0
-    tokenize_seconds: float = 0.0
-    dedupe_seconds: float = 0.0
-    pack_seconds: float = 0.0
-    write_seconds: float = 0.0
-    bytes_read: int | None = None
-    bytes_decoded: int = 0
-    output_bytes: int = 0
-    peak_rss_bytes: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def to_json(self, path: str) -> None:
+        with open(path, "w") as fh:
+            json.dump(self.as_dict(), fh, indent=2)
+            fh.write("\n")
 
     def add_pack_stats(self, st: Any) -> None:
         """Count one packed window (its PackStats)."""
@@ -118,10 +107,37 @@ class PrepareReport:
         for k in ("overlong", "truncated", "truncated_tokens", "split", "split_pieces", "dropped", "dropped_tokens"):
             setattr(self, k, getattr(self, k) + getattr(st, k))
 
-    def to_json(self, path: str) -> None:
-        with open(path, "w") as fh:
-            json.dump(self.as_dict(), fh, indent=2)
-            fh.write("\n")
+    def finish(self, seconds: float) -> None:
+        """Wall time, rates, the lower bound and the efficiency, from the counts."""
+        self.seconds = seconds
+        self.lower_bound = -(-self.tokens_out // self.seq_len)
+        self.efficiency = self.tokens_out / (self.bins * self.seq_len) if self.bins else 0.0
+        self.rows_per_s = self.rows_in / seconds if seconds > 0 else 0.0
+        self.tokens_per_s = self.tokens_in / seconds if seconds > 0 else 0.0
+
+
+@dataclass
+class PrepareReport(_Counts):
+    """What :func:`prepare` did. Rows count input rows; ``duplicates`` are rows equal to an
+    earlier row on the dedupe columns (dropped); ``overlong`` rows are longer than ``seq_len``
+    (kept rows only) and were truncated / split / dropped as ``overflow`` says. ``efficiency``
+    = tokens_out / (bins x seq_len); no packing can use fewer than ``lower_bound`` =
+    ceil(tokens_out / seq_len) bins. ``reader_wait_seconds`` is the time the pipeline waited for
+    the reader's next batch (the rest runs in the caller's thread: tokenize, dedupe, pack,
+    write); ``bytes_read`` what the process read through read calls while
+    reading (``/proc/self/io`` rchar), ``bytes_decoded`` the Arrow size of the batches."""
+
+    files: int = 0
+    reader_wait_seconds: float = 0.0
+    tokenize_seconds: float = 0.0
+    dedupe_seconds: float = 0.0
+    pack_seconds: float = 0.0
+    write_seconds: float = 0.0
+    bytes_read: int | None = None
+    bytes_decoded: int = 0
+    peak_rss_bytes: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
 
     def __str__(self) -> str:
         mib = lambda v: "n/a" if v is None else f"{v / 2**20:,.0f} MiB"  # noqa: E731
@@ -636,11 +652,7 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
     finally:
         if bar is not None:
             bar.close()
-    rep.seconds = time.perf_counter() - t_start
-    rep.lower_bound = -(-rep.tokens_out // seq_len)
-    rep.efficiency = rep.tokens_out / (rep.bins * seq_len) if rep.bins else 0.0
-    rep.rows_per_s = rep.rows_in / rep.seconds if rep.seconds > 0 else 0.0
-    rep.tokens_per_s = rep.tokens_in / rep.seconds if rep.seconds > 0 else 0.0
+    rep.finish(time.perf_counter() - t_start)
     rep.row_groups = writer.row_groups
     io1 = _proc_io()
     if io0 and io1:

@@ -48,7 +48,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -73,6 +73,7 @@ from fastaxo.errors import (
 )
 from fastaxo.prepare import (
     ATTENTION_MODES,
+    _Counts,
     DEFAULT_PACK_WINDOW,
     _check_batch,
     _compact,
@@ -96,64 +97,23 @@ _I32 = pa.int32()
 # the report
 
 @dataclass
-class RayPrepareReport:
+class RayPrepareReport(_Counts):
     """What :func:`prepare` did on Ray. The counts mean what :class:`fastaxo.PrepareReport`'s
-    do; ``shards`` are the output files in order (shard w = window w); stage times are wall
+    do; ``shards`` are the output files in order (shard w = window w), ``window_bins`` /
+    ``window_lower_bound`` each window's bins and its own lower bound; stage times are wall
     seconds of the driver waiting for each stage; ``nodes`` / ``cpus`` describe the cluster."""
 
-    inputs: list[str]
-    output: str
-    seq_len: int
-    strategy: str
-    overflow: str
-    attention: str
-    pack_window: int
-    dedupe: bool
-    dedupe_columns: list[str] | None
-    labels: bool
-    tokenizer: str | None
     units: int = 0
     partitions: int = 0
     buckets: int = 0
-    rows_in: int = 0
-    tokens_in: int = 0
-    duplicates: int = 0
-    empty_rows: int = 0
-    rows_packed: int = 0
-    sequences_out: int = 0
-    tokens_out: int = 0
-    bins: int = 0
-    overlong: int = 0
-    truncated: int = 0
-    truncated_tokens: int = 0
-    split: int = 0
-    split_pieces: int = 0
-    dropped: int = 0
-    dropped_tokens: int = 0
-    lower_bound: int = 0
-    efficiency: float = 0.0
-    windows: int = 0
     shards: list[str] = field(default_factory=list)
     window_bins: list[int] = field(default_factory=list)
     window_lower_bound: list[int] = field(default_factory=list)
-    row_groups: int = 0
-    output_bytes: int = 0
-    seconds: float = 0.0
-    rows_per_s: float = 0.0
-    tokens_per_s: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=dict)
     nodes: int = 0
     cpus: float = 0.0
     cpus_per_task: float = 1.0
     threads_per_task: int = 1
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def to_json(self, path: str) -> None:
-        with open(path, "w") as fh:
-            json.dump(self.as_dict(), fh, indent=2)
-            fh.write("\n")
 
     def __str__(self) -> str:
         pct = lambda a, b: f"{100 * a / b:.2f}%" if b else "0%"  # noqa: E731
@@ -518,7 +478,7 @@ def _pack_task(w: int, lo: int, hi: int, bucket_base: int, units: list[_Unit], c
     except BaseException:
         writer.abort()
         raise
-    return {"window": w, "shard": name, "stats": st.as_dict(), "row_groups": writer.row_groups, "bytes": nbytes,
+    return {"window": w, "shard": name, "stats": st, "row_groups": writer.row_groups, "bytes": nbytes,
             "seconds": time.perf_counter() - t0}
 
 
@@ -761,24 +721,14 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
 
     for r in sorted(results, key=lambda r: r["window"]):
         st = r["stats"]
-        rep.windows += 1
+        rep.add_pack_stats(st)
         rep.shards.append(r["shard"])
-        rep.bins += st["bins"]
-        rep.tokens_out += st["tokens"]
-        rep.sequences_out += st["entries"]
-        rep.rows_packed += st["sequences"]
-        for k in ("overlong", "truncated", "truncated_tokens", "split", "split_pieces", "dropped", "dropped_tokens"):
-            setattr(rep, k, getattr(rep, k) + st[k])
-        rep.window_bins.append(st["bins"])
-        rep.window_lower_bound.append(st["lower_bound"])
+        rep.window_bins.append(st.bins)
+        rep.window_lower_bound.append(st.lower_bound)
         rep.row_groups += r["row_groups"]
         rep.output_bytes += r["bytes"]
-    rep.seconds = time.perf_counter() - t_start
     rep.stage_seconds = {k: round(v, 3) for k, v in stage.items()}
-    rep.lower_bound = -(-rep.tokens_out // seq_len)
-    rep.efficiency = rep.tokens_out / (rep.bins * seq_len) if rep.bins else 0.0
-    rep.rows_per_s = rep.rows_in / rep.seconds if rep.seconds > 0 else 0.0
-    rep.tokens_per_s = rep.tokens_in / rep.seconds if rep.seconds > 0 else 0.0
+    rep.finish(time.perf_counter() - t_start)
     tmp = os.path.join(output, f".{MANIFEST}.tmp")
     with open(tmp, "w") as fh:
         json.dump({"shards": rep.shards, "report": rep.as_dict()}, fh, indent=1)
