@@ -32,7 +32,6 @@ import glob
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,6 +42,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _common import JsonRecorder, fmt_table, machine  # noqa: E402
+
+sys.path.insert(0, str(HERE.parent / "tests"))
+from ray_harness import LocalCluster  # noqa: E402  (the tests' cluster: `ray start` nodes, own token)
 
 
 def log(msg: str) -> None:
@@ -69,60 +71,6 @@ def make_files(d: Path, rows: int, files: int, mean_tokens: float, seed: int) ->
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Cluster:
-    """`ray start` head (+ extra nodes) on 127.0.0.1, each --num-cpus=1; stopped by temp dir."""
-
-    def __init__(self, nodes: int, object_store: int):
-        import secrets
-
-        self.tmp = tempfile.mkdtemp(prefix="fxb-", dir="/tmp")
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        ray = shutil.which("ray", path=os.path.dirname(sys.executable)) or "ray"
-        # token auth with a token of this cluster's own (nothing written to ~/.ray); drivers get it too
-        self.env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **self.env}
-        common = ["--num-cpus=1", "--node-ip-address=127.0.0.1", f"--object-store-memory={object_store}",
-                  "--disable-usage-stats"]
-        cmds = [[ray, "start", "--head", f"--port={self.port}", "--include-dashboard=false", f"--temp-dir={self.tmp}",
-                 *common]]
-        cmds += [[ray, "start", f"--address={self.address}", *common]] * (nodes - 1)
-        for c in cmds:
-            r = subprocess.run(c, env=env, capture_output=True, text=True, timeout=300, cwd="/")
-            if r.returncode:
-                self.stop()
-                raise RuntimeError(f"{' '.join(c)} failed: {r.stderr[-2000:]}")
-
-    def stop(self) -> None:
-        import psutil
-
-        procs = []
-        for p in psutil.process_iter(["pid", "cmdline"]):
-            try:
-                if any(self.tmp in a for a in (p.info["cmdline"] or [])):
-                    procs.append(p)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
-        for p in procs:
-            try:
-                p.terminate()
-            except psutil.NoSuchProcess:
-                pass
-        _, alive = psutil.wait_procs(procs, timeout=15)
-        for p in alive:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-
 DRIVER = r'''
 import json, sys, time
 args = json.loads(sys.argv[1])
@@ -141,7 +89,7 @@ print("RESULT " + json.dumps(d))
 '''
 
 
-def run_driver(mode: str, files: list[str], out: str, a: argparse.Namespace, cluster: "Cluster | None") -> dict:
+def run_driver(mode: str, files: list[str], out: str, a: argparse.Namespace, cluster: LocalCluster | None) -> dict:
     args = {"mode": mode, "files": files, "out": out, "seq_len": a.seq_len, "window": a.window,
             "unit_rows": a.unit_rows, "address": cluster.address if cluster else None}
     env = {**os.environ, "FASTAXO_REQUIRE_EXTENSION": "1", "RAY_USAGE_STATS_ENABLED": "0",
@@ -224,7 +172,7 @@ def main() -> None:
                     res["identical"] = True
                 else:
                     nodes = int(mode.split("-")[1])
-                    cl = Cluster(nodes, a.object_store_mib << 20)
+                    cl = LocalCluster(nodes=nodes, cpus=1, object_store=a.object_store_mib << 20, prefix="fxb-")
                     try:
                         res = run_driver("ray", files, out, a, cl)
                     finally:

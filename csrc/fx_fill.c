@@ -61,12 +61,24 @@ void fx_fill_elems(void *dst, int size, const void *pattern, int64_t n)
     if (n <= 0) return;
     switch (size) {
     case 1: memset(dst, *(const uint8_t *)pattern, (size_t)n); return;
-    case 2: { uint16_t v; memcpy(&v, pattern, 2); uint16_t *d = (uint16_t *)dst;
-              for (int64_t i = 0; i < n; i++) d[i] = v; return; }
-    case 4: { uint32_t v; memcpy(&v, pattern, 4); uint32_t *d = (uint32_t *)dst;
-              for (int64_t i = 0; i < n; i++) d[i] = v; return; }
-    case 8: { uint64_t v; memcpy(&v, pattern, 8); uint64_t *d = (uint64_t *)dst;
-              for (int64_t i = 0; i < n; i++) d[i] = v; return; }
+    case 2: {
+        uint16_t v, *d = (uint16_t *)dst;
+        memcpy(&v, pattern, 2);
+        for (int64_t i = 0; i < n; i++) d[i] = v;
+        return;
+    }
+    case 4: {
+        uint32_t v, *d = (uint32_t *)dst;
+        memcpy(&v, pattern, 4);
+        for (int64_t i = 0; i < n; i++) d[i] = v;
+        return;
+    }
+    case 8: {
+        uint64_t v, *d = (uint64_t *)dst;
+        memcpy(&v, pattern, 8);
+        for (int64_t i = 0; i < n; i++) d[i] = v;
+        return;
+    }
     default: return;
     }
 }

@@ -109,23 +109,35 @@ def assign(const int64_t[::1] lengths, int64_t capacity, int64_t max_items, int 
             for j in range(s, e):
                 order[j] = order[j] + s
                 elen[j] = lengths[order[j]]
+    status, bad_item, offsets_arr = _group_results(st, bad, nb, scratch, &groups[0], 0, G, n)
+    if status != FX_PACK_OK:
+        return status, bad_item, None, None, None
+    return OK, -1, order_arr, offsets_arr, elen_arr
+
+
+cdef tuple _group_results(const int32_t[::1] st, const int64_t[::1] bad, const int64_t[::1] nb,
+                          const int64_t[::1] scratch, const int64_t *starts, int64_t step, int64_t G, int64_t n):
+    """After G groups were packed: ``(status, bad item, bin offsets)``. Group g's items start at
+    ``starts[g]`` (or ``g * step`` when ``starts`` is NULL) and its kernel wrote its local bin
+    offsets at ``scratch[start + g ...]``; the first failed group's status and global bad item
+    win, else the offsets of all bins, global."""
+    cdef int64_t g, j, k, s, total = 0
     for g in range(G):
+        s = starts[g] if starts is not NULL else g * step
         if st[g] != FX_PACK_OK:
-            return int(st[g]), (int(bad[g] + groups[g]) if bad[g] >= 0 else -1), None, None, None
-    total = 0
-    for g in range(G):
+            return int(st[g]), (int(bad[g] + s) if bad[g] >= 0 else -1), None
         total += nb[g]
     offsets_arr = np.empty(total + 1, np.int64)
     cdef int64_t[::1] offsets = offsets_arr
     with nogil:
         k = 0
         for g in range(G):
-            s = groups[g]
+            s = starts[g] if starts is not NULL else g * step
             for j in range(nb[g]):
                 offsets[k] = scratch[s + g + j] + s
                 k += 1
         offsets[total] = n
-    return OK, -1, order_arr, offsets_arr, elen_arr
+    return FX_PACK_OK, -1, offsets_arr
 
 
 cdef object _take(object buf, int64_t need):
@@ -222,22 +234,9 @@ def ff_in_order(const int32_t[::1] lengths, object index, uint64_t seed, int64_t
             e = min(s + group_size, n)
             st[g] = fx_pack_ff_index(&lengths[0], src + s, e - s, capacity, max_items, allow_overlong, NULL,
                                      bins_hint, &ids[s], &scratch[s + g], &nb[g], &bad[g])
-    for g in range(G):
-        if st[g] != FX_PACK_OK:
-            return int(st[g]), (int(bad[g] + g * group_size) if bad[g] >= 0 else -1), None, None
-    total = 0
-    for g in range(G):
-        total += nb[g]
-    offsets_arr = np.empty(total + 1, np.int64)
-    cdef int64_t[::1] offsets = offsets_arr
-    with nogil:
-        k = 0
-        for g in range(G):
-            s = g * group_size
-            for j in range(nb[g]):
-                offsets[k] = scratch[s + g + j] + s
-                k += 1
-        offsets[total] = n
+    status, bad_item, offsets_arr = _group_results(st, bad, nb, scratch, NULL, group_size, G, n)
+    if status != FX_PACK_OK:
+        return status, bad_item, None, None
     return OK, -1, ids_arr, offsets_arr
 
 

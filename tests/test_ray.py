@@ -12,12 +12,9 @@ from __future__ import annotations
 import glob
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -45,56 +42,28 @@ SEQ = 256
 # ---------------------------------------------------------------------------------------------
 # the cluster
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _ray_bin() -> str:
-    exe = shutil.which("ray", path=os.path.dirname(sys.executable)) or shutil.which("ray")
-    if exe is None:
-        pytest.fail("the `ray` command is not installed beside this Python (pip install 'fastaxo[ray]')")
-    return exe
-
-
 @pytest.fixture(scope="module")
 def cluster():
     """A head (1 CPU) and one more worker node (1 CPU), started as separate `ray start`
-    processes joined over 127.0.0.1; this process connects as the driver. Ray's token
-    authentication is on, with a token of this cluster's own passed in the environment (nothing
-    written to ~/.ray). Everything is stopped (the raylets, GCS and workers of this cluster only:
-    found by their temp dir) at the end."""
-    import secrets
+    processes joined over 127.0.0.1 (tests/ray_harness.py: token auth with the cluster's own
+    token); this process connects as the driver. Stopped at the end."""
+    import ray_harness
 
-    tmp = tempfile.mkdtemp(prefix="fxr-", dir="/tmp")  # short: Ray's socket paths have a length limit
-    port = _free_port()
-    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
-    saved = {k: os.environ.get(k) for k in auth}
-    os.environ.update(auth)  # the driver (this process, and the CLI's subprocess) needs them too
+    c = ray_harness.LocalCluster(nodes=2, cpus=1)
+    saved = {k: os.environ.get(k) for k in c.env}
+    os.environ.update(c.env)  # the driver (this process, and the CLI's subprocess) needs them too
     _reload_ray_auth()
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "FASTAXO_REQUIRE_EXTENSION": "1"}
-    env.pop("FASTAXO_RAY_TEST_HOLD", None)
-    common = ["--num-cpus=1", "--node-ip-address=127.0.0.1", "--object-store-memory=300000000",
-              "--disable-usage-stats"]
-    head = [_ray_bin(), "start", "--head", f"--port={port}", "--include-dashboard=false",
-            f"--temp-dir={tmp}", *common]
-    worker = [_ray_bin(), "start", f"--address=127.0.0.1:{port}", *common]
     try:
-        for cmd in (head, worker):
-            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd="/")
-            assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        ray.init(address=f"127.0.0.1:{port}", logging_level="ERROR", log_to_driver=False)
+        ray.init(address=c.address, logging_level="ERROR", log_to_driver=False)
         deadline = time.monotonic() + 60
         while sum(1 for n in ray.nodes() if n["Alive"]) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert sum(1 for n in ray.nodes() if n["Alive"]) == 2, ray.nodes()
-        yield {"address": f"127.0.0.1:{port}", "tmp": tmp}
+        yield {"address": c.address}
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        _stop_cluster(tmp)
-        shutil.rmtree(tmp, ignore_errors=True)
+        c.stop()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -110,35 +79,6 @@ def _reload_ray_auth() -> None:
 
     Config.initialize("")
     AuthenticationTokenLoader.instance().reset_cache()
-
-
-def _stop_cluster(tmp: str) -> None:
-    """SIGTERM, then SIGKILL, every process whose command line names this cluster's temp dir
-    (GCS, raylets and their helpers; workers exit with their raylet)."""
-    import psutil
-
-    def ours():
-        out = []
-        for p in psutil.process_iter(["pid", "cmdline"]):
-            try:
-                if p.info["pid"] != os.getpid() and any(tmp in a for a in (p.info["cmdline"] or [])):
-                    out.append(p)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
-        return out
-
-    procs = ours()
-    for p in procs:
-        try:
-            p.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=15)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
 
 
 # ---------------------------------------------------------------------------------------------
