@@ -160,6 +160,7 @@ class _Unit:
     row0: int = 0
     nrows: int = -1
     block: int = -1
+    ref: Any = None           # "block": the block's ObjectRef (a task that gets the unit can get it)
 
     def where(self, row: int) -> tuple[str, int]:
         """(the file or block named in errors, the row there) of row ``row`` of this unit."""
@@ -198,9 +199,9 @@ def _plan_files(inputs: Any, fmt: str | None, unit_rows: int) -> list[_Unit]:
     return units
 
 
-def _schema_of_unit(u: _Unit, blocks: list[Any] | None) -> pa.Schema:
+def _schema_of_unit(u: _Unit) -> pa.Schema:
     if u.kind == "block":
-        return ray.get(blocks[u.block]).schema
+        return ray.get(u.ref).schema
     if u.kind == "parquet":
         import pyarrow.parquet as pq
 
@@ -208,10 +209,10 @@ def _schema_of_unit(u: _Unit, blocks: list[Any] | None) -> pa.Schema:
     return fastaxo.iter_batches(u.path, format=u.fmt, compression=u.compression, batch_rows=1024).schema
 
 
-def _read_unit(u: _Unit, columns: list[str], blocks: list[Any] | None) -> pa.Table:
+def _read_unit(u: _Unit, columns: list[str]) -> pa.Table:
     """The unit's rows, the given columns, as one table."""
     if u.kind == "block":
-        t = ray.get(blocks[u.block])
+        t = ray.get(u.ref)
         missing = [c for c in columns if c not in t.column_names]
         if missing:
             raise SchemaMismatchError(f"dataset block {u.block}: no column {missing[0]!r} (columns: {t.column_names}); "
@@ -265,11 +266,11 @@ def _tokenizer(cfg: _Cfg) -> Any:
     return tok
 
 
-def _checked_unit(u: _Unit, cfg: _Cfg, blocks: list[Any] | None) -> tuple[pa.RecordBatch, dict[str, pa.Array],
+def _checked_unit(u: _Unit, cfg: _Cfg) -> tuple[pa.RecordBatch, dict[str, pa.Array],
                                                                           np.ndarray]:
     """(the unit's raw columns, its checked token columns as list<int32>, lengths), with the
     checks and errors of ``fastaxo prepare`` (the file and row named)."""
-    raw = _read_unit(u, _read_columns(cfg), blocks).combine_chunks()
+    raw = _read_unit(u, _read_columns(cfg)).combine_chunks()
     path, row0 = u.where(0)
     batch = pa.RecordBatch.from_arrays(
         [c.chunk(0) if c.num_chunks else pa.array([], c.type) for c in raw.columns], schema=raw.schema)
@@ -286,21 +287,26 @@ _SCAN_SCHEMA = pa.schema([("part", pa.int32()), ("digest", pa.binary(32)), ("key
 _ERROR_PART = -2   # a unit whose rows failed a check: one row, key = unit, error = the pickled error
 
 
-def _scan_batch(batch: pa.Table, units: list[_Unit], cfg: _Cfg, blocks: list[Any] | None) -> pa.Table:
-    """map_batches function: one unit (a one-row batch with its index) -> one row per input
-    row: digest partition (-1 for an empty row), digest (zeros unless deduping), key, length."""
+def _scan_batch(batch: pa.Table, cfg: _Cfg, block_refs: list[Any] | None) -> pa.Table:
+    """map_batches function: one unit (a one-row batch: its index and pickled descriptor; a
+    dataset block's ObjectRef comes from ``block_refs``, which Ray serializes in band) -> one row
+    per input row: digest partition (-1 for an empty row), digest (zeros unless deduping), key,
+    length."""
+    import dataclasses
+    import pickle
+
     fastaxo_threads = cfg.threads
     outs = []
-    for ui in batch.column("unit").to_pylist():
-        u = units[ui]
+    for ui, spec in zip(batch.column("unit").to_pylist(), batch.column("spec").to_pylist()):
+        u = pickle.loads(spec)
+        if u.kind == "block":
+            u = dataclasses.replace(u, ref=block_refs[u.block])
         try:
-            raw, work, lens = _checked_unit(u, cfg, blocks)
+            raw, work, lens = _checked_unit(u, cfg)
         except FastaxoError as exc:
             # Returned as data, not raised: Ray keeps only the text of a task's exception chain, and
             # the driver reports the error of the first bad unit in the global order, as the
             # single-machine prepare would (several units may fail at once here).
-            import pickle
-
             outs.append(pa.table({"part": pa.array([_ERROR_PART], pa.int32()),
                                   "digest": pa.array([b"\0" * 32], pa.binary(32)), "key": pa.array([ui], pa.int64()),
                                   "len": pa.array([0], pa.int64()), "nonempty": pa.array([0], pa.int64()),
@@ -448,11 +454,12 @@ def _test_hold(spec: str, stage: str, index: int) -> None:
         time.sleep(0.05)
 
 
-def _pack_task(w: int, lo: int, hi: int, bucket_base: int, units: list[_Unit], cfg: _Cfg, out_dir: str,
-               blocks: list[Any] | None, *bucket_keys: np.ndarray) -> dict[str, Any]:
+def _pack_task(w: int, lo: int, hi: int, bucket_base: int, u_lo: int, units: list[_Unit], cfg: _Cfg, out_dir: str,
+               *bucket_keys: np.ndarray) -> dict[str, Any]:
     """Window w: kept rows [lo, hi) of the global order, found in the sorted kept keys of its
     buckets (consecutive; the first bucket's first key has global position ``bucket_base``).
-    Reads the units holding those rows, packs them and writes shard w."""
+    ``units`` are the units u_lo, u_lo + 1, ... of those buckets (only they travel with the
+    task). Reads the units holding the rows, packs them and writes shard w."""
     t0 = time.perf_counter()
     _test_hold(cfg.test_hold, "pack", w)
     keys = np.concatenate(bucket_keys)[lo - bucket_base: hi - bucket_base]
@@ -463,8 +470,8 @@ def _pack_task(w: int, lo: int, hi: int, bucket_base: int, units: list[_Unit], c
     for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(keys)]])):
         if a == b:
             continue
-        u = units[int(unit_of[a])]
-        _, work, _ = _checked_unit(u, cfg, blocks)
+        u = units[int(unit_of[a]) - u_lo]
+        _, work, _ = _checked_unit(u, cfg)
         parts.append(_compact(pa.table(work), rows[a:b]))  # rows are increasing (keys sorted)
     table = pa.concat_tables([p.cast(parts[0].schema) for p in parts]) if parts else None
     schema = output_schema(cfg.has_labels, cfg.attention, json.loads(cfg.schema_options))
@@ -594,11 +601,11 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
 
     # ---- 1. units
     t = time.perf_counter()
-    blocks: list[Any] | None = None
-    if isinstance(inputs, ray.data.Dataset):
-        blocks = inputs.materialize().to_arrow_refs()
-        units = [_Unit("block", block=i) for i in range(len(blocks))]
-        names = [f"ray.data.Dataset ({len(blocks)} blocks)"]
+    is_dataset = isinstance(inputs, ray.data.Dataset)
+    if is_dataset:
+        refs = inputs.materialize().to_arrow_refs()
+        units = [_Unit("block", block=i, ref=r) for i, r in enumerate(refs)]
+        names = [f"ray.data.Dataset ({len(refs)} blocks)"]
     else:
         units = _plan_files(inputs, format, unit_rows)
         names = list(dict.fromkeys(u.path for u in units))
@@ -611,11 +618,11 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
     if len(units) >= 2**31:
         raise InvalidInputError(f"inputs: {len(units):,} units; raise unit_rows")
     where0 = units[0].where(0)[0]
-    has_labels, key_cols = _first_columns(_schema_of_unit(units[0], blocks), where0, tok_dir is not None,
+    has_labels, key_cols = _first_columns(_schema_of_unit(units[0]), where0, tok_dir is not None,
                                           text_column, dedupe_columns)
-    firsts_of_source = [units[0]] if blocks is not None else [next(x for x in units if x.path == p) for p in names]
+    firsts_of_source = [units[0]] if is_dataset else [next(x for x in units if x.path == p) for p in names]
     for u in firsts_of_source:
-        _input_columns(_schema_of_unit(u, blocks), u.where(0)[0], where0, tokenizing=tok_dir is not None,
+        _input_columns(_schema_of_unit(u), u.where(0)[0], where0, tokenizing=tok_dir is not None,
                        text_column=text_column, has_labels=has_labels, dedupe=dedupe, key_cols=key_cols)
     known_rows = sum(u.nrows for u in units if u.nrows > 0)
     res = ray.cluster_resources()
@@ -637,10 +644,16 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
     try:
         # ---- 2. scan: map_batches over the units
         t = time.perf_counter()
-        units_ds = ray.data.from_arrow(pa.table({"unit": pa.array(np.arange(len(units), dtype=np.int64))}))
+        import dataclasses
+        import pickle
+
+        # one row a unit, with its descriptor: each scan task carries its own unit, not the list
+        specs = [pickle.dumps(dataclasses.replace(u, ref=None)) for u in units]
+        units_ds = ray.data.from_arrow(pa.table({"unit": pa.array(np.arange(len(units), dtype=np.int64)),
+                                                 "spec": pa.array(specs, pa.binary())}))
         units_ds = units_ds.repartition(len(units))
         scanned = units_ds.map_batches(_scan_batch, batch_size=1, batch_format="pyarrow", zero_copy_batch=True,
-                                       fn_kwargs={"units": units, "cfg": cfg, "blocks": blocks},
+                                       fn_kwargs={"cfg": cfg, "block_refs": refs if is_dataset else None},
                                        **task_opts).materialize()
         stage["scan"] = time.perf_counter() - t
 
@@ -662,11 +675,10 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
         rep.empty_rows = rep.rows_in - nonempty
         stage["count"] = time.perf_counter() - t
 
-        # ---- 3. dedupe: a shuffle keyed on the digest; kept keys by bucket (runs of units
-        # holding about pack_window non-empty rows), sorted
+        # ---- 3. dedupe: a shuffle keyed on the digest; the kept keys by bucket, sorted. Buckets:
+        # runs of units of about range_rows non-empty rows (at least a window, and about four a
+        # CPU), so that the objects of the shuffle stay (split tasks + buckets) x partitions.
         t = time.perf_counter()
-        # Buckets: runs of units of about range_rows non-empty rows (at least a window, and about
-        # four a CPU), so that the objects of the shuffle stay (split tasks + buckets) x partitions.
         range_rows = max(pack_window, -(-nonempty // max(4 * int(cpus), 1)))
         cum = np.cumsum(per_unit)
         bucket_of_unit = np.maximum(cum - 1, 0) // range_rows
@@ -702,7 +714,10 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
             lo, hi = w * pack_window, min(kept_total, (w + 1) * pack_window)
             b0 = int(np.searchsorted(starts, lo, side="right")) - 1
             b1 = int(np.searchsorted(starts, hi, side="left"))   # buckets [b0, b1) hold [lo, hi)
-            futures.append(pack.remote(w, lo, hi, int(starts[b0]), units, cfg, output, blocks, *buckets[b0:b1]))
+            u_lo = int(np.searchsorted(bucket_of_unit, b0, side="left"))
+            u_hi = int(np.searchsorted(bucket_of_unit, b1, side="left"))  # the units of buckets [b0, b1)
+            futures.append(pack.remote(w, lo, hi, int(starts[b0]), u_lo, units[u_lo:u_hi], cfg, output,
+                                       *buckets[b0:b1]))
         results = ray.get(futures)
         stage["pack"] = time.perf_counter() - t
     except Exception as exc:  # Ray wraps a task's exception (RayTaskError, Ray Data's UserCodeException)
