@@ -53,7 +53,12 @@ def cluster():
     saved = {k: os.environ.get(k) for k in c.env}
     os.environ.update(c.env)  # the driver (this process, and the CLI's subprocess) needs them too
     _reload_ray_auth()
+    cwd = os.getcwd()
     try:
+        # Ray puts the driver's working directory on its workers' sys.path: from the repo root
+        # they would import the source tree (no compiled extension) instead of the installed
+        # fastaxo. Connect from a neutral directory.
+        os.chdir("/")
         ray.init(address=c.address, logging_level="ERROR", log_to_driver=False)
         deadline = time.monotonic() + 60
         while sum(1 for n in ray.nodes() if n["Alive"]) < 2 and time.monotonic() < deadline:
@@ -61,6 +66,7 @@ def cluster():
         assert sum(1 for n in ray.nodes() if n["Alive"]) == 2, ray.nodes()
         yield {"address": c.address}
     finally:
+        os.chdir(cwd)
         if ray.is_initialized():
             ray.shutdown()
         c.stop()
