@@ -122,6 +122,7 @@ def _git_commit():
 
 
 def extensions():
+    import numpy
     from Cython.Build import cythonize
 
     debug = _env_flag("FASTAXO_DEBUG") in ("1", "true", "yes", "on")
@@ -129,7 +130,8 @@ def extensions():
         Extension(
             f"fastaxo.{name}",
             sources=[f"fastaxo/{name}.pyx", *csrc],
-            include_dirs=["csrc"],
+            # _pack reads lists of NumPy rows through the NumPy C API (pad_list)
+            include_dirs=["csrc", *([numpy.get_include()] if name == "_pack" else [])],
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         )
         for name, csrc in (("_hash", HASH_CSRC), ("_pack", PACK_CSRC))

@@ -13,8 +13,12 @@ from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 from cpython.long cimport PyLong_Check, PyLong_AsLongLong
 from cpython.ref cimport PyObject
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_ND
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
+cimport numpy as cnp
 
 import numpy as np
+
+cnp.import_array()
 
 from fastaxo._csrc cimport *
 
@@ -294,30 +298,29 @@ def mt19937_fill(uint64_t seed, int64_t k):
 
 def row_ptrs(list rows, object dtype):
     """(addresses, lengths) of a list of 1-D C-contiguous arrays of exactly ``dtype`` (native
-    byte order), read in place; None when any row is not like that."""
+    byte order), read in place through the NumPy C API; None when any row is not like that."""
     cdef Py_ssize_t n = len(rows), i
     ptrs_arr = np.empty(n, np.uintp)
     lens_arr = np.empty(n, np.int64)
     cdef uintptr_t[::1] ptrs = ptrs_arr
     cdef int64_t[::1] lens = lens_arr
-    cdef Py_buffer view
+    cdef cnp.ndarray a
     cdef object r
-    if not dtype.isnative:
+    cdef cnp.dtype want = dtype
+    if not want.isnative:
         return None
     for i in range(n):
         r = rows[i]
-        if type(r) is not np.ndarray or r.dtype != dtype:
+        if type(r) is not cnp.ndarray:
             return None
-        try:
-            PyObject_GetBuffer(r, &view, PyBUF_C_CONTIGUOUS | PyBUF_ND)
-        except BufferError:  # not contiguous
+        a = <cnp.ndarray>r
+        if cnp.PyArray_NDIM(a) != 1 or not cnp.PyArray_IS_C_CONTIGUOUS(a) or not cnp.PyArray_ISNOTSWAPPED(a):
             return None
-        if view.ndim != 1:
-            PyBuffer_Release(&view)
+        if <object>cnp.PyArray_DESCR(a) is not want and not cnp.PyArray_EquivTypes(
+                <cnp.dtype>cnp.PyArray_DESCR(a), want):
             return None
-        ptrs[i] = <uintptr_t>view.buf
-        lens[i] = view.shape[0]
-        PyBuffer_Release(&view)
+        ptrs[i] = <uintptr_t>cnp.PyArray_DATA(a)
+        lens[i] = cnp.PyArray_DIM(a, 0)
     return ptrs_arr, lens_arr
 
 
@@ -567,87 +570,144 @@ def pad_fill(char[::1] out, int dt, const int64_t[::1] boff, const int64_t[::1] 
             fx_fill_elems(tail, dsize, padp, npad)
 
 
+cdef inline int _int_code(cnp.ndarray a) noexcept:
+    """fx type code of an integer array's elements, or -1 (not an integer type)."""
+    cdef int t = cnp.PyArray_TYPE(a)
+    cdef Py_ssize_t size = cnp.PyArray_ITEMSIZE(a)
+    if cnp.PyTypeNum_ISSIGNED(t):
+        return FX_T_I8 if size == 1 else FX_T_I16 if size == 2 else FX_T_I32 if size == 4 else FX_T_I64
+    if cnp.PyTypeNum_ISUNSIGNED(t):
+        return FX_T_U8 if size == 1 else FX_T_U16 if size == 2 else FX_T_U32 if size == 4 else FX_T_U64
+    return -1
+
+
+cdef inline bint _casts_safely(int st, int dt) noexcept nogil:
+    """np.can_cast(src, dst) for an integer src and dst int32/int64."""
+    cdef int ds = fx_type_size(dt), ss = fx_type_size(st)
+    if st >= FX_T_U8:  # unsigned: needs a wider signed type
+        return ss < ds
+    return ss <= ds
+
+
+cdef int _scan_rows(tuple rows, Py_ssize_t n, int dt, uintptr_t *ptrs, int64_t *lens,
+                    uint8_t *codes) noexcept:
+    """Addresses, lengths and element codes of n rows that are 1-D C-contiguous native-order
+    integer ndarrays castable to ``dt``; 0, or -1 when a row is not like that."""
+    cdef Py_ssize_t i
+    cdef cnp.ndarray a
+    cdef object r
+    cdef int c
+    for i in range(n):
+        r = <object>PyTuple_GET_ITEM(rows, i)
+        if type(r) is not cnp.ndarray:
+            return -1
+        a = <cnp.ndarray>r
+        if (cnp.PyArray_NDIM(a) != 1 or not cnp.PyArray_IS_C_CONTIGUOUS(a)
+                or not cnp.PyArray_ISNOTSWAPPED(a)):
+            return -1
+        c = _int_code(a)
+        if c < 0 or not _casts_safely(c, dt):
+            return -1
+        ptrs[i] = <uintptr_t>cnp.PyArray_DATA(a)
+        lens[i] = cnp.PyArray_DIM(a, 0)
+        codes[i] = <uint8_t>c
+    return 0
+
+
 def pad_list(list ids, object labels, object dtype, int64_t pad_id, int64_t label_pad_id,
              int64_t multiple_of, bint left, bint mask):
     """The collator fast path: pad a list of 1-D contiguous integer arrays (and labels) to the
     longest row (rounded up to ``multiple_of`` when > 0) in one call, without concatenating.
 
+    Rows are read through the NumPy C API (no per-row Python attribute or buffer request) and
+    may differ in integer type as long as each casts safely to ``dtype`` (int32 or int64).
     Returns ``(input_ids, attention_mask or None, labels or None)`` as ``[n, width]`` arrays of
-    ``dtype``, or None when the rows are not all 1-D contiguous arrays of one integer dtype
-    (the caller then takes the general path). Raises ValueError (with the row) when a label
-    row's length differs from its token row.
+    ``dtype``, or None when a row is not a 1-D C-contiguous native-order integer ndarray that
+    casts safely (the caller then takes the general path). Raises ValueError (with the row)
+    when a label row's length differs from its token row.
     """
     cdef Py_ssize_t n = len(ids), i
-    if n == 0 or type(ids[0]) is not np.ndarray:
-        return None
-    src_dt = ids[0].dtype
-    if src_dt not in TYPE_CODES or src_dt.kind not in "iu" or not np.can_cast(src_dt, dtype):
-        return None
-    got = row_ptrs(ids, src_dt)
-    if got is None:
-        return None
-    cdef const uintptr_t[::1] ip = got[0]
-    cdef const int64_t[::1] il = got[1]
-    cdef const uintptr_t[::1] lp
     cdef bint has_labels = labels is not None
-    lab_dt = src_dt
-    if has_labels:
-        if len(labels) != n or not labels or type(labels[0]) is not np.ndarray:
-            return None
-        lab_dt = labels[0].dtype
-        if lab_dt not in TYPE_CODES or lab_dt.kind not in "iu" or not np.can_cast(lab_dt, dtype):
-            return None
-        lgot = row_ptrs(labels, lab_dt)
-        if lgot is None:
-            return None
-        lp = lgot[0]
-        if not np.array_equal(lgot[1], got[1]):
-            bad = int(np.flatnonzero(lgot[1] != got[1])[0])
-            raise ValueError(f"labels row {bad} has {int(lgot[1][bad])} values; input_ids row {bad} has "
-                             f"{int(got[1][bad])} (per-token columns must match row by row)")
+    if n == 0:
+        return None
+    if has_labels and (type(labels) is not list or len(labels) != n):
+        return None
     cdef int dt = TYPE_CODES[dtype]
-    cdef int st = TYPE_CODES[src_dt]
-    cdef int lt = TYPE_CODES[lab_dt]
+    if dt != FX_T_I32 and dt != FX_T_I64:
+        return None
+    # tuples hold the rows alive (and unresizable) while the GIL is released below
+    cdef tuple trows = tuple(ids)
+    cdef tuple tlabs = tuple(labels) if has_labels else None
+    cdef Py_ssize_t nl = n if has_labels else 0
+    # per row of each list: an address, a length, a type code
+    cdef char *scratch = <char *>PyMem_Malloc((n + nl) * (sizeof(uintptr_t) + sizeof(int64_t) + 1))
+    if scratch == NULL:
+        raise MemoryError()
+    cdef uintptr_t *ip = <uintptr_t *>scratch
+    cdef uintptr_t *lp = ip + n
+    cdef int64_t *il = <int64_t *>(lp + nl)
+    cdef int64_t *ll = il + n
+    cdef uint8_t *ic = <uint8_t *>(ll + nl)
+    cdef uint8_t *lc = ic + n
     cdef int dsize = fx_type_size(dt)
-    cdef int64_t width = 0
-    for i in range(n):
-        if il[i] > width:
-            width = il[i]
-    if multiple_of > 0:
-        width = (width + multiple_of - 1) // multiple_of * multiple_of
-    out_ids = np.empty((n, width), dtype)
-    out_mask = np.empty((n, width), dtype) if mask else None
-    out_lab = np.empty((n, width), dtype) if has_labels else None
-    cdef char *po = <char *>_address(out_ids)
-    cdef char *pm = <char *>_address(out_mask) if mask else NULL
-    cdef char *pl = <char *>_address(out_lab) if has_labels else NULL
-    cdef int64_t l, off, npad, rowb
+    cdef int64_t width = 0, l, off, npad, rowb
     cdef int32_t p32
-    cdef int64_t p64
     cdef char pad_b[8]
     cdef char lpad_b[8]
-    if dt == FX_T_I32:
-        p32 = <int32_t>pad_id
-        memcpy(pad_b, &p32, 4)
-        p32 = <int32_t>label_pad_id
-        memcpy(lpad_b, &p32, 4)
-    else:
-        memcpy(pad_b, &pad_id, 8)
-        memcpy(lpad_b, &label_pad_id, 8)
-    with nogil:
+    cdef char *po
+    cdef char *pm = NULL
+    cdef char *pl = NULL
+    cdef cnp.npy_intp dims[2]
+    try:
+        if _scan_rows(trows, n, dt, ip, il, ic) < 0:
+            return None
+        if has_labels:
+            if _scan_rows(tlabs, n, dt, lp, ll, lc) < 0:
+                return None
+            for i in range(n):
+                if ll[i] != il[i]:
+                    raise ValueError(f"labels row {i} has {ll[i]} values; input_ids row {i} has {il[i]} "
+                                     "(per-token columns must match row by row)")
         for i in range(n):
-            l = il[i]
-            npad = width - l
-            off = npad if left else 0
-            rowb = i * width * dsize
-            fx_copy_elems(po + rowb + off * dsize, dt, <const void *>ip[i], st, l)
-            fx_fill_elems(po + rowb + (0 if left else l) * dsize, dsize, pad_b, npad)
-            if mask:
-                _fill_value(pm + rowb + off * dsize, dt, dsize, 1, l)
-                _fill_value(pm + rowb + (0 if left else l) * dsize, dt, dsize, 0, npad)
-            if has_labels:
-                fx_copy_elems(pl + rowb + off * dsize, dt, <const void *>lp[i], lt, l)
-                fx_fill_elems(pl + rowb + (0 if left else l) * dsize, dsize, lpad_b, npad)
+            if il[i] > width:
+                width = il[i]
+        if multiple_of > 0:
+            width = (width + multiple_of - 1) // multiple_of * multiple_of
+        dims[0] = n
+        dims[1] = width
+        tnum = cnp.NPY_INT32 if dt == FX_T_I32 else cnp.NPY_INT64
+        out_ids = cnp.PyArray_EMPTY(2, dims, tnum, 0)
+        out_mask = cnp.PyArray_EMPTY(2, dims, tnum, 0) if mask else None
+        out_lab = cnp.PyArray_EMPTY(2, dims, tnum, 0) if has_labels else None
+        po = <char *>cnp.PyArray_DATA(<cnp.ndarray>out_ids)
+        if mask:
+            pm = <char *>cnp.PyArray_DATA(<cnp.ndarray>out_mask)
+        if has_labels:
+            pl = <char *>cnp.PyArray_DATA(<cnp.ndarray>out_lab)
+        if dt == FX_T_I32:
+            p32 = <int32_t>pad_id
+            memcpy(pad_b, &p32, 4)
+            p32 = <int32_t>label_pad_id
+            memcpy(lpad_b, &p32, 4)
+        else:
+            memcpy(pad_b, &pad_id, 8)
+            memcpy(lpad_b, &label_pad_id, 8)
+        with nogil:
+            for i in range(n):
+                l = il[i]
+                npad = width - l
+                off = npad if left else 0
+                rowb = i * width * dsize
+                fx_copy_elems(po + rowb + off * dsize, dt, <const void *>ip[i], ic[i], l)
+                fx_fill_elems(po + rowb + (0 if left else l) * dsize, dsize, pad_b, npad)
+                if mask:
+                    _fill_value(pm + rowb + off * dsize, dt, dsize, 1, l)
+                    _fill_value(pm + rowb + (0 if left else l) * dsize, dt, dsize, 0, npad)
+                if has_labels:
+                    fx_copy_elems(pl + rowb + off * dsize, dt, <const void *>lp[i], lc[i], l)
+                    fx_fill_elems(pl + rowb + (0 if left else l) * dsize, dsize, lpad_b, npad)
+    finally:
+        PyMem_Free(scratch)
     return out_ids, out_mask, out_lab
 
 

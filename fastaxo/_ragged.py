@@ -207,6 +207,13 @@ def _from_rows(data: list | tuple | np.ndarray, name: str, integer: bool) -> Rag
         # an empty row's dtype says nothing (np.array([]) is float64): type from non-empty rows
         dtypes = {r.dtype for r in data if len(r)} or {data[0].dtype if data[0].dtype.kind in "iu" else np.dtype(np.int64)}
         dtype = np.result_type(*dtypes)
+        if dtype.kind == "f" and all(d.kind in "iu" for d in dtypes):
+            # signed rows mixed with uint64 ones promote to float64 in NumPy: int64 when the values fit
+            big = next((i for i, r in enumerate(data) if r.dtype.kind == "u" and len(r) and r.max() > 2**63 - 1), None)
+            if big is not None:
+                raise InvalidInputError(f"{name} row {big}: a uint64 token id ({int(data[big].max())}) does not fit "
+                                        "in int64, and other rows are signed")
+            dtype = np.dtype(np.int64)
         _check_value_dtype(name, dtype, integer)
         lengths = np.fromiter((len(r) for r in data), dtype=np.int64, count=n)
         values = np.concatenate([r for r in data if len(r)] or [np.zeros(0, dtype)], dtype=dtype)

@@ -85,6 +85,80 @@ def test_pad_matches_reference(c):
     assert (got[0].truncated if c["batch"] is None else fastaxo.pad_batches(data, bounds, **kw).truncated) == truncated
 
 
+_INT_TYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+
+
+@st.composite
+def numpy_row(draw, length):
+    """One row of ``length`` small non-negative tokens as an ndarray the fast path may or may not
+    take: any integer type, native or byte-swapped, contiguous or strided, 1-D or 2-D, or a
+    subclass; returns (array, taken-by-the-fast-path-for-int32-output, for-int64-output)."""
+    t = np.dtype(draw(st.sampled_from(_INT_TYPES)))
+    vals = np.array(draw(st.lists(st.integers(0, 120), min_size=length, max_size=length)), t)
+    shape = draw(st.sampled_from(["plain", "plain", "plain", "strided", "swapped", "2d", "subclass"]))
+    if shape == "strided":
+        base = np.zeros(2 * length, t)
+        base[::2] = vals
+        vals = base[::2]
+    elif shape == "swapped":
+        vals = vals.astype(t.newbyteorder())
+    elif shape == "2d":
+        vals = vals.reshape(1, length)
+    elif shape == "subclass":
+        vals = vals.view(_RowSub)
+    fast = shape == "plain" or (shape == "strided" and length <= 1) or (shape == "swapped" and t.itemsize == 1)
+    signed = t.kind == "i"
+    return vals, fast and (t.itemsize <= 4 if signed else t.itemsize < 4), fast and (signed or t.itemsize < 8)
+
+
+class _RowSub(np.ndarray):
+    pass
+
+
+@st.composite
+def array_rows_case(draw):
+    lengths = draw(st.lists(st.integers(0, 40), min_size=1, max_size=24))
+    rows = [draw(numpy_row(n)) for n in lengths]
+    labels = [draw(numpy_row(n)) for n in lengths] if draw(st.booleans()) else None
+    return rows, labels
+
+
+@given(array_rows_case(), st.sampled_from([np.int32, np.int64]), st.sampled_from(["right", "left"]),
+       st.sampled_from([None, 8]), st.booleans())
+def test_pad_list_fast_path_matches_reference(case, dtype, side, mult, mask):
+    """A list of NumPy rows of mixed integer types: the fast path takes exactly the rows it can
+    read in place and cast safely, and its output equals the reference; other lists go to the
+    general path, which gives the same output."""
+    from fastaxo import _backend
+
+    rows, labels = case
+    data = [r for r, _, _ in rows]
+    lab = [r for r, _, _ in labels] if labels is not None else None
+    col = 1 if dtype is np.int32 else 2
+    expect_fast = all(r[col] for r in rows) and (labels is None or all(r[col] for r in labels))
+    ext = _backend.pack_ext
+    if ext is not None:
+        got = ext.pad_list(data, lab, np.dtype(dtype), 7, -100, mult or 0, side == "left", mask)
+        assert (got is not None) == expect_fast
+    plain = [np.asarray(r).reshape(-1).astype(np.int64) for r in data]
+    plain_lab = [np.asarray(r).reshape(-1).astype(np.int64) for r in lab] if lab is not None else None
+    w = widths_for([len(r) for r in plain], None, mult)
+    want = ref_pad(plain, plain_lab, None, w, side, 7, -100, None, np.dtype(dtype))
+    if not mask:
+        del want["attention_mask"]
+    try:
+        out = fastaxo.pad(data, labels=lab, multiple_of=mult, side=side, pad_id=7, attention_mask=mask,
+                          dtype=dtype)
+    except (InvalidInputError, InvalidTypeError) as exc:
+        # only a 2-D row is refused (by the general path); strided, swapped or subclassed rows are padded
+        assert any(np.ndim(r) != 1 for r in data + (lab or [])), exc
+        return
+    assert sorted(out) == sorted(want)
+    for k in want:
+        assert out[k].dtype == want[k].dtype and out[k].shape == want[k].shape, k
+        assert np.array_equal(out[k], want[k]), k
+
+
 def test_pad_example_left_right_and_truncate():
     rows = [np.array([1, 2, 3, 4, 5]), np.array([6, 7])]
     r = fastaxo.pad(rows, multiple_of=4, position_ids=True)
@@ -126,6 +200,12 @@ def test_pad_errors():
     arrays = [np.array(r) for r in rows]
     with pytest.raises(InvalidInputError, match="labels row 1 has 2 values; input_ids row 1 has 1"):
         fastaxo.pad(arrays, labels=[np.array([1, 2, 3]), np.array([4, 5])])  # the list-of-arrays fast path
+    # a strided row is read through the general path (it raised NumPy's buffer ValueError before)
+    assert fastaxo.pad([np.arange(6)[::2], np.arange(2)])["input_ids"].tolist() == [[0, 2, 4], [0, 1, 0]]
+    mixed = [np.array([1], np.int8), np.array([2**63], np.uint64)]
+    with pytest.raises(InvalidInputError, match=r"input_ids row 1: a uint64 token id \(9223372036854775808\) does not fit"):
+        fastaxo.pad(mixed)
+    assert fastaxo.pad([mixed[0], np.array([5], np.uint64)])["input_ids"].tolist() == [[1], [5]]
     with pytest.raises(InvalidInputError, match="batch_offsets must start at 0 and end at the number of rows"):
         fastaxo.pad_batches(rows, [0, 1])
     with pytest.raises(InvalidInputError, match="must not decrease"):
