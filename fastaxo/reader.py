@@ -523,11 +523,18 @@ class _Text:
     (pyarrow's streaming-reader rule, over at least INFER_BYTES); ``schema=`` fixes it up front.
     """
 
-    def __init__(self, path: str, kind: str, comp: str | None, opts: "_Options", schema: pa.Schema | None):
+    def __init__(self, path: str, kind: str, comp: str | None, opts: "_Options", schema: pa.Schema | None,
+                 infer_at: int = -1):
         self.path, self.kind, self.comp, self.opts = path, kind, comp, opts
         self.num_rows = None
         self.fh = None
         self._spares: list[bytearray] = []  # block buffers no parsed array points into
+        # the inference parse (start, end, table, the block generator after it): the first
+        # pieces() from that start yields this table instead of parsing the block again
+        self._first: tuple[int, int, pa.Table, Iterator] | None = None
+        # where the inference block starts (this handle's, or given: the first file reopened
+        # with its inferred schema): a block from here is INFER_BYTES long, kept or not
+        self._infer_at = infer_at
         self.header: list[str] | None = None
         self.header_end = 0
         self._explicit = schema
@@ -564,18 +571,21 @@ class _Text:
                 self.fh.seek(pos)
             self.pos = pos
 
-    def _blocks(self, start: int, size: int | None = None) -> Iterator[tuple[int, memoryview]]:
+    def _blocks(self, start: int, first: int | None = None) -> Iterator[tuple[int, memoryview]]:
         """(start position, whole lines) from ``start`` to the end of the file. A block is a
-        pure function of its start: up to the last newline within ``block_bytes``, or to the
-        first newline after (a longer line), or to the end of the file. Each block is a view of
-        its own bytearray (read in place with readinto; the parsed arrays may keep it)."""
+        pure function of its start and size: up to the last newline within ``block_bytes``
+        (``first`` bytes for the first block), or to the first newline after (a longer line), or
+        to the end of the file. Each block is a view of its own bytearray (read in place with
+        readinto; the parsed arrays may keep it)."""
         if self.pos != start:
             self._open(start)
-        size = size or self.opts.block_bytes
+        size = first or self.opts.block_bytes
         carry = b""
         pos = start
         eof = False
         while True:
+            if pos != start:
+                size = self.opts.block_bytes
             need = len(carry) + size
             try:
                 spare = self._spares.pop()
@@ -740,35 +750,63 @@ class _Text:
         return FileFormatError(f"{self.path} ({where}): {e}{hint}", self.path, where)
 
     def _infer(self) -> pa.Schema:
-        for _, block in self._blocks(self.start_unit(), max(self.opts.block_bytes, INFER_BYTES)):
-            if bytes(block).strip():
-                return self._parse(block, None, self.start_unit()).schema
+        """The schema of the first non-blank INFER_BYTES (at least one block). The parsed table
+        and the block generator after it are kept for the first pieces() (one parse, not two:
+        it halved the time to read a 6 MB file)."""
+        pos = self.start_unit()
+        while True:
+            blocks = self._blocks(pos, max(self.opts.block_bytes, INFER_BYTES))
+            got = next(blocks, None)
+            if got is None:
+                break
+            p, block = got
+            if not bytes(block).strip():
+                blocks.close()
+                pos = p + len(block)
+                continue
+            t = self._parse(block, None, p)
+            self._first = (p, p + len(block), t, blocks)
+            self._infer_at = p
+            return t.schema
         # an empty file: text has its one column; others name the header's columns, untyped
         if self.kind == "text":
             return pa.schema([(self.opts.text_column, pa.string())])
         return pa.schema([(n, pa.null()) for n in (self.header or [])])
 
     def pieces(self, unit: int | None, offset: int) -> Iterator[tuple[pa.RecordBatch, int, int]]:
+        """Batches from byte ``unit`` (a line start; None: the first), skipping its first
+        ``offset`` rows (across blocks: a position is (line start, rows after it), whatever the
+        block sizes), each with the position after it."""
         start = self.start_unit() if unit is None else unit
         cols = list(self.opts.columns) if self.opts.columns is not None else None
+        first, self._first = self._first, None
+        if first is not None and first[0] != start:
+            first[3].close()
+            first = None
         feed = None
-        blocks: Iterator = self._blocks(start)
+        # the blocks are the same whether the inference parse is still kept or not (shuffle
+        # windows are made of whole blocks: a resumed reader must see the same ones)
+        blocks: Iterator = first[3] if first is not None else self._blocks(
+            start, max(self.opts.block_bytes, INFER_BYTES) if start == self._infer_at else None)
         if self.opts.use_threads:  # read (and decompress) the next block while this one parses
             feed = _Prefetch(blocks, 1, 1 << 62, lambda item: 0)
             blocks = iter(feed.get, None)
+        skip = offset
         try:
-            for pos, block in blocks:
-                t = self._parse(block, self.full_schema, pos)
-                self._recycle(block, t)
-                if t.schema != self.full_schema:
-                    t = self._conform(t, pos)
-                if pos == start and offset:
-                    t = t.slice(offset)
+            for pos, end, t in self._parsed(first, blocks):
+                if skip:
+                    if skip >= t.num_rows:
+                        skip -= t.num_rows
+                        continue
+                    t = t.slice(skip)
+                    base = skip
+                    skip = 0
+                else:
+                    base = 0
                 if cols is not None:
                     t = t.select(cols)
                 batches = t.to_batches()
-                done = offset if pos == start else 0
-                end = pos + len(block)
+                done = base
                 for i, b in enumerate(batches):
                     done += b.num_rows
                     last = i == len(batches) - 1
@@ -779,6 +817,17 @@ class _Text:
         finally:
             if feed is not None:
                 feed.close()
+
+    def _parsed(self, first, blocks: Iterator) -> Iterator[tuple[int, int, pa.Table]]:
+        """(start, end, table) of each block: the kept inference parse first, if any."""
+        if first is not None:
+            yield first[0], first[1], first[2]
+        for pos, block in blocks:
+            t = self._parse(block, self.full_schema, pos)
+            self._recycle(block, t)
+            if t.schema != self.full_schema:
+                t = self._conform(t, pos)
+            yield pos, pos + len(block), t
 
     def _conform(self, t: pa.Table, pos: int) -> pa.Table:
         if t.schema.names == self.full_schema.names:
@@ -792,6 +841,9 @@ class _Text:
         )
 
     def close(self) -> None:
+        if self._first is not None:
+            self._first[3].close()
+            self._first = None
         if self.fh is not None:
             self.fh.close()
 
@@ -1008,6 +1060,7 @@ class _Source:
         self.format = files[0][1]
         self._given_schema = schema
         self._text_schema = None
+        self._infer_at = -1  # the first text file's inference block (the same blocks on every reopening)
         self._handles: dict[int, Any] = {}
         self._meta: dict[int, tuple[pa.Schema, list[int] | None]] = {}
         first = self._open_file(0)
@@ -1015,7 +1068,13 @@ class _Source:
             self._schema = first.schema
             self._text_schema = getattr(first, "full_schema", None) if self.format in _TEXT_FORMATS else None
             self._meta[0] = (first.schema, getattr(first, "rg_rows", None))
-        finally:
+        except BaseException:
+            first.close()
+            raise
+        if self.format in _TEXT_FORMATS:
+            self._infer_at = first._infer_at
+            self._handles[0] = first  # kept open: its inference parse is the first block's rows
+        else:
             first.close()
         if self.format in ("parquet", "arrow"):  # metadata is cheap: check every file now
             for i in range(1, len(self.files)):
@@ -1036,7 +1095,7 @@ class _Source:
         if fmt == "arrow":
             return _open_ipc(path, self.opts)
         schema = self._text_schema if self._text_schema is not None else self._given_schema
-        return _Text(path, fmt, comp, self.opts, schema)
+        return _Text(path, fmt, comp, self.opts, schema, self._infer_at if i == 0 else -1)
 
     def _file(self, i: int):
         """The open reader of file i (the previous one is closed)."""

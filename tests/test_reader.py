@@ -224,6 +224,47 @@ def test_jsonl_equals_pyarrow(tmp_path_factory, n, seed, block, batch_rows, comp
     assert_batch_sizes(sizes, batch_rows, n)
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "text"])
+def test_the_inference_block_is_parsed_once(tmp_path, monkeypatch, fmt):
+    """The block that fixed the column types is the first block's rows: a file shorter than
+    INFER_BYTES is parsed once, not twice (inference, then reading)."""
+    rows = _rows(3000, 1)
+    path = tmp_path / f"t.{ {'jsonl': 'jsonl', 'csv': 'csv', 'text': 'txt'}[fmt] }"
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif fmt == "csv":
+        pcsv.write_csv(pa.table({"row": [r["id"] for r in rows], "s": [str(r["ids"]) for r in rows]}), path)
+    else:
+        path.write_text("".join(f"line {r['id']}\n" for r in rows))
+    calls = []
+    real = R._Text._parse
+    monkeypatch.setattr(R._Text, "_parse", lambda self, *a: calls.append(a[2]) or real(self, *a))
+    got, _ = read_all(fastaxo.iter_batches(path, batch_rows=512, block_bytes=4096))
+    assert got.num_rows == 3000
+    assert len(calls) == 1, calls  # before: 2 (the inference parse, then the same block again)
+    # a second epoch reads the file again (the kept parse was used once)
+    r = fastaxo.iter_batches(path, batch_rows=512, block_bytes=4096)
+    assert sum(b.num_rows for b in r) == 3000
+    n_first = len(calls)
+    r.set_epoch(1)
+    assert sum(b.num_rows for b in r) == 3000 and len(calls) > n_first
+
+
+def test_a_position_skips_rows_across_blocks(tmp_path):
+    """(line start, rows after it) means the same rows whatever the block sizes: skipping more
+    rows than the first block holds goes on into the next blocks."""
+    path = tmp_path / "t.txt"
+    path.write_text("".join(f"{i}\n" for i in range(1000)))
+    opts = fastaxo.iter_batches(path, block_bytes=64)._src.opts
+    h = R._Text(str(path), "text", None, opts, pa.schema([("text", pa.string())]))
+    try:
+        for offset in (0, 5, 31, 400, 999, 1000):
+            got = [x for b, _, _ in h.pieces(0, offset) for x in b.column(0).to_pylist()]
+            assert got == [str(i) for i in range(offset, 1000)], offset
+    finally:
+        h.close()
+
+
 @pytest.mark.parametrize("fmt", ["csv", "tsv"])
 @given(n=st.integers(0, 400), seed=st.integers(0, 1000), block=st.sampled_from([64, 1000, 1 << 20]),
        batch_rows=st.integers(1, 300))
