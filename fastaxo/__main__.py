@@ -201,7 +201,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             + (["--quiet"] if args.quiet else [])
         # In a process of its own, so the peak RSS is prepare's, not the generator's.
         print("$ fastaxo " + " ".join(cmd[:6]), flush=True)
-        r = subprocess.run([sys.executable, "-m", "fastaxo", *cmd], stdout=subprocess.PIPE, text=True)
+        from fastaxo._backend import child_argv, child_env
+
+        r = subprocess.run(child_argv("fastaxo", *cmd), stdout=subprocess.PIPE, text=True, env=child_env())
         print(r.stdout, end="", flush=True)
         if r.returncode != 0:
             print(f"result: MISMATCH (fastaxo prepare exited with {r.returncode})")

@@ -48,3 +48,28 @@ if ext is not None:
         ext.sha256_select(SHA256_REQUESTED)
     except (ValueError, RuntimeError) as exc:
         raise InvalidInputError(f"environment variable FASTAXO_SHA256={SHA256_REQUESTED!r}: {exc}") from None
+
+
+def child_argv(module: str, *args: str) -> list[str]:
+    """``python -m module args`` for a child process that imports this same fastaxo.
+
+    ``python -m`` puts the working directory first on ``sys.path``: run from a source checkout
+    (the README's ``.venv/bin/fastaxo demo``) the child imported the uncompiled tree and ran the
+    pure-Python fallback. The child instead puts the directory this fastaxo was imported from
+    first, then runs the module as ``__main__``.
+    """
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = (f"import runpy, sys; sys.path[0] = {root!r}; "
+            f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
+    return [sys.executable, "-c", code, *args]
+
+
+def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for such a child: when this process has the compiled extension, the child
+    must too (FASTAXO_REQUIRE_EXTENSION=1: a child on the fallback fails instead of running slow)."""
+    out = dict(os.environ if env is None else env)
+    if ext is not None and out.get("FASTAXO_PURE_PYTHON", "").strip().lower() in ("", "0", "false", "no", "off"):
+        out["FASTAXO_REQUIRE_EXTENSION"] = "1"
+    return out

@@ -1245,10 +1245,12 @@ def _proc_rss_kib(pid: int) -> int | None:
 
 def spawn_cell(spec: dict, env: dict[str, str], cwd: str, mem_limit: float | None, timeout: float) -> dict[str, Any]:
     """Run one cell in a fresh interpreter, killed above mem_limit bytes of RSS or after timeout s."""
+    from fastaxo._backend import child_argv, child_env
+
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
-        p = subprocess.Popen([sys.executable, "-m", "fastaxo._benchmatrix", "--cell", json.dumps(spec)],
-                             stdout=out, stderr=err, env=env, cwd=cwd)
+        p = subprocess.Popen(child_argv("fastaxo._benchmatrix", "--cell", json.dumps(spec)),
+                             stdout=out, stderr=err, env=child_env(env), cwd=cwd)
         killed_at = None
         timed_out = False
         max_rss = 0

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -317,6 +318,21 @@ def test_demo_prints_ok():
     assert r.returncode == 0, r.stdout + r.stderr
     assert "result: OK" in r.stdout
     assert "plain Python" in r.stdout and "duplicates dropped 2,000" in r.stdout
+
+
+def test_demo_from_a_directory_holding_another_fastaxo(tmp_path):
+    """The README runs `.venv/bin/fastaxo demo` from the source checkout, whose fastaxo/ has no
+    compiled extension: demo's `prepare` child must import the fastaxo its parent runs (it ran
+    `python -m fastaxo`, which imported the working directory's tree and ran 20x slower)."""
+    decoy = tmp_path / "fastaxo"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('the working directory fastaxo was imported')\n")
+    script = Path(sys.executable).with_name("fastaxo")
+    assert script.exists(), f"the console script {script} is not installed"
+    r = subprocess.run([str(script), "demo", "--rows", "20000", "--quiet"], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=600)
+    assert "working directory fastaxo" not in r.stdout + r.stderr
+    assert r.returncode == 0 and "result: OK" in r.stdout, r.stdout + r.stderr
 
 
 # ---------------------------------------------------------------- 2M rows, bounded memory
