@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import signal
+import shutil
 import subprocess
 import sys
 import threading
@@ -299,3 +300,31 @@ def test_command_line(cluster, tmp_path):
     _same_as_single(tmp_path / "out", tmp_path / "single.parquet")
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["windows"] == len(rep["shards"]) >= 2
+
+
+def test_workers_importing_an_uncompiled_fastaxo_are_refused(cluster, tmp_path):
+    """A driver started in a fastaxo source checkout: Ray puts its working directory on the
+    workers' sys.path, so they import the uncompiled tree. prepare refuses with the reason and
+    the remedy instead of running the pure-Python fallback ~20x slower."""
+    checkout = tmp_path / "checkout"
+    src = Path(fastaxo.__file__).parent
+    for f in src.rglob("*.py"):  # the package's Python files, no compiled extension
+        dst = checkout / "fastaxo" / f.relative_to(src)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, dst)
+    (ids, labs), = _planted(1, 500, seed=6)
+    f = _write_parquet(tmp_path / "in.parquet", ids, labs, 250)
+    script = Path(sys.executable).with_name("fastaxo")
+    assert script.exists(), f"the console script {script} is not installed"
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("FASTAXO_RAY_TEST_HOLD", None)
+    r = subprocess.run([str(script), "prepare", "--ray", cluster["address"], f, "-o", str(tmp_path / "out"),
+                        "--seq-len", str(SEQ)], capture_output=True, text=True, cwd=checkout, env=env, timeout=600)
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    # the workers either import the checkout and report it, or (FASTAXO_REQUIRE_EXTENSION=1 on the
+    # cluster, as in CI) fail to import it: both name the remedy
+    assert ("Ray workers import fastaxo from " + str(checkout / "fastaxo") + " without its compiled extension"
+            in r.stderr or "Ray workers cannot import fastaxo with its compiled extension" in r.stderr), r.stderr[-3000:]
+    assert f"Ray puts the driver's working directory ({checkout}) on its workers' sys.path" in r.stderr
+    assert not list(tmp_path.glob("out/part-*.parquet"))
+

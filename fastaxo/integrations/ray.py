@@ -533,6 +533,35 @@ def _init_ray(address: str | None) -> None:
         ray.init(address=address, **kw)
 
 
+def _worker_fastaxo() -> tuple[str, bool, str]:
+    """(where a worker imports fastaxo from, whether its compiled extension loaded, why not)."""
+    from fastaxo import _backend
+
+    return fastaxo.__file__, _backend.ext is not None, repr(_backend.import_error)
+
+
+def _check_workers_fastaxo() -> None:
+    """Refuse to run when the workers' fastaxo lacks the compiled extension the driver has:
+    Ray puts the driver's working directory on its workers' ``sys.path``, so a driver started
+    in a fastaxo source checkout makes the workers import that uncompiled tree and run the
+    pure-Python fallback, silently ~20x slower (what the tests' driver once did)."""
+    from fastaxo import _backend
+
+    if _backend.ext is None:
+        return
+    remedy = (f"this driver uses {os.path.dirname(fastaxo.__file__)}. Ray puts the driver's working directory "
+              f"({os.getcwd()}) on its workers' sys.path: start the driver from another directory, or install "
+              "fastaxo (with its extension) where the workers import it")
+    try:
+        where, has_ext, why = ray.get(ray.remote(num_cpus=0, max_retries=0)(_worker_fastaxo).remote())
+    except ray.exceptions.RayTaskError as exc:  # e.g. FASTAXO_REQUIRE_EXTENSION=1 on the workers
+        last = [ln.strip() for ln in str(exc).splitlines() if ln.strip()][-1]
+        raise FastaxoError(f"Ray workers cannot import fastaxo with its compiled extension ({last}); {remedy}") from None
+    if not has_ext:
+        raise FastaxoError(f"Ray workers import fastaxo from {os.path.dirname(where)} without its compiled "
+                           f"extension ({why}); {remedy}")
+
+
 def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", overflow: str = "error",
             attention: str = "segments", dedupe: bool = True, dedupe_columns: list[str] | None = None,
             pack_window: int = DEFAULT_PACK_WINDOW, tokenizer: str | None = None, text_column: str = "text",
@@ -597,6 +626,7 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
 
     t_start = time.perf_counter()
     _init_ray(address)
+    _check_workers_fastaxo()
     stage: dict[str, float] = {}
 
     # ---- 1. units
