@@ -18,6 +18,7 @@ from axolotl.utils.collators.batching import (
 )
 
 import fastaxo
+from fastaxo import _backend
 
 _KNOWN = {"input_ids", "labels", "attention_mask", "position_ids", "length"}
 
@@ -26,6 +27,13 @@ def _flat(rows: list[Any], total: int) -> np.ndarray:
     """One int64 array of all rows concatenated (rows: lists, NumPy arrays or tensors)."""
     first = rows[0] if rows else None
     if isinstance(first, list):
+        ext = _backend.pack_ext
+        if ext is not None:
+            # one C pass over the Python ints: ~2 ns a token against np.fromiter's ~14 (most of a
+            # collate call: 4 columns of a 4k-token bin)
+            got = ext.lists_to_values(rows)
+            if len(got) == 2 and len(got[0]) == total:
+                return got[0]
         return np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=total)
     return np.concatenate([np.asarray(r, dtype=np.int64).reshape(-1) for r in rows]) if rows \
         else np.zeros(0, dtype=np.int64)
