@@ -133,6 +133,12 @@ class FastaxoCollator(V2BatchSamplerDataCollatorForSeq2Seq):
         if m:
             width = -(-width // m) * m
         flat = {k: _flat([r[k] for r in rows], total) for k in cols}
+        if self.segments and "attention_mask" in flat:  # row i of its bin times (i + 1)
+            seg = np.arange(len(rows), dtype=np.int64) - np.repeat(row_off[:-1], rows_per_bin) + 1
+            flat["attention_mask"] = flat["attention_mask"] * np.repeat(seg, lengths)
+        fast = self._pad_bins(flat, bin_off, width)
+        if fast is not None:
+            return {k: fast[k] for k in cols}
         nt = self.num_threads
         ids = (flat["input_ids"], bin_off)
         padded = fastaxo.pad(ids, labels=(flat["labels"], bin_off) if "labels" in flat else None,
@@ -148,13 +154,48 @@ class FastaxoCollator(V2BatchSamplerDataCollatorForSeq2Seq):
                 out[k] = padded["labels"]
             elif k == "position_ids":
                 out[k] = padded["position_ids"]
-            else:  # attention_mask: row i of its bin times (i + 1), or times 1
-                mask = flat[k]
-                if self.segments:
-                    seg = np.arange(len(rows), dtype=np.int64) - np.repeat(row_off[:-1], rows_per_bin) + 1
-                    mask = mask * np.repeat(seg, lengths)
-                out[k] = fastaxo.pad((mask, bin_off), pad_to=width, pad_id=0, attention_mask=False,
+            else:  # attention_mask (segment ids made above, or 1/0)
+                out[k] = fastaxo.pad((flat[k], bin_off), pad_to=width, pad_id=0, attention_mask=False,
                                      dtype=np.int64, num_threads=nt)["input_ids"]
+        return out
+
+    def _pad_bins(self, flat: dict[str, np.ndarray], bin_off: np.ndarray, width: int) -> dict[str, np.ndarray] | None:
+        """The bins padded by fastaxo's list kernel (``pad_list``): each bin a view of the flat
+        columns, input_ids with labels in one call, position_ids with the mask in another; the
+        position pad tail then set to 0, 1, 2, ... None without the extension (the general path
+        then pads): a micro-batch is a few bins, where the general path's per-column checks
+        cost more than the copy."""
+        ext = _backend.pack_ext
+        if ext is None:
+            return None
+        spans = list(zip(bin_off[:-1].tolist(), bin_off[1:].tolist()))
+        m = int(self.pad_to_multiple_of or 0)
+        i64 = np.dtype(np.int64)
+
+        def views(k: str) -> list[np.ndarray] | None:
+            return [flat[k][a:b] for a, b in spans] if k in flat else None
+
+        got = ext.pad_list(views("input_ids"), views("labels"), i64, int(self.tokenizer.pad_token_id),
+                           int(self.label_pad_token_id), m, False, False)
+        if got is None or got[0].shape[1] != width:
+            return None
+        out = {"input_ids": got[0]}
+        if got[2] is not None:
+            out["labels"] = got[2]
+        pos, mask = views("position_ids"), views("attention_mask")
+        if pos is not None or mask is not None:
+            first, second = (pos, mask) if pos is not None else (mask, None)
+            got = ext.pad_list(first, second, i64, 0, 0, m, False, False)
+            if got is None or got[0].shape[1] != width:
+                return None
+            if pos is not None:
+                tail = np.arange(width, dtype=np.int64) - np.diff(bin_off)[:, None]
+                np.copyto(got[0], tail, where=tail >= 0)  # the pad tail continues 0, 1, 2, ...
+                out["position_ids"] = got[0]
+                if mask is not None:
+                    out["attention_mask"] = got[2]
+            else:
+                out["attention_mask"] = got[0]
         return out
 
 
