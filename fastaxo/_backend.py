@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Mapping
 from types import ModuleType
 
 from fastaxo.errors import ExtensionUnavailableError, InvalidInputError
 
 
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+def _flag(name: str, env: Mapping[str, str] = os.environ) -> bool:
+    return env.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 PURE_PYTHON_FORCED = _flag("FASTAXO_PURE_PYTHON")
@@ -70,6 +71,6 @@ def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for such a child: when this process has the compiled extension, the child
     must too (FASTAXO_REQUIRE_EXTENSION=1: a child on the fallback fails instead of running slow)."""
     out = dict(os.environ if env is None else env)
-    if ext is not None and out.get("FASTAXO_PURE_PYTHON", "").strip().lower() in ("", "0", "false", "no", "off"):
+    if ext is not None and not _flag("FASTAXO_PURE_PYTHON", out):
         out["FASTAXO_REQUIRE_EXTENSION"] = "1"
     return out

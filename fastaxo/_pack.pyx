@@ -296,6 +296,17 @@ def mt19937_fill(uint64_t seed, int64_t k):
     return out
 
 
+cdef inline object _plain_row(object r):
+    """``r`` as a 1-D C-contiguous native-order ndarray (exactly that type), else None: a row
+    read in place through the NumPy C API (row_ptrs, pad_list)."""
+    if type(r) is not cnp.ndarray:
+        return None
+    cdef cnp.ndarray a = <cnp.ndarray>r
+    if cnp.PyArray_NDIM(a) != 1 or not cnp.PyArray_IS_C_CONTIGUOUS(a) or not cnp.PyArray_ISNOTSWAPPED(a):
+        return None
+    return a
+
+
 def row_ptrs(list rows, object dtype):
     """(addresses, lengths) of a list of 1-D C-contiguous arrays of exactly ``dtype`` (native
     byte order), read in place through the NumPy C API; None when any row is not like that."""
@@ -310,12 +321,10 @@ def row_ptrs(list rows, object dtype):
     if not want.isnative:
         return None
     for i in range(n):
-        r = rows[i]
-        if type(r) is not cnp.ndarray:
+        r = _plain_row(rows[i])
+        if r is None:
             return None
         a = <cnp.ndarray>r
-        if cnp.PyArray_NDIM(a) != 1 or not cnp.PyArray_IS_C_CONTIGUOUS(a) or not cnp.PyArray_ISNOTSWAPPED(a):
-            return None
         if <object>cnp.PyArray_DESCR(a) is not want and not cnp.PyArray_EquivTypes(
                 <cnp.dtype>cnp.PyArray_DESCR(a), want):
             return None
@@ -598,13 +607,10 @@ cdef int _scan_rows(tuple rows, Py_ssize_t n, int dt, uintptr_t *ptrs, int64_t *
     cdef object r
     cdef int c
     for i in range(n):
-        r = <object>PyTuple_GET_ITEM(rows, i)
-        if type(r) is not cnp.ndarray:
+        r = _plain_row(<object>PyTuple_GET_ITEM(rows, i))
+        if r is None:
             return -1
         a = <cnp.ndarray>r
-        if (cnp.PyArray_NDIM(a) != 1 or not cnp.PyArray_IS_C_CONTIGUOUS(a)
-                or not cnp.PyArray_ISNOTSWAPPED(a)):
-            return -1
         c = _int_code(a)
         if c < 0 or not _casts_safely(c, dt):
             return -1
