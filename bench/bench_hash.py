@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import JsonRecorder, child_peak, fmt_table, interleaved, machine, median, reset_peak, status_kib  # noqa: E402
 
 import fastaxo  # noqa: E402
-from fastaxo._demo import text_rows, tokenized_table  # noqa: E402
+from fastaxo._bench.demo import text_rows, tokenized_table  # noqa: E402
 
 fast_axolotl = None  # imported by load_baselines(), AFTER axolotl: its import shim hides axolotl
 AXOLOTL_DEDUPE = None

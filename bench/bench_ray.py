@@ -4,7 +4,7 @@
     cd / && /path/to/venv/bin/python /work/main/bench/bench_ray.py            # 400k rows, 8 files
     ... --rows 100000 --reps 1                                                  # smoke run
 
-Data: N generated tokenized chat-shaped rows (fastaxo._demo.tokenized_table: input_ids and
+Data: N generated tokenized chat-shaped rows (fastaxo._bench.demo.tokenized_table: input_ids and
 labels, lognormal lengths, mean --mean-tokens; 10% exact duplicates), shuffled across --files
 Parquet files (row groups of 10,000 rows), so that duplicates sit in other files than their
 first occurrence. Everything lives in a temp dir.
@@ -56,7 +56,7 @@ def make_files(d: Path, rows: int, files: int, mean_tokens: float, seed: int) ->
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from fastaxo._demo import tokenized_table
+    from fastaxo._bench.demo import tokenized_table
 
     t = tokenized_table(rows, dup_fraction=0.1, seed=seed, mean_tokens=mean_tokens).select(["input_ids", "labels"])
     # shuffle rows across files so that a duplicate usually sits in another file than its first copy

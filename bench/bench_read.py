@@ -6,7 +6,7 @@ streaming and fast-axolotl, on chat-shaped data.
     python bench/bench_read.py --sizes 20000 --format-rows 20000 --reps 1
     python bench/bench_read.py --dir /tmp/readbench --keep --json out.jsonl   # keep (and reuse) the files
 
-Data (fastaxo._demo.chat_batches, seed 0, generated in chunks of 65,536 rows, never timed): `id` int64,
+Data (fastaxo._bench.demo.chat_batches, seed 0, generated in chunks of 65,536 rows, never timed): `id` int64,
 `text` string (~1.2 kB random printable ASCII, no newlines), `input_ids` list<int32> (lognormal, mean
 ~300 tokens). Parquet is written with pyarrow.parquet.ParquetWriter (default settings: snappy), one
 row group per --row-group-rows rows.
@@ -316,7 +316,7 @@ def gen_parquet(path: str, n: int, rg_rows: int, seed: int) -> tuple[bool, float
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from fastaxo._demo import chat_batches
+    from fastaxo._bench.demo import chat_batches
 
     if os.path.exists(path):
         try:
@@ -409,7 +409,7 @@ class _Writer:
 
 def gen_formats(d: str, formats: list[str], n: int, seed: int) -> dict[str, tuple[str, str, bool]]:
     """Write the first n chat rows in every format in one pass; a `.rows` marker lets --dir reuse them."""
-    from fastaxo._demo import chat_batches
+    from fastaxo._bench.demo import chat_batches
 
     out: dict[str, tuple[str, str, bool]] = {}
     todo = []
@@ -692,7 +692,7 @@ def run(a: argparse.Namespace, d: str, env: dict[str, str], rec: JsonRecorder) -
     print(f"# date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}; data dir {d}; "
           f"reps {a.reps} (fresh process each, interleaved); memory limit {a.mem_limit_gib:g} GiB, "
           f"timeout {a.timeout:g} s per child")
-    print("# data: fastaxo._demo.chat_batches(seed=%d): id int64, text ~1.2 kB, input_ids list<int32> ~300 tokens"
+    print("# data: fastaxo._bench.demo.chat_batches(seed=%d): id int64, text ~1.2 kB, input_ids list<int32> ~300 tokens"
           % a.seed)
     rec.append({"bench": "read_env", "machine": machine(), "versions": versions(
         ['pyarrow', 'fastaxo', 'datasets', 'fast-axolotl']), "python": sys.version.split()[0], "argv": sys.argv[1:],

@@ -6,14 +6,15 @@ never axolotl, torch or transformers.
 """
 
 from fastaxo._version import __version__
-from fastaxo._config import config, show_config
-from fastaxo._threads import default_num_threads
+from fastaxo._core.config import config, show_config
+from fastaxo._core.threads import default_num_threads
 from fastaxo.errors import (
     CapacityError,
     ColumnNotFoundError,
     FastaxoError,
     InvalidInputError,
     InvalidTypeError,
+    KernelError,
     NullValueError,
     SequenceTooLongError,
     SourceNotFoundError,
@@ -23,8 +24,8 @@ from fastaxo.errors import (
 from fastaxo.hashing import ROW_ENCODING_VERSION, DedupeResult, RowSet, Seen, dedupe, hash_rows, iter_dedupe
 from fastaxo.packing import Bins, PackIterator, Packed, PackStats, iter_pack, pack, pack_bins
 from fastaxo.padding import Padded, PaddedBatches, pad, pad_batches
-from fastaxo.reader import BatchReader, ReaderStats, iter_batches, iter_parquet, list_column
-from fastaxo.prepare import PrepareReport, prepare
+from fastaxo.readers import BatchReader, ReaderStats, iter_batches, iter_parquet, list_column
+from fastaxo.pipeline import PrepareReport, prepare
 
 __all__ = [
     "__version__",
@@ -66,4 +67,5 @@ __all__ = [
     "SourceNotFoundError",
     "FileFormatError",
     "SchemaMismatchError",
+    "KernelError",
 ]

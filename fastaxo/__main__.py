@@ -27,12 +27,7 @@ import threading
 import time
 from typing import Any
 
-
-def _rss_peak_mib() -> float | None:
-    from fastaxo.reader import _proc_kib
-
-    kib = _proc_kib("VmHWM:")
-    return None if kib is None else kib / 1024
+from fastaxo._core.proc import peak_rss_mib
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
@@ -46,7 +41,7 @@ def _dedupe_builtin(args: argparse.Namespace) -> int:
     import numpy as np
 
     import fastaxo
-    from fastaxo._demo import tokenized_table
+    from fastaxo._bench.demo import tokenized_table
 
     print(f"fastaxo dedupe: built-in default dataset ({args.rows:,} tokenized rows, 10% exact duplicates, seed 0)")
     table = tokenized_table(args.rows, 0.1, seed=0)
@@ -76,7 +71,7 @@ def _dedupe_builtin(args: argparse.Namespace) -> int:
           f"({dt_ref / dt_fx:.1f}x), digests identical: {same}")
     distinct = len(set(ref))
     print(f"  seen set: {res.seen.nbytes / 2**20:.1f} MiB for {len(res.seen):,} distinct rows; "
-          f"peak RSS {_rss_peak_mib() or 0:,.0f} MiB (mostly the generated dataset)")
+          f"peak RSS {peak_rss_mib() or 0:,.0f} MiB (mostly the generated dataset)")
     ok = same and len(res.keep) == distinct and bool(np.all(np.diff(res.keep) > 0))
     print("  result:", "OK" if ok else "MISMATCH")
     return 0 if ok else 1
@@ -111,7 +106,7 @@ def _cmd_dedupe(args: argparse.Namespace) -> int:
             writer.close()
     dt = time.perf_counter() - t0
     print(f"fastaxo dedupe: {n_in:,} rows in, {n_out:,} kept, {n_in - n_out:,} duplicates dropped, "
-          f"{dt:.2f} s ({n_in / max(dt, 1e-9):,.0f} rows/s), peak RSS {_rss_peak_mib() or 0:,.0f} MiB"
+          f"{dt:.2f} s ({n_in / max(dt, 1e-9):,.0f} rows/s), peak RSS {peak_rss_mib() or 0:,.0f} MiB"
           + (f"; wrote {args.output}" if args.output else ""))
     return 0
 
@@ -123,7 +118,7 @@ def _fail(cmd: str, exc: BaseException) -> int:
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
     from fastaxo.errors import FastaxoError
-    from fastaxo.prepare import prepare
+    from fastaxo.pipeline import prepare
 
     # A Ctrl-C is a KeyboardInterrupt wherever it lands, but one that lands inside library code
     # (an import, a C extension's callback) can come out as some other exception: remember
@@ -179,9 +174,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     import pyarrow.parquet as pq
 
-    from fastaxo._demo import tokenized_table
-    from fastaxo._plain_pipeline import check_packed, plain_prepare
-    from fastaxo.prepare import PrepareReport
+    from fastaxo._bench.demo import tokenized_table
+    from fastaxo._bench.plain_pipeline import check_packed, plain_prepare
+    from fastaxo.pipeline import PrepareReport
 
     tmp = tempfile.mkdtemp(prefix="fastaxo-demo-", dir=args.dir)
     try:
@@ -201,7 +196,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             + (["--quiet"] if args.quiet else [])
         # In a process of its own, so the peak RSS is prepare's, not the generator's.
         print("$ fastaxo " + " ".join(cmd[:6]), flush=True)
-        from fastaxo._backend import child_argv, child_env
+        from fastaxo._core.backend import child_argv, child_env
 
         r = subprocess.run(child_argv("fastaxo", *cmd), stdout=subprocess.PIPE, text=True, env=child_env())
         print(r.stdout, end="", flush=True)
@@ -239,7 +234,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from fastaxo._benchmatrix import cmd_bench
+    from fastaxo._bench.matrix import cmd_bench
 
     return cmd_bench(args, args.argv[1:])
 
@@ -323,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     p_d.add_argument("--threads", type=int, default=None, help="threads (default: FASTAXO_NUM_THREADS, OMP_NUM_THREADS, CPUs)")
     p_d.add_argument("--rows", type=int, default=200_000, help="rows of the built-in dataset (default 200000)")
     p_d.set_defaults(func=_cmd_dedupe)
-    from fastaxo._benchmatrix import add_arguments as _bench_arguments
+    from fastaxo._bench.matrix import add_arguments as _bench_arguments
 
     p_b = sub.add_parser("bench", help="the benchmark matrix: JSON, Markdown and PNG charts",
                          description="Run every kernel (hash_rows, dedupe, pack_bins, pack, pad, and the reader per "

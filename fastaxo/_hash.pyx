@@ -373,7 +373,7 @@ cdef enum:
 
 cdef int _c_kind(const char *fmt, int32_t *width) noexcept nogil:
     """fx_col kind of an Arrow C format string, -1 for a type the C path does not take (the
-    caller then uses fastaxo._arrow.column_spec). The kinds and widths are column_spec's."""
+    caller then uses fastaxo._core.arrow.column_spec). The kinds and widths are column_spec's."""
     cdef char c0 = fmt[0]
     cdef int64_t w = 0
     cdef const char *p
@@ -485,7 +485,7 @@ cdef class TabDesc:
     """Column descriptors of one source (every chunk) for fx_rowset: one node array.
 
     ``TabDesc(chunks, lengths, ncols, keep)``: ``chunks`` is a list (one per chunk) of lists (one
-    per column) of descriptor tuples (fastaxo._arrow.column_spec); ``keep`` holds the Arrow
+    per column) of descriptor tuples (fastaxo._core.arrow.column_spec); ``keep`` holds the Arrow
     objects they point into. ``TabDesc.from_arrow(table, keep)`` builds the same descriptors in C
     from the table's Arrow C stream (no Python object per chunk and column), or returns None
     when a column has a type only column_spec takes.
@@ -547,7 +547,7 @@ cdef class TabDesc:
     def from_arrow(object table, object keep):
         """The descriptors of a pyarrow Table (>= 1 column) from its Arrow C stream, or None
         when a column's type (dictionary, string/binary, views, run-end, map, ...) is left to
-        fastaxo._arrow.column_spec. ``keep`` must hold the table for the TabDesc's lifetime."""
+        fastaxo._core.arrow.column_spec. ``keep`` must hold the table for the TabDesc's lifetime."""
         cdef TabDesc t
         cdef ArrowSchema schema
         cdef ArrowArray arr

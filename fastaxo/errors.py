@@ -19,6 +19,7 @@ __all__ = [
     "SourceNotFoundError",
     "FileFormatError",
     "SchemaMismatchError",
+    "KernelError",
 ]
 
 
@@ -83,3 +84,15 @@ class FileFormatError(InvalidInputError):
 
 class SchemaMismatchError(InvalidInputError):
     """Files of one source do not share a schema (column names, order and types)."""
+
+
+class KernelError(FastaxoError, RuntimeError):
+    """A compiled kernel returned a status the checks before it should have ruled out: a bug in
+    fastaxo, to be reported. ``kernel``, ``status`` and ``item`` say where."""
+
+    def __init__(self, message: str, kernel: str = "", status: int = 0, item: int = -1):
+        super().__init__(message)
+        self.kernel, self.status, self.item = kernel, status, item
+
+    def __reduce__(self):
+        return (type(self), (self.args[0], self.kernel, self.status, self.item))

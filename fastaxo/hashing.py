@@ -16,9 +16,10 @@ from typing import Any, Literal, overload
 import numpy as np
 import pyarrow as pa
 
-from fastaxo import _arrow, _reference
-from fastaxo._backend import ext
-from fastaxo._threads import resolve_num_threads
+from fastaxo._core import arrow
+from fastaxo._reference import hashing as reference
+from fastaxo._core.backend import ext
+from fastaxo._core.threads import resolve_num_threads
 from fastaxo.errors import (
     ColumnNotFoundError,
     InvalidInputError,
@@ -79,7 +80,7 @@ class _ChunkedRows(_Rows):
         raise NotImplementedError
 
     def _reference_chunk(self, k: int, a: int, b: int) -> np.ndarray:
-        return _reference.hash_rows(self.chunks[k].slice(a, b - a))
+        return reference.hash_rows(self.chunks[k].slice(a, b - a))
 
 
 def _chunk_bases(chunks: list[Any]) -> list[int]:
@@ -93,9 +94,9 @@ class _FlatArrowRows(_ChunkedRows):
     def __init__(self, chunks: list[pa.Array], what: str):
         chunks = [c for c in chunks if len(c)]
         t = chunks[0].type if chunks else pa.binary()
-        view = _arrow.binary_view if _arrow.is_binary_like(t) else _arrow.list_view
+        view = arrow.binary_view if arrow.is_binary_like(t) else arrow.list_view
         self.views = [view(c, what, base) for c, base in zip(chunks, _chunk_bases(chunks))]
-        super().__init__(chunks, "bytes" if _arrow.is_binary_like(t) else f"values:{t.value_type}")
+        super().__init__(chunks, "bytes" if arrow.is_binary_like(t) else f"values:{t.value_type}")
 
     def _hash_chunk(self, k: int, a: int, b: int, out: np.ndarray, nt: int) -> None:
         values, offsets = self.views[k]
@@ -107,7 +108,7 @@ class _FixedArrowRows(_ChunkedRows):
 
     def __init__(self, chunks: list[pa.Array], what: str):
         chunks = [c for c in chunks if len(c)]
-        self.views = [_arrow.number_view(c, what, base) for c, base in zip(chunks, _chunk_bases(chunks))]
+        self.views = [arrow.number_view(c, what, base) for c, base in zip(chunks, _chunk_bases(chunks))]
         t = chunks[0].type if chunks else pa.int64()
         super().__init__(chunks, f"values:{t}")
 
@@ -121,13 +122,13 @@ class _TableRows(_ChunkedRows):
 
     def __init__(self, batches: list[pa.RecordBatch], names: list[str], types: list[pa.DataType]):
         self.names = names
-        super().__init__(batches, f"table:v{ROW_ENCODING_VERSION}:{_arrow.type_signature(types)}")
+        super().__init__(batches, f"table:v{ROW_ENCODING_VERSION}:{arrow.type_signature(types)}")
 
     def _hash_chunk(self, k: int, a: int, b: int, out: np.ndarray, nt: int) -> None:
         batch = self.chunks[k]
         part = batch.slice(a, b - a) if (a, b) != (0, batch.num_rows) else batch
         keep: list[Any] = []
-        specs = [_arrow.column_spec(part.column(j), keep, name) for j, name in enumerate(self.names)]
+        specs = [arrow.column_spec(part.column(j), keep, name) for j, name in enumerate(self.names)]
         bad = ext.hash_table(specs, b - a, out, nt)
         if bad is not None:
             row, status = bad
@@ -135,7 +136,7 @@ class _TableRows(_ChunkedRows):
             raise InvalidInputError(f"data row {int(self.starts[k]) + a + row} has {what}: the Arrow data is corrupt")
 
     def _reference_chunk(self, k: int, a: int, b: int) -> np.ndarray:
-        return _reference.hash_rows(self.chunks[k].slice(a, b - a), self.names)
+        return reference.hash_rows(self.chunks[k].slice(a, b - a), self.names)
 
 
 class _DatasetRows(_Rows):
@@ -148,7 +149,7 @@ class _DatasetRows(_Rows):
         self.indices = ds._indices.column(0)
         self.names = names
         self.n = len(ds)
-        self.encoding = f"table:v{ROW_ENCODING_VERSION}:{_arrow.type_signature(types)}"
+        self.encoding = f"table:v{ROW_ENCODING_VERSION}:{arrow.type_signature(types)}"
 
         self._physical: np.ndarray | None = None
 
@@ -166,7 +167,7 @@ class _DatasetRows(_Rows):
                 _TableRows(self.table.to_batches(), self.names, self.table.schema.types).hash_into(
                     0, self.table.num_rows, phys, nt)
                 self._physical = phys
-            idx = _arrow.fixed_view(self.indices.slice(start, stop - start).combine_chunks())
+            idx = arrow.fixed_view(self.indices.slice(start, stop - start).combine_chunks())
             np.take(self._physical, idx, axis=0, out=out[: stop - start])
             return
         for a in range(start, stop, _BLOCK):
@@ -174,7 +175,7 @@ class _DatasetRows(_Rows):
             self._table(a, b).hash_into(0, b - a, out[a - start : b - start], nt)
 
     def reference(self, start: int, stop: int) -> np.ndarray:
-        return _reference.hash_rows(self.fmt[start:stop], self.names)
+        return reference.hash_rows(self.fmt[start:stop], self.names)
 
 
 class _NumpyRows(_Rows):
@@ -201,7 +202,7 @@ class _NumpyRows(_Rows):
             ext.hash_fixed(block.reshape(-1).view(np.uint8), self.row_bytes, out[a - start : b - start], nt)
 
     def reference(self, start: int, stop: int) -> np.ndarray:
-        return _reference.hash_rows(self.arr[start:stop])
+        return reference.hash_rows(self.arr[start:stop])
 
 
 class _ObjectRows(_Rows):
@@ -225,7 +226,7 @@ class _ObjectRows(_Rows):
         for i in range(start, stop):
             if not isinstance(self.rows[i], (str, bytes)):
                 raise self._bad(i)
-        return _reference.hash_rows(self.rows[start:stop])
+        return reference.hash_rows(self.rows[start:stop])
 
 
 # --------------------------------------------------------------------------- coercion
@@ -258,14 +259,14 @@ def _as_rows(data: Any, columns: Any) -> _Rows:
             raise InvalidInputError("columns applies to tables (Table, RecordBatch, Dataset); data is an Arrow array")
         chunks = list(data.chunks) if isinstance(data, pa.ChunkedArray) else [data]
         t = data.type
-        if pa.types.is_dictionary(t) and (_arrow.is_binary_like(t.value_type) or _arrow.is_raw_list(t.value_type)):
+        if pa.types.is_dictionary(t) and (arrow.is_binary_like(t.value_type) or arrow.is_raw_list(t.value_type)):
             chunks, t = [c.dictionary_decode() for c in chunks], t.value_type
-        if _arrow._maybe('is_string_view', t) or _arrow._maybe('is_binary_view', t):
-            t = pa.large_string() if _arrow._maybe('is_string_view', t) else pa.large_binary()
+        if arrow._maybe('is_string_view', t) or arrow._maybe('is_binary_view', t):
+            t = pa.large_string() if arrow._maybe('is_string_view', t) else pa.large_binary()
             chunks = [c.cast(t) for c in chunks]
-        if _arrow.is_binary_like(t) or _arrow.is_raw_list(t):
+        if arrow.is_binary_like(t) or arrow.is_raw_list(t):
             return _FlatArrowRows(chunks, what)
-        if _arrow.is_raw_value_type(t):
+        if arrow.is_raw_value_type(t):
             return _FixedArrowRows(chunks, what)
         return _TableRows([pa.record_batch([c], names=["_"]) for c in chunks], ["_"], [t])
     if isinstance(data, (pa.Table, pa.RecordBatch)):
@@ -386,7 +387,7 @@ class Seen:
     """
 
     def __init__(self) -> None:
-        self._set = ext.SeenSet() if ext is not None else _reference.PySeenSet()
+        self._set = ext.SeenSet() if ext is not None else reference.PySeenSet()
         self.encoding: str | None = None
         self._lock = threading.Lock()
 
@@ -548,7 +549,7 @@ class RowSet:
             if n == 0:
                 return is_new.view(bool)
             if self._core is None:
-                msgs = _reference.row_messages(table if rows is None else table.take(pa.array(rows)))
+                msgs = reference.row_messages(table if rows is None else table.take(pa.array(rows)))
                 for i, m in enumerate(msgs):
                     if m not in self._py:
                         self._py[m] = None
@@ -558,7 +559,7 @@ class RowSet:
             tab = ext.TabDesc.from_arrow(table, keep) if hasattr(table, "__arrow_c_stream__") else None
             if tab is None:  # a type the C path leaves to column_spec (strings, dictionaries, ...)
                 batches = [b for b in table.to_batches() if b.num_rows]
-                specs = [[_arrow.column_spec(b.column(j), keep, name) for j, name in enumerate(table.column_names)]
+                specs = [[arrow.column_spec(b.column(j), keep, name) for j, name in enumerate(table.column_names)]
                          for b in batches]
                 tab = ext.TabDesc(specs, [b.num_rows for b in batches], table.num_columns, keep)
             src = self._core.add_source(tab)
@@ -587,18 +588,18 @@ def _rowset_source(data: Any, columns: Any) -> tuple[pa.Table, np.ndarray | None
         table = full.select(names)
         if data._indices is not None:
             idx = data._indices.column(0)
-            rows = np.ascontiguousarray(_arrow.fixed_view(idx.combine_chunks()) if idx.num_chunks != 1
-                                        else _arrow.fixed_view(idx.chunk(0)))
+            rows = np.ascontiguousarray(arrow.fixed_view(idx.combine_chunks()) if idx.num_chunks != 1
+                                        else arrow.fixed_view(idx.chunk(0)))
             # uint64 indices as int64 without a copy (a fresh 8 bytes a row faults in): a value
             # >= 2**63 reads negative, which insert refuses as out of range
             rows = rows.view(np.int64) if rows.dtype == np.uint64 else rows.astype(np.int64, copy=False)
-            return table, rows, f"table:v{ROW_ENCODING_VERSION}:{_arrow.type_signature(table.schema.types)}"
+            return table, rows, f"table:v{ROW_ENCODING_VERSION}:{arrow.type_signature(table.schema.types)}"
     else:
         raise InvalidTypeError(
             f"data is {type(data).__module__}.{type(data).__qualname__}; a RowSet takes a pyarrow Table, "
             "RecordBatch, Array or ChunkedArray, or a datasets.Dataset"
         )
-    return table, None, f"table:v{ROW_ENCODING_VERSION}:{_arrow.type_signature(table.schema.types)}"
+    return table, None, f"table:v{ROW_ENCODING_VERSION}:{arrow.type_signature(table.schema.types)}"
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from fastaxo import _backend, _reference_pack
-from fastaxo._ragged import ArrayRows, Ragged, Rows, as_ragged, check_aligned, column_names, get_column, is_table_like
-from fastaxo._threads import resolve_num_threads
+from fastaxo._core import backend
+from fastaxo._reference import packing as reference
+from fastaxo._core.ragged import ArrayRows, Ragged, Rows, as_ragged, check_aligned, column_names, get_column, is_table_like
+from fastaxo._core.checks import choice, int_arg, positive_int
+from fastaxo._core.status import check_pack_status
+from fastaxo._core.outputs import I32, I64, ArrayMap, check_fits, out_dtype
+from fastaxo._core.threads import resolve_num_threads
 from fastaxo.errors import FastaxoError, InvalidInputError, InvalidTypeError, SequenceTooLongError
 
 __all__ = ["pack_bins", "pack", "iter_pack", "Bins", "PackStats", "Packed", "PackIterator",
@@ -135,30 +139,12 @@ class Bins:
 
     def chunks(self, bins_per_chunk: int) -> Iterator[Bins]:
         """Consecutive slices of at most ``bins_per_chunk`` bins."""
-        _positive_int(bins_per_chunk, "bins_per_chunk")
+        positive_int(bins_per_chunk, "bins_per_chunk")
         for a in range(0, len(self), bins_per_chunk):
             yield self[a : a + bins_per_chunk]
 
     def __repr__(self) -> str:
         return f"<fastaxo.Bins: {len(self):,} bins, {len(self.indices):,} entries, capacity {self.capacity:,}>"
-
-
-# ---------------------------------------------------------------- validation helpers
-def _positive_int(value: Any, name: str, *, allow_none: bool = False) -> int | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InvalidTypeError(f"{name} must be a positive int{' or None' if allow_none else ''}, "
-                               f"got {type(value).__name__} {value!r:.40}")
-    if value < 1:
-        raise InvalidInputError(f"{name} must be >= 1, got {value}")
-    return int(value)
-
-
-def _choice(value: Any, name: str, options: Sequence[str]) -> str:
-    if not isinstance(value, str) or value not in options:
-        raise InvalidInputError(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r:.40}")
-    return value
 
 
 def _lengths_of(lengths: Any) -> np.ndarray:
@@ -175,7 +161,7 @@ def _lengths_of(lengths: Any) -> np.ndarray:
                 if lengths.null_count:
                     raise InvalidInputError("lengths: contains nulls")
                 chunks = lengths.chunks if isinstance(lengths, pa.ChunkedArray) else [lengths]
-                from fastaxo._arrow import fixed_view
+                from fastaxo._core.arrow import fixed_view
 
                 arr = np.concatenate([fixed_view(c) for c in chunks]) if chunks else np.zeros(0, np.int64)
             elif _looks_ragged(lengths):
@@ -255,17 +241,14 @@ def _items(lengths: np.ndarray, capacity: int, overflow: str, what: str):
 def _assign(item_len: np.ndarray, capacity: int, max_items: int, strategy: str, allow_overlong: bool,
             groups: np.ndarray, nt: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(order, bin offsets, entry lengths = item_len[order])."""
-    ext = _backend.pack_ext
+    ext = backend.pack_ext
     if ext is None:
-        order, offsets = _reference_pack.assign_groups(item_len, capacity, max_items, strategy, allow_overlong, groups)
+        order, offsets = reference.assign_groups(item_len, capacity, max_items, strategy, allow_overlong, groups)
         return order, offsets, item_len[order]
     status, bad, order, offsets, entry_len = ext.assign(item_len, capacity, max_items, _STRATEGY_CODES[strategy],
                                                         allow_overlong, groups, nt)
-    if status == ext.OK:
-        return order, offsets, entry_len
-    if status == ext.ENOMEM:
-        raise MemoryError(f"pack_bins: out of memory packing {len(item_len):,} sequences")
-    raise RuntimeError(f"pack_bins: internal error (status {status}, item {bad}); please report it")
+    check_pack_status(ext, status, kernel="pack_bins", items=len(item_len), item=bad)
+    return order, offsets, entry_len
 
 
 def pack_bins(lengths: Any, capacity: int, *, strategy: str = "bfd", max_rows_per_bin: int | None = None,
@@ -315,11 +298,11 @@ def pack_bins(lengths: Any, capacity: int, *, strategy: str = "bfd", max_rows_pe
         they were added. Every row (every piece, when split) appears exactly once (with
         ``order``: every entry of ``order``).
     """
-    capacity = _positive_int(capacity, "capacity")
-    strategy = _choice(strategy, "strategy", STRATEGIES)
-    overflow = _choice(overflow, "overflow", OVERFLOW_MODES)
-    max_rows = _positive_int(max_rows_per_bin, "max_rows_per_bin", allow_none=True)
-    group_size = _positive_int(group_size, "group_size", allow_none=True)
+    capacity = positive_int(capacity, "capacity")
+    strategy = choice(strategy, "strategy", STRATEGIES)
+    overflow = choice(overflow, "overflow", OVERFLOW_MODES)
+    max_rows = positive_int(max_rows_per_bin, "max_rows_per_bin", allow_none=True)
+    group_size = positive_int(group_size, "group_size", allow_none=True)
     nt = resolve_num_threads(num_threads)
     if strategy == "bfd" and capacity > BFD_MAX_CAPACITY:
         raise InvalidInputError(
@@ -350,7 +333,7 @@ def _order_of(order: Any, n: int) -> np.ndarray:
 def _pack_bins_ordered(lengths: np.ndarray, order: np.ndarray, capacity: int, strategy: str,
                        max_rows: int | None, group_size: int | None, overflow: str, nt: int) -> Bins:
     """pack_bins(lengths[order], ...) with indices mapped to rows of ``lengths``."""
-    ext = _backend.pack_ext
+    ext = backend.pack_ext
     n = len(order)
     if (strategy != "ff" or overflow not in ("error", "isolate") or ext is None or n == 0
             or (len(lengths) and int(lengths.max()) >= 2**31)):
@@ -372,10 +355,7 @@ def _pack_bins_ordered(lengths: np.ndarray, order: np.ndarray, capacity: int, st
             "to handle them (each is counted in the stats), or filter them out first",
             row, int(lengths[row]), capacity,
         )
-    if status == ext.ENOMEM:
-        raise MemoryError(f"pack_bins: out of memory packing {n:,} sequences")
-    if status != ext.OK:
-        raise RuntimeError(f"pack_bins: internal error (status {status}, item {bad}); please report it")
+    check_pack_status(ext, status, kernel="pack_bins", items=n, item=bad)
     entry_len = lengths[ids]
     n_over = int(np.count_nonzero(entry_len > capacity))
     tokens = int(entry_len.sum())
@@ -418,35 +398,7 @@ def _pack_bins(lengths: np.ndarray, capacity: int, strategy: str, max_rows: int 
 
 
 # ---------------------------------------------------------------- materialisation
-class _Arrays(Mapping):
-    """A read-only mapping of named NumPy arrays (the result type of pack and pad)."""
-
-    _arrays: dict[str, np.ndarray]
-
-    def __getitem__(self, key: str) -> np.ndarray:
-        return self._arrays[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._arrays)
-
-    def __len__(self) -> int:
-        return len(self._arrays)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in self._arrays.values())
-
-    def to_torch(self) -> dict[str, Any]:
-        """The arrays as torch tensors sharing memory (``torch.from_numpy``)."""
-        import torch
-
-        return {k: torch.from_numpy(v) for k, v in self._arrays.items()}
-
-    def _shapes(self) -> str:
-        return ", ".join(f"{k}: {v.shape} {v.dtype}" for k, v in self._arrays.items())
-
-
-class Packed(_Arrays):
+class Packed(ArrayMap):
     """Packed rows: a mapping of NumPy arrays plus ``bins`` and ``stats``.
 
     Padded layout: ``input_ids``, ``labels`` (when given), ``position_ids`` and
@@ -463,43 +415,7 @@ class Packed(_Arrays):
         self.layout = layout
 
     def __repr__(self) -> str:
-        return f"<fastaxo.Packed ({self.layout}) {self._shapes()}>"
-
-
-_I32, _I64 = np.dtype(np.int32), np.dtype(np.int64)
-_OUT_DTYPES = (_I32, _I64)
-
-
-def _out_dtype(dtype: Any) -> np.dtype:
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise InvalidTypeError(f"dtype must be np.int32 or np.int64, got {dtype!r:.40}") from None
-    if dt not in _OUT_DTYPES:
-        raise InvalidInputError(f"dtype must be np.int32 or np.int64, got {dt}")
-    return dt
-
-
-def _check_fits(col: Rows, dt: np.dtype, pad_value: int, pad_name: str) -> None:
-    bits = 63 if dt == _I64 else 31
-    if (col.dtype == dt or (col.dtype == _I32 and dt == _I64)) and -(2**bits) <= pad_value < 2**bits:
-        return
-    info = np.iinfo(dt)
-    if not info.min <= pad_value <= info.max:
-        raise InvalidInputError(f"{pad_name} is {pad_value}; it does not fit the output dtype {dt}")
-    if col.dtype.kind in "iu" and np.can_cast(col.dtype, dt, casting="safe"):
-        return
-    rng = col.value_range()
-    if rng is not None and (rng[0] < info.min or rng[1] > info.max):
-        raise InvalidInputError(
-            f"{col.name} holds values from {rng[0]} to {rng[1]}; they do not fit the output dtype {dt}"
-        )
-
-
-def _int_arg(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InvalidTypeError(f"{name} must be an int, got {type(value).__name__} {value!r:.40}")
-    return int(value)
+        return f"<fastaxo.Packed ({self.layout}) {self.shapes()}>"
 
 
 def _resolve_columns(data: Any, labels: Any, columns: Any) -> tuple[Rows, Rows | None, dict[str, Rows]]:
@@ -577,9 +493,9 @@ def _materialise(ids: Rows, lab: Rows | None, extra: dict[str, Rows], bins: Bins
                  layout: str, attention: str | None, position_ids: bool, pad_id: int, label_pad_id: int,
                  pad_values: Mapping[str, Any], dt: np.dtype, nt: int,
                  pool: dict[str, np.ndarray] | None = None) -> Packed:
-    ext = _backend.pack_ext
+    ext = backend.pack_ext
     if ext is None:
-        arrays = _reference_pack.materialise(ids, lab, extra, bins, width, layout, attention, position_ids,
+        arrays = reference.materialise(ids, lab, extra, bins, width, layout, attention, position_ids,
                                              pad_id, label_pad_id, pad_values, dt)
         if pool is not None:
             for name, arr in list(arrays.items()):
@@ -642,20 +558,20 @@ def _materialise(ids: Rows, lab: Rows | None, extra: dict[str, Rows], bins: Bins
 def _pack_options(max_len: Any, strategy: str, layout: str, attention: Any, overflow: str, dtype: Any,
                   pad_id: Any, label_pad_id: Any, pad_to_multiple_of: Any, max_rows_per_bin: Any,
                   group_size: Any, num_threads: Any) -> dict[str, Any]:
-    max_len = _positive_int(max_len, "max_len")
-    mult = _positive_int(pad_to_multiple_of, "pad_to_multiple_of", allow_none=True)
+    max_len = positive_int(max_len, "max_len")
+    mult = positive_int(pad_to_multiple_of, "pad_to_multiple_of", allow_none=True)
     opts = {
         "max_len": max_len,
         "width": max_len if mult is None else -(-max_len // mult) * mult,
-        "strategy": _choice(strategy, "strategy", STRATEGIES),
-        "layout": _choice(layout, "layout", ("padded", "flat")),
-        "attention": None if attention is None else _choice(attention, "attention", ("segments", "binary")),
-        "overflow": _choice(overflow, "overflow", OVERFLOW_MODES[:4]) if overflow != "isolate" else None,
-        "dt": _out_dtype(dtype),
-        "pad_id": _int_arg(pad_id, "pad_id"),
-        "label_pad_id": _int_arg(label_pad_id, "label_pad_id"),
-        "max_rows": _positive_int(max_rows_per_bin, "max_rows_per_bin", allow_none=True),
-        "group_size": _positive_int(group_size, "group_size", allow_none=True),
+        "strategy": choice(strategy, "strategy", STRATEGIES),
+        "layout": choice(layout, "layout", ("padded", "flat")),
+        "attention": None if attention is None else choice(attention, "attention", ("segments", "binary")),
+        "overflow": choice(overflow, "overflow", OVERFLOW_MODES[:4]) if overflow != "isolate" else None,
+        "dt": out_dtype(dtype),
+        "pad_id": int_arg(pad_id, "pad_id"),
+        "label_pad_id": int_arg(label_pad_id, "label_pad_id"),
+        "max_rows": positive_int(max_rows_per_bin, "max_rows_per_bin", allow_none=True),
+        "group_size": positive_int(group_size, "group_size", allow_none=True),
         "nt": resolve_num_threads(num_threads),
     }
     if opts["overflow"] is None:
@@ -671,9 +587,9 @@ def _pack_options(max_len: Any, strategy: str, layout: str, attention: Any, over
 def _prepare(data: Any, labels: Any, columns: Any, pad_values: Any, bins: Any, o: dict[str, Any]):
     ids, lab, extra = _resolve_columns(data, labels, columns)
     pv = {} if pad_values is None else dict(pad_values)
-    _check_fits(ids, o["dt"], o["pad_id"], "pad_id")
+    check_fits(ids, o["dt"], o["pad_id"], "pad_id")
     if lab is not None:
-        _check_fits(lab, o["dt"], o["label_pad_id"], "label_pad_id")
+        check_fits(lab, o["dt"], o["label_pad_id"], "label_pad_id")
     if bins is None:
         bins = _pack_bins(ids.lengths, o["max_len"], o["strategy"], o["max_rows"], o["group_size"],
                           o["overflow"], o["nt"], "input_ids")
@@ -774,7 +690,7 @@ def iter_pack(data: Any, max_len: int, *, chunk_bins: int = 65536, labels: Any =
     chunk's arrays are overwritten: consume or copy each chunk before asking for the next).
     That saves the allocation and first touch of fresh memory per chunk, which on virtual
     machines costs more than the writing itself."""
-    chunk_bins = _positive_int(chunk_bins, "chunk_bins")
+    chunk_bins = positive_int(chunk_bins, "chunk_bins")
     o = _pack_options(max_len, strategy, layout, attention, overflow, dtype, pad_id, label_pad_id,
                       pad_to_multiple_of, max_rows_per_bin, group_size, num_threads)
     ids, lab, extra, pv, bins = _prepare(data, labels, columns, pad_values, bins, o)

@@ -15,16 +15,18 @@ from typing import Any
 
 import numpy as np
 
-from fastaxo import _backend, _reference_pack
-from fastaxo._ragged import Rows, as_ragged, check_aligned, column_names, get_column, is_table_like
-from fastaxo._threads import resolve_num_threads
+from fastaxo._core import backend
+from fastaxo._reference import packing as reference
+from fastaxo._core.ragged import Rows, as_ragged, check_aligned, column_names, get_column, is_table_like
+from fastaxo._core.threads import resolve_num_threads
 from fastaxo.errors import InvalidInputError, InvalidTypeError, SequenceTooLongError
-from fastaxo.packing import _Arrays, _check_fits, _choice, _int_arg, _out_dtype, _positive_int
+from fastaxo._core.checks import choice, int_arg, positive_int
+from fastaxo._core.outputs import ArrayMap, check_fits, out_dtype
 
 __all__ = ["pad", "pad_batches", "Padded", "PaddedBatches"]
 
 
-class Padded(_Arrays):
+class Padded(ArrayMap):
     """Padded rows: a mapping of ``[rows, width]`` NumPy arrays (``input_ids``,
     ``attention_mask``, and ``labels`` / ``position_ids`` when given), plus ``width``,
     ``truncated`` (rows cut) and ``truncated_tokens``."""
@@ -36,7 +38,7 @@ class Padded(_Arrays):
         self.truncated_tokens = truncated_tokens
 
     def __repr__(self) -> str:
-        return f"<fastaxo.Padded {self._shapes()}>"
+        return f"<fastaxo.Padded {self.shapes()}>"
 
 
 class PaddedBatches(Sequence):
@@ -127,20 +129,20 @@ def _batch_offsets(batch_offsets: Any, n: int) -> np.ndarray:
 def _pad(data: Any, batch_offsets: Any, labels: Any, position_ids: Any, pad_to: Any, multiple_of: Any,
          pad_id: Any, label_pad_id: Any, position_pad_id: Any, side: str, truncate: bool, attention_mask: bool,
          dtype: Any, num_threads: Any):
-    pad_to = _positive_int(pad_to, "pad_to", allow_none=True)
-    mult = _positive_int(multiple_of, "multiple_of", allow_none=True)
-    side = _choice(side, "side", ("right", "left"))
-    dt = _out_dtype(dtype)
-    pad_id = _int_arg(pad_id, "pad_id")
-    label_pad_id = _int_arg(label_pad_id, "label_pad_id")
-    pos_pad = None if position_pad_id is None else _int_arg(position_pad_id, "position_pad_id")
+    pad_to = positive_int(pad_to, "pad_to", allow_none=True)
+    mult = positive_int(multiple_of, "multiple_of", allow_none=True)
+    side = choice(side, "side", ("right", "left"))
+    dt = out_dtype(dtype)
+    pad_id = int_arg(pad_id, "pad_id")
+    label_pad_id = int_arg(label_pad_id, "label_pad_id")
+    pos_pad = None if position_pad_id is None else int_arg(position_pad_id, "position_pad_id")
     nt = resolve_num_threads(num_threads)
     ids, lab, pos = _columns(data, labels, position_ids)
-    _check_fits(ids, dt, pad_id, "pad_id")
+    check_fits(ids, dt, pad_id, "pad_id")
     if lab is not None:
-        _check_fits(lab, dt, label_pad_id, "label_pad_id")
+        check_fits(lab, dt, label_pad_id, "label_pad_id")
     if pos is not None and pos is not True:
-        _check_fits(pos, dt, 0 if pos_pad is None else pos_pad, "position_pad_id")
+        check_fits(pos, dt, 0 if pos_pad is None else pos_pad, "position_pad_id")
     n = len(ids)
     lengths = ids.lengths
     bo = np.array([0, n], np.int64) if batch_offsets is None else _batch_offsets(batch_offsets, n)
@@ -187,7 +189,7 @@ def _pad(data: Any, batch_offsets: Any, labels: Any, position_ids: Any, pad_to: 
         specs.append(("position_ids", None, "iota", pos_pad or 0, pos_pad is None))
     elif pos is not None:
         specs.append(("position_ids", pos, "copy", pos_pad or 0, pos_pad is None))
-    ext = _backend.pack_ext
+    ext = backend.pack_ext
     buffers: dict[str, np.ndarray] = {}
     if ext is None:
         for name, col, kind, padv, rng in specs:
@@ -195,7 +197,7 @@ def _pad(data: Any, batch_offsets: Any, labels: Any, position_ids: Any, pad_to: 
             for b in range(nbatch):
                 a, z = int(bo[b]), int(bo[b + 1])
                 rows = [(ids if col is None else col).row(i) for i in range(a, z)]
-                block = _reference_pack.pad_rows(rows, int(widths[b]), left, padv, rng, dt, kind)
+                block = reference.pad_rows(rows, int(widths[b]), left, padv, rng, dt, kind)
                 buf[int(bases[b]) : int(bases[b + 1])] = block.reshape(-1)
             buffers[name] = buf
     else:
@@ -250,7 +252,7 @@ def pad(data: Any, *, labels: Any = None, position_ids: Any = None, pad_to: int 
     Padded
         ``input_ids``, ``attention_mask`` (and ``labels``, ``position_ids``) as ``[rows, width]``.
     """
-    ext = _backend.pack_ext
+    ext = backend.pack_ext
     if (ext is not None and type(data) is list and position_ids is None and pad_to is None
             and (labels is None or type(labels) is list) and type(pad_id) is int and type(label_pad_id) is int
             and (multiple_of is None or (type(multiple_of) is int and multiple_of >= 1))

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import fastaxo
-from fastaxo import _backend
+from fastaxo._core import backend as _backend
 
 settings.register_profile(
     "fastaxo", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]

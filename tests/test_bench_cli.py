@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from fastaxo import _benchmatrix as BM
+from fastaxo._bench import matrix as BM
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 KERNELS = ["hash_rows", "pack_bins", "pack", "pad", "read_parquet"]

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import fastaxo
-from fastaxo import _reference
-from fastaxo._demo import tokenized_table
+from fastaxo._reference import hashing as _reference
+from fastaxo._bench.demo import tokenized_table
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 from strategies import tables
 

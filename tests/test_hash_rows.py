@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import fastaxo
-from fastaxo import _reference
+from fastaxo._reference import hashing as _reference
 from fastaxo.errors import ColumnNotFoundError, FastaxoError, InvalidInputError, InvalidTypeError, NullValueError
 from strategies import binary_arrays, tables, token_list_arrays
 
@@ -210,7 +210,7 @@ def test_concurrent_calls_from_python_threads_release_the_gil_and_agree():
 
 
 def test_thread_count_resolution(monkeypatch):
-    from fastaxo._threads import resolve_num_threads
+    from fastaxo._core.threads import resolve_num_threads
 
     monkeypatch.delenv("FASTAXO_NUM_THREADS", raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "3,1")

@@ -13,7 +13,7 @@ CHILD = r"""
 import json, sys
 import numpy as np, pyarrow as pa
 import fastaxo
-from fastaxo._demo import text_rows, tokenized_table
+from fastaxo._bench.demo import text_rows, tokenized_table
 
 kind = sys.argv[1]
 n = 1_000_000

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import fastaxo
-from fastaxo import _reference_pack
-from fastaxo._ragged import as_ragged
+from fastaxo._reference import packing as _reference_pack
+from fastaxo._core.ragged import as_ragged
 from fastaxo.errors import InvalidInputError, InvalidTypeError, NullValueError, SequenceTooLongError
 
 from conftest import EXT
@@ -500,7 +500,7 @@ def test_pure_python_fallback_agrees(monkeypatch):
     rng = np.random.default_rng(11)
     rows = [rng.integers(0, 50000, n).astype(np.int32) for n in rng.integers(0, 90, 400)]
     fast = fastaxo.pack(rows, 128, labels=rows, overflow="split")
-    from fastaxo import _backend
+    from fastaxo._core import backend as _backend
 
     monkeypatch.setattr(_backend, "pack_ext", None)
     slow = fastaxo.pack(rows, 128, labels=rows, overflow="split")

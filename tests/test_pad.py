@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import fastaxo
-from fastaxo import _reference_pack
+from fastaxo._reference import packing as _reference_pack
 from fastaxo.errors import InvalidInputError, InvalidTypeError, SequenceTooLongError
 
 from test_pack import make_form, ragged_tokens
@@ -129,7 +129,7 @@ def test_pad_list_fast_path_matches_reference(case, dtype, side, mult, mask):
     """A list of NumPy rows of mixed integer types: the fast path takes exactly the rows it can
     read in place and cast safely, and its output equals the reference; other lists go to the
     general path, which gives the same output."""
-    from fastaxo import _backend
+    from fastaxo._core import backend as _backend
 
     rows, labels = case
     data = [r for r, _, _ in rows]

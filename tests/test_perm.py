@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import fastaxo
-from fastaxo import _backend, _reference_pack
+from fastaxo._core import backend as _backend
+from fastaxo._reference import packing as _reference_pack
 
 pk = _backend.pack_ext
 pytestmark = pytest.mark.skipif(pk is None, reason="the compiled extension is not loaded (FASTAXO_PURE_PYTHON)")

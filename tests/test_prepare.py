@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import fastaxo
-from fastaxo.prepare import PrepareReport, prepare
+from fastaxo.pipeline import PrepareReport, prepare
 
 SEQ = 64
 

@@ -22,8 +22,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import fastaxo
-from fastaxo import reader as R
-from fastaxo._demo import chat_batches
+from fastaxo.readers import reader as R
+from fastaxo._bench.demo import chat_batches
 from fastaxo.errors import (
     ColumnNotFoundError,
     FileFormatError,

@@ -1,5 +1,5 @@
 """fastaxo.RowSet: exact dedupe by value (sampled keys + byte comparison), against the
-reference (a Python dict of each row's canonical encoding, fastaxo._reference.row_messages)
+reference (a Python dict of each row's canonical encoding, fastaxo._reference.hashing.row_messages)
 and against the SHA-256 path (fastaxo.Seen)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import fastaxo
-from fastaxo import _reference
+from fastaxo._reference import hashing as _reference
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 from strategies import tables
 
@@ -193,7 +193,7 @@ def test_descriptors_from_the_arrow_c_stream():
     columns from their Arrow C stream (no Python object per chunk); other types go through
     column_spec. Both give the reference's answer, including sliced structs (the C interface
     exports a struct's children unsliced) and nested lists of structs."""
-    ext = fastaxo._backend.ext
+    ext = fastaxo._core.backend.ext
     if ext is None:
         pytest.skip("the compiled extension is not loaded (FASTAXO_PURE_PYTHON)")
     rng = np.random.default_rng(5)

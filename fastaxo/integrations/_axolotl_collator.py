@@ -18,7 +18,7 @@ from axolotl.utils.collators.batching import (
 )
 
 import fastaxo
-from fastaxo import _backend
+from fastaxo._core import backend
 
 _KNOWN = {"input_ids", "labels", "attention_mask", "position_ids", "length"}
 
@@ -27,7 +27,7 @@ def _flat(rows: list[Any], total: int) -> np.ndarray:
     """One int64 array of all rows concatenated (rows: lists, NumPy arrays or tensors)."""
     first = rows[0] if rows else None
     if isinstance(first, list):
-        ext = _backend.pack_ext
+        ext = backend.pack_ext
         if ext is not None:
             # one C pass over the Python ints: ~2 ns a token against np.fromiter's ~14 (most of a
             # collate call: 4 columns of a 4k-token bin)
@@ -165,7 +165,7 @@ class FastaxoCollator(V2BatchSamplerDataCollatorForSeq2Seq):
         position pad tail then set to 0, 1, 2, ... None without the extension (the general path
         then pads): a micro-batch is a few bins, where the general path's per-column checks
         cost more than the copy."""
-        ext = _backend.pack_ext
+        ext = backend.pack_ext
         if ext is None:
             return None
         spans = list(zip(bin_off[:-1].tolist(), bin_off[1:].tolist()))

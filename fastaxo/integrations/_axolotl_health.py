@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 from transformers import TrainerCallback
 
-from fastaxo.reader import _proc_io, _proc_kib
+from fastaxo._core.proc import io_counters, status_kib
 
 LOG = logging.getLogger("fastaxo.axolotl")
 
@@ -53,7 +53,7 @@ class LoaderHealthCallback(TrainerCallback):
         self.t_start = None
         self.t_last = None
         self.mark = (0.0, 0, 0)
-        self.io_last = _proc_io().get("read_bytes")
+        self.io_last = io_counters().get("read_bytes")
         self.io_start = self.io_last
         self.rows: list[dict[str, float]] = []
         self._wrap(trainer)
@@ -89,12 +89,12 @@ class LoaderHealthCallback(TrainerCallback):
         wait, tokens, batches = self.mark
         dt = max(now - (self.t_last or now), 1e-9)
         d_wait, d_tok = self.wait - wait, self.tokens - tokens
-        io = _proc_io().get("read_bytes")
+        io = io_counters().get("read_bytes")
         row = {
             "stall_fraction": d_wait / dt,
             "tokens_per_s": d_tok / dt,
-            "rss_mib": (_proc_kib("VmRSS:") or 0) / 1024,
-            "vm_peak_mib": (_proc_kib("VmPeak:") or 0) / 1024,
+            "rss_mib": (status_kib("VmRSS") or 0) / 1024,
+            "vm_peak_mib": (status_kib("VmPeak") or 0) / 1024,
             "read_mib": ((io - self.io_last) / 2**20) if io is not None and self.io_last is not None else float("nan"),
             "batches": self.batches - batches,
             "seconds": dt,
@@ -116,7 +116,7 @@ class LoaderHealthCallback(TrainerCallback):
 
     def summary(self) -> dict[str, float]:
         total = max(time.perf_counter() - (self.t_start or time.perf_counter()), 1e-9)
-        io = _proc_io().get("read_bytes")
+        io = io_counters().get("read_bytes")
         out = {
             "seconds": total,
             "wait_seconds": self.wait,
@@ -125,9 +125,9 @@ class LoaderHealthCallback(TrainerCallback):
             "tokens": self.tokens,
             "positions": self.positions,
             "tokens_per_s": self.tokens / total,
-            "rss_mib": (_proc_kib("VmRSS:") or 0) / 1024,
-            "vm_peak_mib": (_proc_kib("VmPeak:") or 0) / 1024,
-            "vm_hwm_mib": (_proc_kib("VmHWM:") or 0) / 1024,
+            "rss_mib": (status_kib("VmRSS") or 0) / 1024,
+            "vm_peak_mib": (status_kib("VmPeak") or 0) / 1024,
+            "vm_hwm_mib": (status_kib("VmHWM") or 0) / 1024,
             "read_mib": ((io - self.io_start) / 2**20) if io is not None and self.io_start is not None else None,
         }
         if self.n_params:

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 import fastaxo
-from fastaxo.reader import _proc_kib
+from fastaxo._core.proc import status_kib
 
 LOG = logging.getLogger("fastaxo.axolotl")
 
@@ -229,7 +229,7 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any, report: Calla
     schema = None
     rows_in = wrapped = 0
     n_datasets = 0
-    vm_before = (_proc_kib("VmSize:") or 0) * 1024
+    vm_before = (status_kib("VmSize") or 0) * 1024
     plans = []
     rows_idx: list[np.ndarray] = []
     digests: list[np.ndarray] = []
@@ -294,7 +294,7 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any, report: Calla
         meta = {"layout": LAYOUT_VERSION, "rows_in": rows_in, "rows_wrapped": wrapped, "rows_filtered": kept,
                 "rows_out": int(len(order)), "duplicates": kept - int(len(order)), "shuffled": shuffle,
                 "seconds": time.perf_counter() - t0, "read_bytes": read_bytes,
-                "peak_rss": (_proc_kib("VmHWM:") or 0) * 1024, "vm_peak": (_proc_kib("VmPeak:") or 0) * 1024,
+                "peak_rss": (status_kib("VmHWM") or 0) * 1024, "vm_peak": (status_kib("VmPeak") or 0) * 1024,
                 "vm_before": vm_before, "readers": plans}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         shutil.rmtree(outdir, ignore_errors=True)

@@ -58,8 +58,9 @@ except ImportError as exc:  # pragma: no cover - exercised by users without axol
 from pydantic import BaseModel, Field
 
 import fastaxo
-from fastaxo import _arrow
-from fastaxo._threads import resolve_num_threads
+from fastaxo._core import arrow
+from fastaxo._core.status import check_pack_status
+from fastaxo._core.threads import resolve_num_threads
 
 LOG = logging.getLogger("fastaxo.axolotl")
 
@@ -243,7 +244,7 @@ def select_rows(dataset: Any, keep: np.ndarray) -> Any:
     idx = np.asarray(keep, dtype=np.int64)
     if dataset._indices is not None:
         col = dataset._indices.column(0)
-        phys = fastaxo._arrow.fixed_view(col.combine_chunks() if col.num_chunks != 1 else col.chunk(0))
+        phys = fastaxo._core.arrow.fixed_view(col.combine_chunks() if col.num_chunks != 1 else col.chunk(0))
         idx = phys[idx]
     # uint64 and int64 indices (< 2**63) have the same little-endian bytes: hash and keep them
     # as they are (every copy of 8 bytes a row is fresh memory, which faults in page by page)
@@ -253,7 +254,7 @@ def select_rows(dataset: Any, keep: np.ndarray) -> Any:
     h = hashlib.sha256(b"fastaxo-dedupe-select\0" + str(dataset._fingerprint).encode() + b"\0")
     h.update(memoryview(idx))
     fp = h.hexdigest()[:16]
-    indices = InMemoryTable(pa.table({"indices": _arrow.from_numpy(idx)}))
+    indices = InMemoryTable(pa.table({"indices": arrow.from_numpy(idx)}))
     out = Dataset(dataset._data, info=dataset.info.copy(), split=dataset.split, indices_table=indices,
                   fingerprint=fp)
     fmt = dataset.format
@@ -417,7 +418,7 @@ def _random_sampler_draws(sampler: Any) -> tuple[np.ndarray | None, int]:
     k = sampler.num_samples
     if sampler.generator is None:
         seed = int(torch.empty((), dtype=torch.int64).random_().item())
-        pk = fastaxo._backend.pack_ext
+        pk = fastaxo._core.backend.pack_ext
         if pk is not None and 1 <= n < pk.RANDPERM_MAX_N and _SAMPLER_CHECK and _SAMPLER_CHECK[0]:
             return None, seed
         gen = torch.Generator()
@@ -437,7 +438,7 @@ def _random_sampler_indices(sampler: Any) -> np.ndarray:
     """``list(RandomSampler(...))`` (replacement=False) as an int64 array (see _random_sampler_draws)."""
     indices, seed = _random_sampler_draws(sampler)
     if indices is None:
-        return fastaxo._backend.pack_ext.randperm_mt19937(seed, len(sampler.data_source), sampler.num_samples)
+        return fastaxo._core.backend.pack_ext.randperm_mt19937(seed, len(sampler.data_source), sampler.num_samples)
     return indices
 
 
@@ -487,7 +488,7 @@ def _sampler_indices(sampler: Any) -> np.ndarray:
     """``list(sampler)`` as an int64 array."""
     indices, seed = _sampler_draws(sampler)
     if indices is None:
-        return fastaxo._backend.pack_ext.randperm_mt19937(seed, len(sampler.data_source), sampler.num_samples)
+        return fastaxo._core.backend.pack_ext.randperm_mt19937(seed, len(sampler.data_source), sampler.num_samples)
     return indices
 
 
@@ -506,7 +507,7 @@ def _pack_in_sampler_order(sampler: Any, lengths: np.ndarray, cap: int, group_si
     for a RandomSampler replayed from a seed, the shuffle runs on one core while the first fit
     packs behind it on the other (csrc/fx_sync.h). ``total_tokens`` is ``lengths[indices].sum()``
     as Axolotl computes it (a NumPy integer)."""
-    pk = fastaxo._backend.pack_ext
+    pk = fastaxo._core.backend.pack_ext
     indices, seed = _sampler_draws(sampler)
     n_src = len(sampler.data_source) if indices is None else 0  # (a seed only comes from a RandomSampler)
     count = len(indices) if indices is not None else int(sampler.num_samples)
@@ -534,10 +535,7 @@ def _pack_in_sampler_order(sampler: Any, lengths: np.ndarray, cap: int, group_si
                                                    hint, nt, work)
     finally:
         _PACK_WORK.append(work)
-    if status == pk.ENOMEM:
-        raise MemoryError(f"fastaxo packing: out of memory packing {count:,} sequences")
-    if status != pk.OK:
-        raise RuntimeError(f"fastaxo packing: internal error (status {status}, item {bad}); please report it")
+    check_pack_status(pk, status, kernel="fastaxo packing", items=count, item=bad)
     if total is None:
         total = lengths[ids].sum()
     return ids, offsets, total

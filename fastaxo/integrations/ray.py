@@ -64,14 +64,15 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     ) from exc
 
 import fastaxo
-from fastaxo import _arrow
+from fastaxo._core import arrow
+from fastaxo._core.checks import positive_int
 from fastaxo.errors import (
     FastaxoError,
     InvalidInputError,
     InvalidTypeError,
     SchemaMismatchError,
 )
-from fastaxo.prepare import (
+from fastaxo.pipeline.prepare import (
     ATTENTION_MODES,
     _Counts,
     DEFAULT_PACK_WINDOW,
@@ -170,7 +171,7 @@ class _Unit:
 
 
 def _plan_files(inputs: Any, fmt: str | None, unit_rows: int) -> list[_Unit]:
-    from fastaxo.reader import resolve_source
+    from fastaxo.readers import resolve_source
 
     units: list[_Unit] = []
     for path, f, comp in resolve_source(inputs, fmt):
@@ -328,11 +329,11 @@ def _scan_batch(batch: pa.Table, cfg: _Cfg, block_refs: list[Any] | None) -> pa.
             part = np.zeros(n, np.int32)
         part[~nonempty] = -1
         outs.append(pa.table({
-            "part": _arrow.from_numpy(part),
+            "part": arrow.from_numpy(part),
             "digest": pa.FixedSizeBinaryArray.from_buffers(pa.binary(32), n, [None, pa.py_buffer(digest)]),
-            "key": _arrow.from_numpy(keys),
-            "len": _arrow.from_numpy(lens.astype(np.int64, copy=False)),
-            "nonempty": _arrow.from_numpy(nonempty.astype(np.int64)),
+            "key": arrow.from_numpy(keys),
+            "len": arrow.from_numpy(lens.astype(np.int64, copy=False)),
+            "nonempty": arrow.from_numpy(nonempty.astype(np.int64)),
             "error": pa.nulls(n, pa.binary()),
         }, schema=_SCAN_SCHEMA))
     return pa.concat_tables(outs) if outs else _SCAN_SCHEMA.empty_table()
@@ -359,15 +360,15 @@ def _digests(block: pa.Table) -> np.ndarray:
 def _block_totals(block: pa.Table) -> dict[str, Any]:
     """rows, tokens, non-empty rows per unit, and the first failed unit's error (if any) of a
     scanned block."""
-    part = _arrow.fixed_view(block.column("part").combine_chunks()) if block.num_rows else np.zeros(0, np.int32)
-    keys = _arrow.fixed_view(block.column("key").combine_chunks()) if block.num_rows else np.zeros(0, np.int64)
+    part = arrow.fixed_view(block.column("part").combine_chunks()) if block.num_rows else np.zeros(0, np.int32)
+    keys = arrow.fixed_view(block.column("key").combine_chunks()) if block.num_rows else np.zeros(0, np.int64)
     err = np.flatnonzero(part == _ERROR_PART)
     error = None
     if len(err):
         i = int(err[np.argmin(keys[err])])
         error = (int(keys[i]), block.column("error")[i].as_py())
     ok = part != _ERROR_PART
-    lens = _arrow.fixed_view(block.column("len").combine_chunks())[ok] if block.num_rows else np.zeros(0, np.int64)
+    lens = arrow.fixed_view(block.column("len").combine_chunks())[ok] if block.num_rows else np.zeros(0, np.int64)
     units = keys[ok] >> _KEY_SHIFT
     nonempty = part[ok] >= 0
     uniq, counts = np.unique(units[nonempty], return_counts=True)
@@ -379,12 +380,12 @@ def _split_parts_fn(parts: int, *blocks: pa.Table) -> list[pa.Table]:
     """The non-empty rows of some scanned blocks, by digest partition: ``parts`` (digest, key)
     tables. (A task takes a group of blocks: the shuffle's objects are tasks x partitions.)"""
     block = pa.concat_tables([b.select(["part", "digest", "key"]) for b in blocks]).combine_chunks()
-    part = _arrow.fixed_view(block.column("part").combine_chunks()) if block.num_rows else np.zeros(0, np.int32)
+    part = arrow.fixed_view(block.column("part").combine_chunks()) if block.num_rows else np.zeros(0, np.int32)
     sel = np.flatnonzero(part >= 0)
-    t = block.select(["digest", "key"]).take(_arrow.from_numpy(sel))
+    t = block.select(["digest", "key"]).take(arrow.from_numpy(sel))
     p = part[sel]
     order = np.argsort(p, kind="stable")
-    t = t.take(_arrow.from_numpy(order))
+    t = t.take(arrow.from_numpy(order))
     bounds = np.searchsorted(p[order], np.arange(parts + 1))
     out = [t.slice(int(bounds[i]), int(bounds[i + 1] - bounds[i])) for i in range(parts)]
     return out[0] if parts == 1 else out  # num_returns=1 makes the return value the one object
@@ -395,7 +396,7 @@ def _first_keys_fn(bucket_of_unit: np.ndarray, buckets: int, dedupe: bool, *tabl
     first occurrence in the global order), else every key."""
     parts = [t for t in tables if t.num_rows]
     if parts:
-        keys = np.concatenate([_arrow.fixed_view(t.column("key").combine_chunks()) for t in parts])
+        keys = np.concatenate([arrow.fixed_view(t.column("key").combine_chunks()) for t in parts])
     else:
         keys = np.zeros(0, np.int64)
     if dedupe and len(keys):
@@ -535,9 +536,9 @@ def _init_ray(address: str | None) -> None:
 
 def _worker_fastaxo() -> tuple[str, bool, str]:
     """(where a worker imports fastaxo from, whether its compiled extension loaded, why not)."""
-    from fastaxo import _backend
+    from fastaxo._core import backend
 
-    return fastaxo.__file__, _backend.ext is not None, repr(_backend.import_error)
+    return fastaxo.__file__, backend.ext is not None, repr(backend.import_error)
 
 
 def _check_workers_fastaxo() -> None:
@@ -545,9 +546,9 @@ def _check_workers_fastaxo() -> None:
     Ray puts the driver's working directory on its workers' ``sys.path``, so a driver started
     in a fastaxo source checkout makes the workers import that uncompiled tree and run the
     pure-Python fallback, silently ~20x slower (what the tests' driver once did)."""
-    from fastaxo import _backend
+    from fastaxo._core import backend
 
-    if _backend.ext is None:
+    if backend.ext is None:
         return
     remedy = (f"this driver uses {os.path.dirname(fastaxo.__file__)}. Ray puts the driver's working directory "
               f"({os.getcwd()}) on its workers' sys.path: start the driver from another directory, or install "
@@ -602,16 +603,16 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
     -------
     RayPrepareReport
     """
-    from fastaxo.prepare import _check_options, _first_columns, _input_columns, _positive, _schema_options
+    from fastaxo.pipeline.prepare import _check_options, _first_columns, _input_columns, _schema_options
 
     seq_len, strategy, overflow, attention, pack_window, dedupe_columns = _check_options(
         seq_len, strategy, overflow, attention, pack_window, dedupe_columns)
-    unit_rows = _positive(unit_rows, "unit_rows")
+    unit_rows = positive_int(unit_rows, "unit_rows")
     if partitions is not None:
-        partitions = _positive(partitions, "partitions")
+        partitions = positive_int(partitions, "partitions")
     if not isinstance(num_cpus_per_task, (int, float)) or isinstance(num_cpus_per_task, bool) or num_cpus_per_task <= 0:
         raise InvalidInputError(f"num_cpus_per_task must be a number > 0, got {num_cpus_per_task!r:.40}")
-    threads = _positive(threads_per_task, "threads_per_task") if threads_per_task is not None \
+    threads = positive_int(threads_per_task, "threads_per_task") if threads_per_task is not None \
         else max(1, int(num_cpus_per_task))
     if not isinstance(output, (str, os.PathLike)):
         raise InvalidTypeError(f"output must be a directory path, got {type(output).__name__}")

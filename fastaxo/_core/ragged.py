@@ -17,7 +17,7 @@ from typing import Any, Union
 import numpy as np
 import pyarrow as pa
 
-from fastaxo import _arrow
+from fastaxo._core import arrow
 from fastaxo.errors import ColumnNotFoundError, InvalidInputError, InvalidTypeError
 
 _INT64 = np.dtype(np.int64)
@@ -72,7 +72,7 @@ class Ragged:
     def entry_ptrs(self, rows: np.ndarray | None, n: int, starts: np.ndarray | None, nt: int) -> np.ndarray:
         """Address of the first token of each of ``n`` entries: logical row ``rows[e]`` (``e``
         when None) plus ``starts[e]`` tokens."""
-        from fastaxo._backend import pack_ext
+        from fastaxo._core.backend import pack_ext
 
         phys = self.index if rows is None else self.physical(rows)
         return pack_ext.source_ptrs(phys, n, starts, *self.source(), self.dtype.itemsize, nt)
@@ -170,11 +170,11 @@ def _native(a: np.ndarray) -> np.ndarray:
 
 def _from_arrow(data: pa.Array | pa.ChunkedArray, name: str, integer: bool) -> Ragged:
     t = data.type
-    if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not _arrow.is_raw_value_type(t.value_type):
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not arrow.is_raw_value_type(t.value_type):
         raise InvalidTypeError(
             f"{name}: expected an Arrow list or large_list of numbers, got an Arrow array of type {t}"
         )
-    dtype = _check_value_dtype(name, _arrow.numpy_dtype(t.value_type), integer)
+    dtype = _check_value_dtype(name, arrow.numpy_dtype(t.value_type), integer)
     if isinstance(data, pa.ChunkedArray):
         arrays = [c for c in data.chunks if len(c)]
     else:
@@ -182,7 +182,7 @@ def _from_arrow(data: pa.Array | pa.ChunkedArray, name: str, integer: bool) -> R
     chunks = []
     base = 0
     for arr in arrays:
-        values, offsets = _arrow.list_view(arr, name, base)
+        values, offsets = arrow.list_view(arr, name, base)
         chunks.append((values, offsets))
         base += len(arr)
     return Ragged(name, chunks, dtype)
@@ -194,7 +194,7 @@ def _from_rows(data: list | tuple | np.ndarray, name: str, integer: bool) -> Rag
         # fast path (a collator's micro-batch): 1-D contiguous arrays of one native dtype, in place
         dt0 = data[0].dtype
         if dt0.kind in "iu" or (not integer and dt0.kind == "f"):
-            from fastaxo._backend import pack_ext
+            from fastaxo._core.backend import pack_ext
 
             if pack_ext is not None:
                 got = pack_ext.row_ptrs(data if type(data) is list else list(data), dt0)
@@ -219,7 +219,7 @@ def _from_rows(data: list | tuple | np.ndarray, name: str, integer: bool) -> Rag
         values = np.concatenate([r for r in data if len(r)] or [np.zeros(0, dtype)], dtype=dtype)
         values = _native(values)
     else:
-        from fastaxo._backend import pack_ext
+        from fastaxo._core.backend import pack_ext
 
         if pack_ext is not None and type(data) is list:
             try:
@@ -336,7 +336,7 @@ def get_column(data: Any, name: str, what: str, *, integer: bool = True) -> Ragg
         index = None
         if data._indices is not None:
             idx = data._indices.column(0)
-            index = np.concatenate([_arrow.fixed_view(c) for c in idx.chunks]) if idx.num_chunks else _EMPTY_I64
+            index = np.concatenate([arrow.fixed_view(c) for c in idx.chunks]) if idx.num_chunks else _EMPTY_I64
         r = _from_arrow(col, name, integer)
         if index is not None:
             r = Ragged(name, r.chunks, r.dtype, index=index)

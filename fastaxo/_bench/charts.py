@@ -15,7 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from fastaxo._benchmatrix import fmt_n, machine_short
+from fastaxo._bench.matrix import fmt_n, machine_short
 
 COLORS = {
     "fastaxo": "#1f77b4", "fastaxo_list": "#17becf", "fastaxo_ff": "#9467bd", "fastaxo_nf": "#9467bd",

@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from fastaxo import _arrow
+from fastaxo._core import arrow
+from fastaxo._core.checks import choice, positive_int
 from fastaxo.errors import (
     ColumnNotFoundError,
     FileFormatError,
@@ -184,7 +185,7 @@ def _token_column(arr: pa.Array, name: str, path: str, row0: int) -> pa.Array:
         i = int(np.flatnonzero(~np.asarray(arr.is_valid()))[0])
         raise NullValueError(f"{_where(path, row0 + i)}: {name} is null; expected a list of token ids")
     values = arr.values  # respect the slice: use offsets
-    offs = _arrow._offsets(arr, pa.types.is_large_list(t))  # (np.asarray(pa.Array) imports pandas)
+    offs = arrow._offsets(arr, pa.types.is_large_list(t))  # (np.asarray(pa.Array) imports pandas)
     flat = values.slice(int(offs[0]), int(offs[-1] - offs[0]))
     if flat.null_count:
         k = int(np.flatnonzero(~np.asarray(flat.is_valid()))[0])
@@ -192,7 +193,7 @@ def _token_column(arr: pa.Array, name: str, path: str, row0: int) -> pa.Array:
         raise NullValueError(f"{_where(path, row0 + i)}: {name} holds a null token; expected integers")
     if t.value_type == _I32:
         return arr
-    v = _arrow.fixed_view(flat)
+    v = arrow.fixed_view(flat)
     bad = np.flatnonzero((v < -(2**31)) | (v > 2**31 - 1)) if v.size else v
     if len(bad):
         k = int(bad[0])
@@ -204,7 +205,7 @@ def _token_column(arr: pa.Array, name: str, path: str, row0: int) -> pa.Array:
 
 
 def _lengths(arr: pa.Array) -> np.ndarray:
-    return np.diff(_arrow._offsets(arr, pa.types.is_large_list(arr.type))).astype(np.int64, copy=False)
+    return np.diff(arrow._offsets(arr, pa.types.is_large_list(arr.type))).astype(np.int64, copy=False)
 
 
 def _compact(table: pa.Table, keep: np.ndarray) -> pa.Table:
@@ -216,16 +217,16 @@ def _compact(table: pa.Table, keep: np.ndarray) -> pa.Table:
     cols = {}
     for name in table.column_names:
         arr = table.column(name).chunk(0) if table.column(name).num_chunks == 1 else table.column(name).combine_chunks()
-        offs = _arrow._offsets(arr, pa.types.is_large_list(arr.type))
-        flat = _arrow.fixed_view(arr.values)[offs[0] : offs[-1]]
+        offs = arrow._offsets(arr, pa.types.is_large_list(arr.type))
+        flat = arrow.fixed_view(arr.values)[offs[0] : offs[-1]]
         lens = np.diff(offs)
         new = np.zeros(len(keep) + 1, np.int64)
         np.cumsum(lens[keep], out=new[1:])
         values = flat[np.repeat(mask, lens)]
         if pa.types.is_large_list(arr.type) or new[-1] >= 2**31:
-            cols[name] = pa.LargeListArray.from_arrays(_arrow.from_numpy(new), _arrow.from_numpy(values))
+            cols[name] = pa.LargeListArray.from_arrays(arrow.from_numpy(new), arrow.from_numpy(values))
         else:
-            cols[name] = pa.ListArray.from_arrays(_arrow.from_numpy(new.astype(np.int32)), _arrow.from_numpy(values))
+            cols[name] = pa.ListArray.from_arrays(arrow.from_numpy(new.astype(np.int32)), arrow.from_numpy(values))
     return pa.table(cols)
 
 
@@ -256,8 +257,8 @@ def _tokenize(tok: Any, arr: pa.Array, column: str, path: str, row0: int) -> pa.
     np.cumsum(lens, out=offsets[1:])
     values = np.fromiter(itertools.chain.from_iterable(e.ids for e in encs), np.int32, count=int(offsets[-1]))
     if offsets[-1] < 2**31:
-        return pa.ListArray.from_arrays(_arrow.from_numpy(offsets.astype(np.int32)), _arrow.from_numpy(values))
-    return pa.LargeListArray.from_arrays(_arrow.from_numpy(offsets), _arrow.from_numpy(values))
+        return pa.ListArray.from_arrays(arrow.from_numpy(offsets.astype(np.int32)), arrow.from_numpy(values))
+    return pa.LargeListArray.from_arrays(arrow.from_numpy(offsets), arrow.from_numpy(values))
 
 
 # ---------------------------------------------------------------- one batch, one window (shared with the Ray path)
@@ -285,9 +286,9 @@ def _check_options(seq_len: Any, strategy: Any, overflow: Any, attention: Any, p
         if isinstance(dedupe_columns, str) or not dedupe_columns or not all(isinstance(c, str) for c in dedupe_columns):
             raise InvalidInputError(f"dedupe_columns must be a non-empty list of column names, got {dedupe_columns!r}")
         dedupe_columns = list(dedupe_columns)
-    return (_positive(seq_len, "seq_len"), _choice(strategy, "strategy", STRATEGIES),
-            _choice(overflow, "overflow", OVERFLOW), _choice(attention, "attention", ATTENTION_LAYOUTS),
-            _positive(pack_window, "pack_window"), dedupe_columns)
+    return (positive_int(seq_len, "seq_len"), choice(strategy, "strategy", STRATEGIES),
+            choice(overflow, "overflow", OVERFLOW), choice(attention, "attention", ATTENTION_LAYOUTS),
+            positive_int(pack_window, "pack_window"), dedupe_columns)
 
 
 def _first_columns(schema: pa.Schema, where: str, tokenizing: bool, text_column: str,
@@ -381,8 +382,8 @@ def _pack_window(table: pa.Table, writer: Any, fields: list[pa.Field], *, seq_le
                    attention=att_mode, dtype=np.int32, strategy=strategy, overflow=overflow,
                    labels=None if has_labels else False, reuse_buffers=True, num_threads=num_threads)
     for chunk in it:  # reuse_buffers: each chunk is written before the next one is filled
-        offs = _arrow.from_numpy(chunk["bin_offsets"].astype(np.int32))  # a chunk holds <= max(2**22, seq_len) tokens
-        writer.write([pa.ListArray.from_arrays(offs, _arrow.from_numpy(chunk[f.name])) for f in fields])
+        offs = arrow.from_numpy(chunk["bin_offsets"].astype(np.int32))  # a chunk holds <= max(2**22, seq_len) tokens
+        writer.write([pa.ListArray.from_arrays(offs, arrow.from_numpy(chunk[f.name])) for f in fields])
     return it.stats
 
 
@@ -436,21 +437,9 @@ class _Writer:
 
 
 # ---------------------------------------------------------------- prepare
-def _choice(value: Any, name: str, options: Sequence[str]) -> str:
-    if not isinstance(value, str) or value not in options:
-        raise InvalidInputError(f"{name} must be one of {', '.join(map(repr, options))}; got {value!r:.40}")
-    return value
-
-
-def _positive(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InvalidInputError(f"{name} must be an int >= 1, got {value!r:.40}")
-    return int(value)
-
-
 def _schema_of(path: str, fmt: str, comp: str | None, batch_rows: int, reader_options: dict[str, Any]):
     """(reader factory, the file's schema, rows from the metadata or None)."""
-    from fastaxo.reader import iter_batches
+    from fastaxo.readers import iter_batches
 
     if fmt == "parquet":
         import pyarrow.parquet as pq
@@ -517,12 +506,13 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
     PrepareReport
     """
     from fastaxo import Seen, dedupe as _dedupe
-    from fastaxo._threads import resolve_num_threads
-    from fastaxo.reader import _proc_io, _proc_kib, resolve_source
+    from fastaxo._core.threads import resolve_num_threads
+    from fastaxo._core.proc import io_counters, status_kib
+    from fastaxo.readers import resolve_source
 
     seq_len, strategy, overflow, attention, pack_window, dedupe_columns = _check_options(
         seq_len, strategy, overflow, attention, pack_window, dedupe_columns)
-    batch_rows = _positive(batch_rows, "batch_rows")
+    batch_rows = positive_int(batch_rows, "batch_rows")
     nt = resolve_num_threads(num_threads)
     if not isinstance(output, (str, os.PathLike)):
         raise InvalidTypeError(f"output must be a path, got {type(output).__name__}")
@@ -538,7 +528,7 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
 
     # The first file fixes the columns; every other file must agree.
     t_start = time.perf_counter()
-    io0 = _proc_io()
+    io0 = io_counters()
     opened = [None] * len(files)
     opened[0] = _schema_of(*files[0], batch_rows, ropts)
     has_labels, key_cols = _first_columns(opened[0][1], files[0][0], tok is not None, text_column, dedupe_columns)
@@ -615,7 +605,7 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
                         td = time.perf_counter()
                         key = pa.table({c: (work[c] if c in work else batch.column(c)) for c in key_cols})
                         if keep is not None:
-                            key = key.take(_arrow.from_numpy(keep))
+                            key = key.take(arrow.from_numpy(keep))
                         res = _dedupe(key, seen=seen, num_threads=nt)
                         rep.duplicates += res.n_duplicates
                         if res.n_duplicates:
@@ -654,10 +644,10 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
             bar.close()
     rep.finish(time.perf_counter() - t_start)
     rep.row_groups = writer.row_groups
-    io1 = _proc_io()
+    io1 = io_counters()
     if io0 and io1:
         rep.bytes_read = io1.get("rchar", 0) - io0.get("rchar", 0)
-    hwm = _proc_kib("VmHWM:")
+    hwm = status_kib("VmHWM")
     rep.peak_rss_bytes = None if hwm is None else hwm * 1024
     return rep
 

@@ -61,7 +61,9 @@ def child_argv(module: str, *args: str) -> list[str]:
     """
     import sys
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    import fastaxo
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(fastaxo.__file__)))
     code = (f"import runpy, sys; sys.path[0] = {root!r}; "
             f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
     return [sys.executable, "-c", code, *args]

@@ -1,7 +1,7 @@
 """`fastaxo bench`: the benchmark matrix (kernels x implementations x sizes), from an installed wheel.
 
 Every cell (kernel, implementation, rows) runs in a fresh interpreter
-(``python -m fastaxo._benchmatrix --cell JSON``) that loads its input (untimed), prepares the
+(``python -m fastaxo._bench.matrix --cell JSON``) that loads its input (untimed), prepares the
 input form the implementation takes (untimed: lists for the plain-Python baselines and the peer),
 records its RSS, resets VmHWM (/proc/self/clear_refs), runs once (the check run: its peak RSS over
 that baseline is the cell's peak; its output is digested afterwards), then ``reps`` timed runs
@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from fastaxo._core.proc import mem_available_bytes, reset_peak, status_kib
 
 SCHEMA = "fastaxo-bench/1"
 SEED = 20260611
@@ -244,7 +246,7 @@ def _kernels() -> dict[str, Kernel]:
                      "fastaxo.pack_bins(lengths, capacity) (best-fit decreasing)",
                      lambda e: 64 * e.n, keys=("indices", "offsets")),
                 Impl("python", "Python reference BFD", "baseline", "bfd",
-                     "fastaxo._reference_pack.assign(lengths, capacity, ..., 'bfd'): plain Python, bisect over "
+                     "fastaxo._reference.packing.assign(lengths, capacity, ..., 'bfd'): plain Python, bisect over "
                      "the sorted remaining spaces",
                      lambda e: 200 * e.n, counterpart="fastaxo", keys=("indices", "offsets"), oracle=True),
                 Impl("fastaxo_ff", "fastaxo.pack_bins (ff, Axolotl's groups)", "fastaxo", "ff",
@@ -337,25 +339,6 @@ KERNEL_ALIASES = {"read": [k for k in KERNELS if k.startswith("read_")], "all": 
 # ============================================================================ small helpers
 
 
-def status_kib(field: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def reset_peak() -> bool:
-    """Reset VmHWM to the current RSS (Linux >= 4.0)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def release_memory() -> None:
@@ -392,16 +375,6 @@ def prefault(nbytes: int) -> None:
     a[::4096] = 1
     del a
 
-
-def mem_available_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 def fmt_n(n: float) -> str:
@@ -769,10 +742,10 @@ def _runner_pack_bins(impl: str, spec: dict) -> Runner:
                                                   max_rows_per_bin=AX_BIN_SIZE, num_threads=nt),
                       lambda o, d: _bins_digest(d, o.indices, o.offsets))
     if impl == "python":
-        from fastaxo import _reference_pack
+        from fastaxo._reference import packing as reference
 
         ll = lengths.tolist()
-        return Runner(lambda c: _reference_pack.assign(ll, cap, 2**62, "bfd", False),
+        return Runner(lambda c: reference.assign(ll, cap, 2**62, "bfd", False),
                       lambda o, d: _bins_digest(d, o[0], o[1]))
     if impl == "axolotl":
         from axolotl.utils.samplers.multipack import pack_parallel  # type: ignore
@@ -808,14 +781,14 @@ def _runner_pack(impl: str, spec: dict) -> Runner:
         return Runner(lambda c: fastaxo.pack(ids2, cap, labels=lab2, strategy="nf", attention="binary",
                                              position_ids=False, num_threads=nt), dig_nf)
     if impl == "python":
-        from fastaxo import _reference_pack
+        from fastaxo._reference import packing as reference
 
         lens = np.concatenate([np.diff(_flat(c)[1]) for c in ids.chunks]).tolist()
         ids_l, lab_l = _list_rows(ids), _list_rows(labels)
         del ids, labels
 
         def py(c):
-            order, offsets = _reference_pack.assign(lens, cap, 2**62, "bfd", False)
+            order, offsets = reference.assign(lens, cap, 2**62, "bfd", False)
             bins = [order[offsets[b]: offsets[b + 1]] for b in range(len(offsets) - 1)]
             return py_pack_build(ids_l, lab_l, bins, cap)
         return Runner(py, _digest_arrays(PACK_KEYS))
@@ -1232,31 +1205,21 @@ def generate_data(d: str, n: int, shape: Shape, formats: set[str]) -> dict[str, 
 # ============================================================================ parent: running cells
 
 
-def _proc_rss_kib(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
-
 
 def spawn_cell(spec: dict, env: dict[str, str], cwd: str, mem_limit: float | None, timeout: float) -> dict[str, Any]:
     """Run one cell in a fresh interpreter, killed above mem_limit bytes of RSS or after timeout s."""
-    from fastaxo._backend import child_argv, child_env
+    from fastaxo._core.backend import child_argv, child_env
 
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
-        p = subprocess.Popen(child_argv("fastaxo._benchmatrix", "--cell", json.dumps(spec)),
+        p = subprocess.Popen(child_argv("fastaxo._bench.matrix", "--cell", json.dumps(spec)),
                              stdout=out, stderr=err, env=child_env(env), cwd=cwd)
         killed_at = None
         timed_out = False
         max_rss = 0
         try:
             while p.poll() is None:
-                rss = _proc_rss_kib(p.pid)
+                rss = status_kib("VmRSS", p.pid)
                 if rss is not None:
                     max_rss = max(max_rss, rss)
                     if mem_limit is not None and rss * 1024 > mem_limit:
@@ -1712,9 +1675,9 @@ def write_outputs(results: dict[str, Any], out_dir: str, markdown_doc: str | Non
         json.dump(results, f, indent=1, default=str)
     images: dict[str, list[tuple[str, str]]] | None
     try:
-        from fastaxo import _benchcharts
+        from fastaxo._bench import charts
 
-        images = _benchcharts.write_charts(results, out_dir)
+        images = charts.write_charts(results, out_dir)
     except ImportError as exc:
         images = None
         log(f"charts skipped: matplotlib is not installed ({exc}); install it with "
@@ -1848,7 +1811,7 @@ def cmd_bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "--cell":
         sys.exit(_child_main(sys.argv[2:]))
-    ap = argparse.ArgumentParser(prog="python -m fastaxo._benchmatrix")
+    ap = argparse.ArgumentParser(prog="python -m fastaxo._bench.matrix")
     add_arguments(ap)
     ns = ap.parse_args()
     sys.exit(cmd_bench(ns, sys.argv[1:]))

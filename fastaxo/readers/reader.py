@@ -40,8 +40,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from fastaxo import _arrow
-from fastaxo.packing import _int_arg
+from fastaxo._core import arrow
+from fastaxo._core.checks import count, int_arg
+from fastaxo._core.proc import io_counters, status_kib
 from fastaxo.errors import (
     ColumnNotFoundError,
     FileFormatError,
@@ -899,25 +900,6 @@ class _Options:
     memory_map: bool = False
 
 
-def _proc_kib(field: str, path: str = "/proc/self/status") -> int | None:
-    try:
-        with open(path) as fh:
-            for line in fh:
-                if line.startswith(field):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def _proc_io() -> dict[str, int]:
-    try:
-        with open("/proc/self/io") as fh:
-            return {k: int(v) for k, v in (line.split(":") for line in fh)}
-    except (OSError, ValueError):
-        return {}
-
-
 @dataclass
 class ReaderStats:
     """What tells whether a trainer is data-bound, measured since the first batch was asked for.
@@ -1038,13 +1020,6 @@ class _Prefetch:
 
 
 # --------------------------------------------------------------------------- the reader
-
-def _positive(name: str, v: Any, allow_zero: bool = False) -> int:
-    v = _int_arg(v, name)
-    if v < 0 or (v == 0 and not allow_zero):
-        raise InvalidInputError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {v}")
-    return v
-
 
 class _Source:
     """The files and the pipeline that reads them (runs in the prefetch thread). Holds no
@@ -1276,20 +1251,20 @@ class BatchReader:
                  threads: int | None = None, compression: str | None = None, text_column: str = "text",
                  block_bytes: int = DEFAULT_BLOCK_BYTES, buffer_bytes: int = DEFAULT_BUFFER_BYTES,
                  trim_bytes: int = DEFAULT_TRIM_BYTES, memory_pool: Any = "auto", memory_map: bool = False):
-        batch_rows = _positive("batch_rows", batch_rows)
-        self.world_size = _positive("world_size", world_size)
-        self.rank = _positive("rank", rank, allow_zero=True)
+        batch_rows = count(batch_rows, "batch_rows")
+        self.world_size = count(world_size, "world_size")
+        self.rank = count(rank, "rank", allow_zero=True)
         if self.rank >= self.world_size:
             raise InvalidInputError(f"rank must be in [0, world_size={world_size}), got {rank}")
-        self.shuffle_buffer = _positive("shuffle_buffer", shuffle_buffer, allow_zero=True)
+        self.shuffle_buffer = count(shuffle_buffer, "shuffle_buffer", allow_zero=True)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise InvalidInputError(f"seed must be an int >= 0, got {seed!r}")
         self.seed = int(seed)
-        self.prefetch = _positive("prefetch", prefetch, allow_zero=True)
-        self.prefetch_bytes = _positive("prefetch_bytes", prefetch_bytes)
-        self.trim_bytes = _positive("trim_bytes", trim_bytes, allow_zero=True)
+        self.prefetch = count(prefetch, "prefetch", allow_zero=True)
+        self.prefetch_bytes = count(prefetch_bytes, "prefetch_bytes")
+        self.trim_bytes = count(trim_bytes, "trim_bytes", allow_zero=True)
         if threads is not None:
-            _positive("threads", threads)
+            count(threads, "threads")
         if columns is not None:
             if isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
                 raise InvalidTypeError(f"columns must be a list of column names, got {columns!r}")
@@ -1300,8 +1275,8 @@ class BatchReader:
             raise InvalidTypeError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
         self.opts = _Options(
             columns=columns, batch_rows=batch_rows, decode_rows=min(max(batch_rows, 4096), 65536),
-            use_threads=threads != 1, block_bytes=_positive("block_bytes", block_bytes),
-            buffer_bytes=_positive("buffer_bytes", buffer_bytes), text_column=text_column,
+            use_threads=threads != 1, block_bytes=count(block_bytes, "block_bytes"),
+            buffer_bytes=count(buffer_bytes, "buffer_bytes"), text_column=text_column,
             pool=_resolve_pool(memory_pool), memory_map=bool(memory_map),
         )
         self.files = resolve_source(source, format, compression)
@@ -1341,7 +1316,7 @@ class BatchReader:
         if self._pf is None and self._gen is None:
             if self._t0 is None:
                 self._t0 = time.perf_counter()
-                self._io0 = _proc_io()
+                self._io0 = io_counters()
             self._start_pipeline()
         t = time.perf_counter()
         while True:
@@ -1438,7 +1413,7 @@ class BatchReader:
     def set_epoch(self, epoch: int) -> None:
         """Start over from the first row with a new shuffle (the seed is mixed with the epoch)."""
         self._stop_pipeline()
-        self._src.epoch = _positive("epoch", epoch, allow_zero=True)
+        self._src.epoch = count(epoch, "epoch", allow_zero=True)
         self._state = self._src._start
         self._delivered = -self._stats.rows
         self._exhausted = False
@@ -1466,11 +1441,11 @@ class BatchReader:
         s = ReaderStats(**{k: getattr(self._stats, k) for k in ("rows", "batches", "bytes", "stall_seconds")})
         if self._t0 is not None:
             s.seconds = (self._t_end if self._t_end is not None else time.perf_counter()) - self._t0
-        io = _proc_io()
+        io = io_counters()
         if io and self._io0:
             s.io_read_bytes = io.get("read_bytes", 0) - self._io0.get("read_bytes", 0)
             s.io_rchar = io.get("rchar", 0) - self._io0.get("rchar", 0)
-        rss, hwm = _proc_kib("VmRSS:"), _proc_kib("VmHWM:")
+        rss, hwm = status_kib("VmRSS"), status_kib("VmHWM")
         s.rss_bytes = rss * 1024 if rss is not None else None
         s.rss_peak_bytes = hwm * 1024 if hwm is not None else None
         return s
@@ -1553,8 +1528,8 @@ def list_column(batch: pa.RecordBatch | pa.Table | pa.Array, column: str | None 
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.chunk(0) if arr.num_chunks == 1 else arr.combine_chunks()
     what = f"column {column!r}" if column else "array"
-    if _arrow.is_raw_list(arr.type):
-        return _arrow.list_view(arr, what, 0)
-    if _arrow.is_binary_like(arr.type):
-        return _arrow.binary_view(arr, what, 0)
+    if arrow.is_raw_list(arr.type):
+        return arrow.list_view(arr, what, 0)
+    if arrow.is_binary_like(arr.type):
+        return arrow.binary_view(arr, what, 0)
     raise InvalidTypeError(f"{what}: expected list<number> or string/binary, got {arr.type}")

@@ -15,10 +15,10 @@ def config() -> dict[str, Any]:
     import numpy
     import pyarrow
 
-    from fastaxo import _backend
-    from fastaxo._threads import default_num_threads
+    from fastaxo._core import backend
+    from fastaxo._core.threads import default_num_threads
 
-    ext = _backend.ext
+    ext = backend.ext
     thread_source = next(
         (n for n in ("FASTAXO_NUM_THREADS", "OMP_NUM_THREADS") if os.environ.get(n, "").strip()), "cpu count"
     )
@@ -31,13 +31,13 @@ def config() -> dict[str, Any]:
         "extension": ext is not None,
         "extension_path": getattr(ext, "__file__", None),
         "extension_error": None if ext is not None else (
-            "FASTAXO_PURE_PYTHON is set" if _backend.PURE_PYTHON_FORCED else repr(_backend.import_error)
+            "FASTAXO_PURE_PYTHON is set" if backend.PURE_PYTHON_FORCED else repr(backend.import_error)
         ),
         "openmp": bool(ext.openmp_enabled()) if ext is not None else False,
         "default_threads": default_num_threads(),
         "default_threads_from": thread_source,
         "sha256": ext.sha256_current() if ext is not None else "hashlib (pure Python)",
-        "sha256_requested": _backend.SHA256_REQUESTED,
+        "sha256_requested": backend.SHA256_REQUESTED,
         "sha256_paths": (
             {name: ("supported" if sup else "compiled, CPU lacks it" if comp else "not compiled")
              for name, comp, sup in ext.sha256_impls()}

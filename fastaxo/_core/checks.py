@@ -1,0 +1,54 @@
+"""Argument checks shared by the public functions: one argument order everywhere
+(``value, name, ...``), messages that name the argument, what was expected and what came."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from fastaxo.errors import InvalidInputError, InvalidTypeError
+
+__all__ = ["choice", "count", "int_arg", "positive_int"]
+
+
+def _type_name(value: Any) -> str:
+    return f"{type(value).__name__} {value!r:.40}"
+
+
+def int_arg(value: Any, name: str) -> int:
+    """``value`` as a Python int; bools and non-integers are refused."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InvalidTypeError(f"{name} must be an int, got {_type_name(value)}")
+    return int(value)
+
+
+def positive_int(value: Any, name: str, *, allow_none: bool = False) -> Any:
+    """``value`` as an int >= 1 (or None where ``allow_none``)."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InvalidTypeError(
+            f"{name} must be a positive int{' or None' if allow_none else ''}, got {_type_name(value)}"
+        )
+    if value < 1:
+        raise InvalidInputError(f"{name} must be >= 1, got {value}")
+    return int(value)
+
+
+def count(value: Any, name: str, *, allow_zero: bool = False) -> int:
+    """``value`` as an int > 0 (>= 0 where ``allow_zero``): sizes and counts."""
+    v = int_arg(value, name)
+    if v < 0 or (v == 0 and not allow_zero):
+        raise InvalidInputError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {v}")
+    return v
+
+
+def choice(value: Any, name: str, options: Sequence[str]) -> str:
+    """``value`` if it is one of ``options``."""
+    if not isinstance(value, str) or value not in options:
+        raise InvalidInputError(
+            f"{name} must be one of {', '.join(map(repr, options))}; got {value!r:.40}"
+        )
+    return value

@@ -1,0 +1,71 @@
+"""The result side of pack and pad: the mapping base of Packed and Padded, the output dtype
+argument, and the check that a column's values and pad value fit it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from fastaxo._core.ragged import Rows
+from fastaxo.errors import InvalidInputError, InvalidTypeError
+
+__all__ = ["I32", "I64", "ArrayMap", "check_fits", "out_dtype"]
+
+class ArrayMap(Mapping):
+    """A read-only mapping of named NumPy arrays (the result type of pack and pad)."""
+
+    _arrays: dict[str, np.ndarray]
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self._arrays[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._arrays)
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self._arrays.values())
+
+    def to_torch(self) -> dict[str, Any]:
+        """The arrays as torch tensors sharing memory (``torch.from_numpy``)."""
+        import torch
+
+        return {k: torch.from_numpy(v) for k, v in self._arrays.items()}
+
+    def shapes(self) -> str:
+        return ", ".join(f"{k}: {v.shape} {v.dtype}" for k, v in self._arrays.items())
+
+
+I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
+_OUT_DTYPES = (I32, I64)
+
+
+def out_dtype(dtype: Any) -> np.dtype:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise InvalidTypeError(f"dtype must be np.int32 or np.int64, got {dtype!r:.40}") from None
+    if dt not in _OUT_DTYPES:
+        raise InvalidInputError(f"dtype must be np.int32 or np.int64, got {dt}")
+    return dt
+
+
+def check_fits(col: Rows, dt: np.dtype, pad_value: int, pad_name: str) -> None:
+    bits = 63 if dt == I64 else 31
+    if (col.dtype == dt or (col.dtype == I32 and dt == I64)) and -(2**bits) <= pad_value < 2**bits:
+        return
+    info = np.iinfo(dt)
+    if not info.min <= pad_value <= info.max:
+        raise InvalidInputError(f"{pad_name} is {pad_value}; it does not fit the output dtype {dt}")
+    if col.dtype.kind in "iu" and np.can_cast(col.dtype, dt, casting="safe"):
+        return
+    rng = col.value_range()
+    if rng is not None and (rng[0] < info.min or rng[1] > info.max):
+        raise InvalidInputError(
+            f"{col.name} holds values from {rng[0]} to {rng[1]}; they do not fit the output dtype {dt}"
+        )
