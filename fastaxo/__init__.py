@@ -5,27 +5,35 @@ arrays per call and release the GIL. ``import fastaxo`` imports numpy and pyarro
 never axolotl, torch or transformers.
 """
 
-from fastaxo._version import __version__
 from fastaxo._core.config import config, show_config
 from fastaxo._core.threads import default_num_threads
+from fastaxo._version import __version__
 from fastaxo.errors import (
     CapacityError,
     ColumnNotFoundError,
     FastaxoError,
+    FileFormatError,
     InvalidInputError,
     InvalidTypeError,
     KernelError,
     NullValueError,
+    SchemaMismatchError,
     SequenceTooLongError,
     SourceNotFoundError,
-    FileFormatError,
-    SchemaMismatchError,
 )
-from fastaxo.hashing import ROW_ENCODING_VERSION, DedupeResult, RowSet, Seen, dedupe, hash_rows, iter_dedupe
-from fastaxo.packing import Bins, PackIterator, Packed, PackStats, iter_pack, pack, pack_bins
+from fastaxo.hashing import (
+    ROW_ENCODING_VERSION,
+    DedupeResult,
+    RowSet,
+    Seen,
+    dedupe,
+    hash_rows,
+    iter_dedupe,
+)
+from fastaxo.packing import Bins, Packed, PackIterator, PackStats, iter_pack, pack, pack_bins
 from fastaxo.padding import Padded, PaddedBatches, pad, pad_batches
-from fastaxo.readers import BatchReader, ReaderStats, iter_batches, iter_parquet, list_column
 from fastaxo.pipeline import PrepareReport, prepare
+from fastaxo.readers import BatchReader, ReaderStats, iter_batches, iter_parquet, list_column
 
 __all__ = [
     "__version__",

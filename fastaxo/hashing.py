@@ -17,9 +17,9 @@ import numpy as np
 import pyarrow as pa
 
 from fastaxo._core import arrow
-from fastaxo._reference import hashing as reference
 from fastaxo._core.backend import ext
 from fastaxo._core.threads import resolve_num_threads
+from fastaxo._reference import hashing as reference
 from fastaxo.errors import (
     ColumnNotFoundError,
     InvalidInputError,
@@ -252,7 +252,7 @@ def _select_columns(available: Sequence[str], columns: Any) -> list[str]:
     return list(columns)
 
 
-def _as_rows(data: Any, columns: Any) -> _Rows:
+def as_rows(data: Any, columns: Any) -> _Rows:
     what = "data"
     if isinstance(data, (pa.Array, pa.ChunkedArray)):
         if columns is not None:
@@ -261,8 +261,8 @@ def _as_rows(data: Any, columns: Any) -> _Rows:
         t = data.type
         if pa.types.is_dictionary(t) and (arrow.is_binary_like(t.value_type) or arrow.is_raw_list(t.value_type)):
             chunks, t = [c.dictionary_decode() for c in chunks], t.value_type
-        if arrow._maybe('is_string_view', t) or arrow._maybe('is_binary_view', t):
-            t = pa.large_string() if arrow._maybe('is_string_view', t) else pa.large_binary()
+        if arrow.has_type('is_string_view', t) or arrow.has_type('is_binary_view', t):
+            t = pa.large_string() if arrow.has_type('is_string_view', t) else pa.large_binary()
             chunks = [c.cast(t) for c in chunks]
         if arrow.is_binary_like(t) or arrow.is_raw_list(t):
             return _FlatArrowRows(chunks, what)
@@ -370,7 +370,7 @@ def hash_rows(data, *, columns=None, num_threads=None, hex=False):
         ``columns`` names a column the table lacks (also a ``KeyError``).
     """
     nt = resolve_num_threads(num_threads)
-    rows = _as_rows(data, columns)
+    rows = as_rows(data, columns)
     out = np.empty((rows.n, 32), dtype=np.uint8)
     _hash_range(rows, 0, rows.n, out, nt)
     return _to_hex(out) if hex else out
@@ -677,7 +677,7 @@ def dedupe(data: Any, *, columns: Sequence[str] | str | None = None, seen: Seen 
         seen = Seen()
     elif not isinstance(seen, Seen):
         raise InvalidTypeError(f"seen must be a fastaxo.Seen, a fastaxo.RowSet or None, got {type(seen).__name__}")
-    rows = _as_rows(data, columns)
+    rows = as_rows(data, columns)
     if rows.n:
         seen._bind(rows.encoding)
     buf = np.empty((min(rows.n, _BLOCK), 32), dtype=np.uint8)

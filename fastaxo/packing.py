@@ -15,19 +15,28 @@ for sequences longer than the capacity, and each one is counted in :class:`PackS
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
 from fastaxo._core import backend
-from fastaxo._reference import packing as reference
-from fastaxo._core.ragged import ArrayRows, Ragged, Rows, as_ragged, check_aligned, column_names, get_column, is_table_like
 from fastaxo._core.checks import choice, int_arg, positive_int
+from fastaxo._core.outputs import ArrayMap, check_fits, out_dtype
+from fastaxo._core.ragged import (
+    ArrayRows,
+    Ragged,
+    Rows,
+    as_ragged,
+    check_aligned,
+    column_names,
+    get_column,
+    is_table_like,
+)
 from fastaxo._core.status import check_pack_status
-from fastaxo._core.outputs import I32, I64, ArrayMap, check_fits, out_dtype
 from fastaxo._core.threads import resolve_num_threads
+from fastaxo._reference import packing as reference
 from fastaxo.errors import FastaxoError, InvalidInputError, InvalidTypeError, SequenceTooLongError
 
 __all__ = ["pack_bins", "pack", "iter_pack", "Bins", "PackStats", "Packed", "PackIterator",
@@ -666,7 +675,7 @@ class PackIterator:
         self.reuse_buffers = reuse_buffers
 
     def __len__(self) -> int:
-        return -(-len(self.bins) // self.chunk_bins)
+        return (len(self.bins) + self.chunk_bins - 1) // self.chunk_bins
 
     def __iter__(self) -> Iterator[Packed]:
         ids, lab, extra, pv, o, position_ids = self._args

@@ -16,12 +16,19 @@ from typing import Any
 import numpy as np
 
 from fastaxo._core import backend
-from fastaxo._reference import packing as reference
-from fastaxo._core.ragged import Rows, as_ragged, check_aligned, column_names, get_column, is_table_like
-from fastaxo._core.threads import resolve_num_threads
-from fastaxo.errors import InvalidInputError, InvalidTypeError, SequenceTooLongError
 from fastaxo._core.checks import choice, int_arg, positive_int
 from fastaxo._core.outputs import ArrayMap, check_fits, out_dtype
+from fastaxo._core.ragged import (
+    Rows,
+    as_ragged,
+    check_aligned,
+    column_names,
+    get_column,
+    is_table_like,
+)
+from fastaxo._core.threads import resolve_num_threads
+from fastaxo._reference import packing as reference
+from fastaxo.errors import InvalidInputError, InvalidTypeError, SequenceTooLongError
 
 __all__ = ["pad", "pad_batches", "Padded", "PaddedBatches"]
 

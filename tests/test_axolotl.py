@@ -24,13 +24,13 @@ import pickle
 import shutil
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
-
-import numpy as np
-import pytest
+from typing import Any
 
 import axolotl_harness as H
+import numpy as np
+import pytest
 
 pytestmark = [pytest.mark.axolotl, pytest.mark.slow]
 
@@ -221,8 +221,8 @@ def test_plugin_preprocess_same_rows(ws):
 
     # in process: the replacement honours _deduplicate_dataset's contract, including the
     # train -> eval seen_hashes hand-over
-    import datasets
     import axolotl.utils.data.utils as axo_data
+    import datasets
 
     fx = _plugin_module()
     original = axo_data._deduplicate_dataset
@@ -247,9 +247,8 @@ def test_plugin_preprocess_same_rows(ws):
 def _multipack(lengths: np.ndarray, *, batch_size: int, cap: int, group_size: int, bin_size: int,
                in_order: bool, seed: int = 0) -> list[list[list[int]]]:
     import torch
-    from torch.utils.data import RandomSampler, SequentialSampler
-
     from axolotl.utils.samplers.multipack import MultipackBatchSampler
+    from torch.utils.data import RandomSampler, SequentialSampler
 
     data = range(len(lengths))
     sampler = SequentialSampler(data) if in_order else RandomSampler(

@@ -21,15 +21,14 @@ from hypothesis import strategies as st
 
 try:
     import axolotl  # noqa: F401
+    import axolotl.utils.data.utils as axo_data
+    import axolotl.utils.samplers.multipack as axo_multipack
     import torch
     from axolotl.utils.collators.batching import (
         BatchSamplerDataCollatorForSeq2Seq,
         V2BatchSamplerDataCollatorForSeq2Seq,
     )
     from axolotl.utils.dict import DictDefault
-
-    import axolotl.utils.data.utils as axo_data
-    import axolotl.utils.samplers.multipack as axo_multipack
     _MISSING = None
 except ImportError as exc:  # pragma: no cover
     _MISSING = exc

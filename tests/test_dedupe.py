@@ -12,12 +12,12 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import tables
 
 import fastaxo
-from fastaxo._reference import hashing as _reference
 from fastaxo._bench.demo import tokenized_table
+from fastaxo._reference import hashing as _reference
 from fastaxo.errors import InvalidInputError, InvalidTypeError
-from strategies import tables
 
 
 def reference_keep(rows: list, seen: set | None = None) -> list[int]:

@@ -10,11 +10,17 @@ import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import binary_arrays, tables, token_list_arrays
 
 import fastaxo
 from fastaxo._reference import hashing as _reference
-from fastaxo.errors import ColumnNotFoundError, FastaxoError, InvalidInputError, InvalidTypeError, NullValueError
-from strategies import binary_arrays, tables, token_list_arrays
+from fastaxo.errors import (
+    ColumnNotFoundError,
+    FastaxoError,
+    InvalidInputError,
+    InvalidTypeError,
+    NullValueError,
+)
 
 
 def H(b: bytes) -> bytes:

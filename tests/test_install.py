@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import EXT, REPO
 
 import fastaxo
-from conftest import EXT, REPO
 
 
 def test_imported_from_installed_package_not_source_tree():

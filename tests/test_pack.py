@@ -5,15 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import EXT
 from hypothesis import given
 from hypothesis import strategies as st
 
 import fastaxo
-from fastaxo._reference import packing as _reference_pack
 from fastaxo._core.ragged import as_ragged
+from fastaxo._reference import packing as _reference_pack
 from fastaxo.errors import InvalidInputError, InvalidTypeError, NullValueError, SequenceTooLongError
-
-from conftest import EXT
 
 STRATS = ["bfd", "ffd", "ff", "nf"]
 

@@ -7,12 +7,11 @@ import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_pack import make_form, ragged_tokens
 
 import fastaxo
 from fastaxo._reference import packing as _reference_pack
 from fastaxo.errors import InvalidInputError, InvalidTypeError, SequenceTooLongError
-
-from test_pack import make_form, ragged_tokens
 
 
 def ref_pad(rows, labels, pos, width, side, pad_id, label_pad_id, pos_pad, dt):

@@ -4,7 +4,8 @@ torch itself is compared in tests/test_axolotl_inprocess.py (the plugin's sample
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fastaxo
 from fastaxo._core import backend as _backend

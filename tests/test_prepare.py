@@ -454,7 +454,12 @@ def test_errors_survive_pickling():
     """Errors cross process boundaries (Ray tasks, multiprocessing) with their fields."""
     import pickle
 
-    from fastaxo.errors import FileFormatError, NullValueError, SchemaMismatchError, SequenceTooLongError
+    from fastaxo.errors import (
+        FileFormatError,
+        NullValueError,
+        SchemaMismatchError,
+        SequenceTooLongError,
+    )
 
     e = pickle.loads(pickle.dumps(SequenceTooLongError("a.parquet row 3: too long", 3, 5000, 4096)))
     assert isinstance(e, SequenceTooLongError) and isinstance(e, ValueError)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import glob
 import json
 import os
-import signal
 import shutil
+import signal
 import subprocess
 import sys
 import threading

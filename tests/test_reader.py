@@ -19,10 +19,10 @@ import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 import fastaxo
-from fastaxo.readers import reader as R
 from fastaxo._bench.demo import chat_batches
 from fastaxo.errors import (
     ColumnNotFoundError,
@@ -32,7 +32,7 @@ from fastaxo.errors import (
     SchemaMismatchError,
     SourceNotFoundError,
 )
-
+from fastaxo.readers import reader as R
 
 # --------------------------------------------------------------------------- data
 

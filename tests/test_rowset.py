@@ -11,11 +11,11 @@ import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import tables
 
 import fastaxo
 from fastaxo._reference import hashing as _reference
 from fastaxo.errors import InvalidInputError, InvalidTypeError
-from strategies import tables
 
 
 def reference_keep(messages: list[bytes], seen: dict | None = None) -> list[int]:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import EXT
 from hypothesis import given
 from hypothesis import strategies as st
 
 import fastaxo
-from conftest import EXT
 
 cryptography_vectors = pytest.importorskip("cryptography_vectors")  # a test dependency, always installed in CI
 

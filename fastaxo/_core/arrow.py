@@ -19,12 +19,13 @@ import numpy as np
 import pyarrow as pa
 
 
-def _maybe(name: str, t: pa.DataType) -> bool:
+from fastaxo.errors import InvalidTypeError, NullValueError
+
+
+def has_type(name: str, t: pa.DataType) -> bool:
     """pa.types.<name>(t) where this pyarrow has it (view and REE types are newer)."""
     fn = getattr(pa.types, name, None)
     return bool(fn(t)) if fn is not None else False
-
-from fastaxo.errors import InvalidTypeError, NullValueError
 
 # Mirrors the FX_COL_* enum of csrc/fx_rows.h (checked by tests/test_hash.py).
 COL_NULL, COL_FIXED, COL_BOOL, COL_BINARY32, COL_BINARY64 = 0, 1, 2, 3, 4
@@ -79,7 +80,7 @@ def _first_null(arr: pa.Array) -> int:
     return int(np.flatnonzero(arr.is_null().to_numpy(zero_copy_only=False))[0])
 
 
-def _offsets(arr: pa.Array, large: bool) -> np.ndarray:
+def offsets_of(arr: pa.Array, large: bool) -> np.ndarray:
     """The len(arr)+1 offsets of a binary/list array, slice applied, straight from the buffer
     (``Array.to_numpy`` would import pandas)."""
     odt = np.int64 if large else np.int32
@@ -115,13 +116,13 @@ def binary_view(arr: pa.Array, what: str, base: int) -> tuple[np.ndarray, np.nda
     """(data uint8, offsets int32/int64 of len(arr)+1) of a string/binary array, no copy."""
     require_no_nulls(arr, what, base)
     large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
-    return _u8(arr.buffers()[2]), _offsets(arr, large)
+    return _u8(arr.buffers()[2]), offsets_of(arr, large)
 
 
 def list_view(arr: pa.Array, what: str, base: int) -> tuple[np.ndarray, np.ndarray]:
     """(values typed, offsets of len(arr)+1, absolute into values) of a list<number> array."""
     require_no_nulls(arr, what, base)
-    offsets = _offsets(arr, pa.types.is_large_list(arr.type))
+    offsets = offsets_of(arr, pa.types.is_large_list(arr.type))
     child = arr.values
     values = fixed_view(child)
     if child.null_count and len(arr):
@@ -185,13 +186,13 @@ def column_spec(arr: pa.Array, keep: list[Any], name: str) -> tuple:
                 (column_spec(arr.values, keep, name),))
     if isinstance(t, pa.BaseExtensionType):
         return column_spec(arr.storage, keep, name)
-    if _maybe('is_string_view', t) or _maybe('is_binary_view', t):
-        target = pa.large_string() if _maybe('is_string_view', t) else pa.large_binary()
+    if has_type('is_string_view', t) or has_type('is_binary_view', t):
+        target = pa.large_string() if has_type('is_string_view', t) else pa.large_binary()
         return column_spec(arr.cast(target), keep, name)
-    if _maybe('is_list_view', t) or _maybe('is_large_list_view', t):
-        target = pa.large_list(t.value_field) if _maybe('is_large_list_view', t) else pa.list_(t.value_field)
+    if has_type('is_list_view', t) or has_type('is_large_list_view', t):
+        target = pa.large_list(t.value_field) if has_type('is_large_list_view', t) else pa.list_(t.value_field)
         return column_spec(arr.cast(target), keep, name)
-    if _maybe('is_run_end_encoded', t):
+    if has_type('is_run_end_encoded', t):
         # REE has no per-row buffer; decode it (a copy of this column only).
         import pyarrow.compute as pc
 
@@ -250,13 +251,13 @@ def _canonical_type(t: pa.DataType) -> str:
         return _canonical_type(t.storage_type)
     if pa.types.is_dictionary(t):
         return _canonical_type(t.value_type)
-    if _maybe('is_run_end_encoded', t):
+    if has_type('is_run_end_encoded', t):
         return _canonical_type(t.value_type)
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or _maybe('is_string_view', t):
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or has_type('is_string_view', t):
         return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or _maybe('is_binary_view', t):
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or has_type('is_binary_view', t):
         return "binary"
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or _maybe('is_list_view', t) or _maybe('is_large_list_view', t):
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or has_type('is_list_view', t) or has_type('is_large_list_view', t):
         return f"list<{_canonical_type(t.value_type)}>"
     if pa.types.is_map(t):
         return f"list<struct<{_canonical_type(t.key_type)},{_canonical_type(t.item_type)}>>"

@@ -22,7 +22,8 @@ import_error: BaseException | None = None
 
 if not PURE_PYTHON_FORCED:
     try:
-        from fastaxo import _hash as _h, _pack as _p
+        from fastaxo import _hash as _h
+        from fastaxo import _pack as _p
 
         ext, pack_ext = _h, _p
     except ImportError as exc:  # pragma: no cover - exercised by the pure-Python CI leg
@@ -61,9 +62,8 @@ def child_argv(module: str, *args: str) -> list[str]:
     """
     import sys
 
-    import fastaxo
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(fastaxo.__file__)))
+    # this file is ROOT/fastaxo/_core/backend.py
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     code = (f"import runpy, sys; sys.path[0] = {root!r}; "
             f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
     return [sys.executable, "-c", code, *args]

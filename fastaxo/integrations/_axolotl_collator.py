@@ -11,7 +11,6 @@ from itertools import chain
 from typing import Any
 
 import numpy as np
-
 from axolotl.utils.collators.batching import (
     BatchSamplerDataCollatorForSeq2Seq,
     V2BatchSamplerDataCollatorForSeq2Seq,

@@ -24,8 +24,9 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -184,13 +185,12 @@ def _process_batch(batch: pa.RecordBatch, dcfg: Any, cfg1: Any, tokenizer: Any, 
     files only for datasets that have some), so a fresh random one changes nothing but the
     cost; the maps then derive theirs from it (hashing the function and its arguments, not the
     rows)."""
-    from datasets import Dataset
-    from datasets.fingerprint import generate_random_fingerprint
-
     from axolotl.utils.data.sft import _parse_dataset_type
     from axolotl.utils.data.utils import handle_long_seq_in_dataset
     from axolotl.utils.data.wrappers import get_dataset_wrapper
     from axolotl.utils.trainer import process_datasets_for_packing
+    from datasets import Dataset
+    from datasets.fingerprint import generate_random_fingerprint
 
     ds = Dataset(pa.Table.from_batches([batch]), fingerprint=generate_random_fingerprint())
     base, style = _parse_dataset_type(dcfg.type)
@@ -292,7 +292,7 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any, report: Calla
             order = order[res.keep]
         np.save(tmp / "indices.npy", order)
         meta = {"layout": LAYOUT_VERSION, "rows_in": rows_in, "rows_wrapped": wrapped, "rows_filtered": kept,
-                "rows_out": int(len(order)), "duplicates": kept - int(len(order)), "shuffled": shuffle,
+                "rows_out": len(order), "duplicates": kept - len(order), "shuffled": shuffle,
                 "seconds": time.perf_counter() - t0, "read_bytes": read_bytes,
                 "peak_rss": (status_kib("VmHWM") or 0) * 1024, "vm_peak": (status_kib("VmPeak") or 0) * 1024,
                 "vm_before": vm_before, "readers": plans}
@@ -333,9 +333,8 @@ def load_datasets_streaming(cfg: Any, preprocess: bool, settings: Any, say_once:
     if preprocess:
         # Nothing to map: the prepared files are what the train run opens.
         return TrainDatasetMeta(train_dataset=None, eval_dataset=None, total_num_steps=None)
-    from datasets import Dataset
-
     from axolotl.utils.trainer import calculate_total_num_steps
+    from datasets import Dataset
 
     try:  # axolotl 0.21; older versions have no such step
         from axolotl.core.trainers.diffusion_lm.sampling import filter_native_diffusion_dataset

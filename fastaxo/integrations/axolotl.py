@@ -39,8 +39,8 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -112,7 +112,7 @@ class Settings:
     report: str | None = None
 
     @classmethod
-    def from_cfg(cls, cfg: Any) -> "Settings":
+    def from_cfg(cls, cfg: Any) -> Settings:
         get = cfg.get if hasattr(cfg, "get") else (lambda k, d=None: getattr(cfg, k, d))
 
         def flag(key: str, default: bool) -> bool:
@@ -202,7 +202,7 @@ class SeenHashes:
     iteration yields nothing comparable to Axolotl's ``sha256(str(row))`` hex strings, so it is
     not offered: handing it to Axolotl's own ``_deduplicate_dataset`` raises a clear error."""
 
-    def __init__(self, rows: "fastaxo.RowSet | None" = None):
+    def __init__(self, rows: fastaxo.RowSet | None = None):
         self.rows = rows if rows is not None else fastaxo.RowSet()
 
     def __len__(self) -> int:
@@ -224,7 +224,7 @@ class SeenHashes:
 
 def _dedupe_columns_ok(dataset: Any) -> bool:
     try:
-        fastaxo.hashing._as_rows(dataset.select(range(min(1, len(dataset)))), None)
+        fastaxo.hashing.as_rows(dataset.select(range(min(1, len(dataset)))), None)
         return True
     except (fastaxo.InvalidTypeError, fastaxo.InvalidInputError):
         return False
@@ -286,7 +286,7 @@ def make_deduplicate_dataset(original):
         t2 = time.perf_counter()
         LOG.info("fastaxo: dedupe kept %d of %d rows (compare %.3f s, select %.3f s)",
                  len(res.keep), res.n_rows, t1 - t0, t2 - t1)
-        report("dedupe", rows_in=res.n_rows, rows_kept=int(len(res.keep)), seconds=t2 - t0,
+        report("dedupe", rows_in=res.n_rows, rows_kept=len(res.keep), seconds=t2 - t0,
                cross=seen_hashes is not None, **seen.rows.stats)
         return out, seen
 
@@ -337,7 +337,7 @@ def _report_pack(via: str, lengths: np.ndarray, ids: np.ndarray, offsets: np.nda
     per_bin = np.add.reduceat(lengths[ids].astype(np.int64), offsets[:-1]) if nbins else np.zeros(0, dtype=np.int64)
     sizes = np.diff(offsets)
     over = per_bin > capacity
-    report("pack", via=via, sequences=int(len(ids)), bins=nbins, tokens=int(lengths[ids].sum(dtype=np.int64)),
+    report("pack", via=via, sequences=len(ids), bins=nbins, tokens=int(lengths[ids].sum(dtype=np.int64)),
            capacity=int(capacity), group_size=int(group_size), bin_size=int(bin_size),
            every_index_once=(bool((counts == 1).all()) if len(ids) == len(lengths) else None),
            within_capacity=bool(((~over) | (sizes == 1)).all()),

@@ -74,10 +74,10 @@ from fastaxo.errors import (
 )
 from fastaxo.pipeline.prepare import (
     ATTENTION_MODES,
-    _Counts,
     DEFAULT_PACK_WINDOW,
     _check_batch,
     _compact,
+    _Counts,
     _load_tokenizer,
     _pack_window,
     _Writer,
@@ -603,7 +603,12 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
     -------
     RayPrepareReport
     """
-    from fastaxo.pipeline.prepare import _check_options, _first_columns, _input_columns, _schema_options
+    from fastaxo.pipeline.prepare import (
+        _check_options,
+        _first_columns,
+        _input_columns,
+        _schema_options,
+    )
 
     seq_len, strategy, overflow, attention, pack_window, dedupe_columns = _check_options(
         seq_len, strategy, overflow, attention, pack_window, dedupe_columns)

@@ -185,7 +185,7 @@ def _token_column(arr: pa.Array, name: str, path: str, row0: int) -> pa.Array:
         i = int(np.flatnonzero(~np.asarray(arr.is_valid()))[0])
         raise NullValueError(f"{_where(path, row0 + i)}: {name} is null; expected a list of token ids")
     values = arr.values  # respect the slice: use offsets
-    offs = arrow._offsets(arr, pa.types.is_large_list(t))  # (np.asarray(pa.Array) imports pandas)
+    offs = arrow.offsets_of(arr, pa.types.is_large_list(t))  # (np.asarray(pa.Array) imports pandas)
     flat = values.slice(int(offs[0]), int(offs[-1] - offs[0]))
     if flat.null_count:
         k = int(np.flatnonzero(~np.asarray(flat.is_valid()))[0])
@@ -205,7 +205,7 @@ def _token_column(arr: pa.Array, name: str, path: str, row0: int) -> pa.Array:
 
 
 def _lengths(arr: pa.Array) -> np.ndarray:
-    return np.diff(arrow._offsets(arr, pa.types.is_large_list(arr.type))).astype(np.int64, copy=False)
+    return np.diff(arrow.offsets_of(arr, pa.types.is_large_list(arr.type))).astype(np.int64, copy=False)
 
 
 def _compact(table: pa.Table, keep: np.ndarray) -> pa.Table:
@@ -217,7 +217,7 @@ def _compact(table: pa.Table, keep: np.ndarray) -> pa.Table:
     cols = {}
     for name in table.column_names:
         arr = table.column(name).chunk(0) if table.column(name).num_chunks == 1 else table.column(name).combine_chunks()
-        offs = arrow._offsets(arr, pa.types.is_large_list(arr.type))
+        offs = arrow.offsets_of(arr, pa.types.is_large_list(arr.type))
         flat = arrow.fixed_view(arr.values)[offs[0] : offs[-1]]
         lens = np.diff(offs)
         new = np.zeros(len(keep) + 1, np.int64)
@@ -505,9 +505,10 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd", ov
     -------
     PrepareReport
     """
-    from fastaxo import Seen, dedupe as _dedupe
-    from fastaxo._core.threads import resolve_num_threads
+    from fastaxo import Seen
+    from fastaxo import dedupe as _dedupe
     from fastaxo._core.proc import io_counters, status_kib
+    from fastaxo._core.threads import resolve_num_threads
     from fastaxo.readers import resolve_source
 
     seq_len, strategy, overflow, attention, pack_window, dedupe_columns = _check_options(

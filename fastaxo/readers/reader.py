@@ -33,15 +33,16 @@ import os
 import threading
 import time
 import weakref
-from dataclasses import dataclass, asdict
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from fastaxo._core import arrow
-from fastaxo._core.checks import count, int_arg
+from fastaxo._core.checks import count
 from fastaxo._core.proc import io_counters, status_kib
 from fastaxo.errors import (
     ColumnNotFoundError,
@@ -251,7 +252,7 @@ def _resolve_pool(memory_pool: Any) -> pa.MemoryPool:
                             f"got {memory_pool!r}")
 
 
-def _parquet_file(path: str, opts: "_Options", metadata: Any = None):
+def _parquet_file(path: str, opts: _Options, metadata: Any = None):
     """pq.ParquetFile streaming pages (no pre-buffer), decoding into ``opts.pool``. pyarrow's
     public ParquetFile takes no pool: its reader is swapped for one made with the pool (the
     same call ParquetFile makes); if this pyarrow's private API differs, the default pool."""
@@ -276,7 +277,7 @@ def _parquet_file(path: str, opts: "_Options", metadata: Any = None):
 class _Parquet:
     """Parquet: units are row groups, streamed page by page (no pre-buffering)."""
 
-    def __init__(self, path: str, opts: "_Options"):
+    def __init__(self, path: str, opts: _Options):
         self.path, self.opts = path, opts
         try:
             self.pf = _parquet_file(path, opts)
@@ -331,7 +332,7 @@ class _Parquet:
             if own:
                 pf.close()
 
-    def _zip(self, feeds: list["_Prefetch"]):
+    def _zip(self, feeds: list[_Prefetch]):
         names = self.schema.names
         while True:
             items = [f.get() for f in feeds]
@@ -395,7 +396,7 @@ class _Parquet:
 class _IpcFile:
     """Arrow IPC file (random access): units are record batches."""
 
-    def __init__(self, path: str, opts: "_Options"):
+    def __init__(self, path: str, opts: _Options):
         self.path, self.opts = path, opts
         try:
             self.fh = pa.memory_map(path) if opts.memory_map else pa.OSFile(path)
@@ -428,7 +429,7 @@ class _IpcStream:
     messages, so a resume seeks instead of re-reading. With dictionary columns, units are
     batch numbers and a resume reads (without keeping) the batches before."""
 
-    def __init__(self, path: str, opts: "_Options"):
+    def __init__(self, path: str, opts: _Options):
         self.path, self.opts = path, opts
         try:
             self.fh = pa.memory_map(path) if opts.memory_map else pa.OSFile(path)
@@ -508,7 +509,7 @@ class _IpcStream:
         self.fh.close()
 
 
-def _open_ipc(path: str, opts: "_Options"):
+def _open_ipc(path: str, opts: _Options):
     with open(path, "rb") as fh:
         magic = fh.read(6)
     return _IpcFile(path, opts) if magic == b"ARROW1" else _IpcStream(path, opts)
@@ -524,7 +525,7 @@ class _Text:
     (pyarrow's streaming-reader rule, over at least INFER_BYTES); ``schema=`` fixes it up front.
     """
 
-    def __init__(self, path: str, kind: str, comp: str | None, opts: "_Options", schema: pa.Schema | None,
+    def __init__(self, path: str, kind: str, comp: str | None, opts: _Options, schema: pa.Schema | None,
                  infer_at: int = -1):
         self.path, self.kind, self.comp, self.opts = path, kind, comp, opts
         self.num_rows = None
@@ -949,7 +950,7 @@ class ReaderStats:
 
 # --------------------------------------------------------------------------- prefetch
 
-_LIVE: "weakref.WeakSet[BatchReader]" = weakref.WeakSet()
+_LIVE: weakref.WeakSet[BatchReader] = weakref.WeakSet()
 
 
 @atexit.register
@@ -1305,7 +1306,7 @@ class BatchReader:
         else:
             self._gen = gen
 
-    def __iter__(self) -> "BatchReader":
+    def __iter__(self) -> BatchReader:
         return self
 
     def __next__(self) -> pa.RecordBatch:
@@ -1361,7 +1362,7 @@ class BatchReader:
         """Stop the read-ahead thread and close the files (idempotent)."""
         self._stop_pipeline()
 
-    def __enter__(self) -> "BatchReader":
+    def __enter__(self) -> BatchReader:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -1,0 +1,243 @@
+"""The package's shape, checked: what a module may import and how big it may grow.
+
+    python scripts/check_layout.py [--root DIR]      # exit 1 and one line per finding
+
+Rules (ARCHITECTURE.md explains them):
+- no module of fastaxo/ over MAX_LINES lines (.py, .pyx, .pyi, .pxd);
+- layers: a module imports only modules of its own layer or below (LAYERS, bottom first);
+  the compiled extensions (fastaxo._hash, fastaxo._pack) are loaded by _core.backend alone;
+- no import cycle between fastaxo's modules (imports inside functions count: a lazy import is
+  still a dependency);
+- no underscore name taken from another module (``from m import _x`` or ``m._x`` where m is a
+  fastaxo module and _x is not a submodule): a helper used in two places is public inside the
+  package;
+- ``import fastaxo`` never reaches fastaxo._bench or fastaxo.integrations.
+Only the package is checked; tests may reach into it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from pathlib import Path
+
+MAX_LINES = 800
+PKG = "fastaxo"
+
+# Bottom first. A module's layer is the first pattern that matches its dotted name
+# (an exact name, or a prefix ending in ".").
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("base", ("fastaxo.errors", "fastaxo._version", "fastaxo._build_info", "fastaxo._hash",
+              "fastaxo._pack")),
+    ("core", ("fastaxo._core", "fastaxo._core.", "fastaxo._reference", "fastaxo._reference.")),
+    ("kernels", ("fastaxo.hashing", "fastaxo.packing", "fastaxo.padding")),
+    ("readers", ("fastaxo.readers", "fastaxo.readers.")),
+    ("pipeline", ("fastaxo.pipeline", "fastaxo.pipeline.")),
+    ("top", ("fastaxo", "fastaxo.__main__", "fastaxo.integrations", "fastaxo.integrations.",
+             "fastaxo._bench", "fastaxo._bench.")),
+]
+EXTENSIONS = {"fastaxo._hash", "fastaxo._pack"}
+GENERATED = {"fastaxo._build_info"}  # written by setup.py at build time
+EXTENSION_LOADER = "fastaxo._core.backend"
+NEVER_FROM_INIT = ("fastaxo._bench", "fastaxo.integrations")
+
+
+def layer_of(mod: str) -> int:
+    for i, (_name, pats) in enumerate(LAYERS):
+        for p in pats:
+            if mod == p or (p.endswith(".") and mod.startswith(p)):
+                return i
+    raise SystemExit(f"check_layout: module {mod} has no layer; add it to LAYERS")
+
+
+class Module:
+    def __init__(self, name: str, path: Path, is_pkg: bool):
+        self.name, self.path, self.is_pkg = name, path, is_pkg
+        self.imports: list[tuple[str, int]] = []  # (module, line)
+        self.private: list[tuple[str, int]] = []  # (what, line)
+
+
+def discover(root: Path) -> dict[str, Module]:
+    mods: dict[str, Module] = {g: Module(g, root / (g.replace(".", "/") + ".py"), False)
+                               for g in GENERATED}
+    base = root / PKG
+    for path in sorted(base.rglob("*")):
+        if path.suffix not in (".py", ".pyx") or "__pycache__" in path.parts:
+            continue
+        rel = path.relative_to(root).with_suffix("")
+        parts = list(rel.parts)
+        is_pkg = parts[-1] == "__init__"
+        if is_pkg:
+            parts = parts[:-1]
+        mods[".".join(parts)] = Module(".".join(parts), path, is_pkg)
+    return mods
+
+
+def _in_type_checking(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            return True
+    return False
+
+
+def analyse(m: Module, mods: dict[str, Module]) -> None:
+    if m.path.suffix == ".pyx" or m.name in GENERATED:
+        return  # Cython: cimports and the C layer; checked by the compiler
+    tree = ast.parse(m.path.read_text(), str(m.path))
+    parents = {c: p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    package = m.name if m.is_pkg else m.name.rpartition(".")[0]
+    aliases: dict[str, str] = {}  # local name -> fastaxo module it is bound to
+    for node in ast.walk(tree):
+        if _in_type_checking(node, parents):
+            continue
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == PKG or a.name.startswith(PKG + "."):
+                    m.imports.append((a.name, node.lineno))
+                    if a.asname:
+                        aliases[a.asname] = a.name
+                    else:
+                        aliases[a.name.split(".")[0]] = PKG
+        elif isinstance(node, ast.ImportFrom):
+            src = node.module or ""
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                src = ".".join(base + ([src] if src else []))
+            if not (src == PKG or src.startswith(PKG + ".")):
+                continue
+            for a in node.names:
+                sub = f"{src}.{a.name}"
+                if sub in mods:  # a submodule
+                    m.imports.append((sub, node.lineno))
+                    aliases[a.asname or a.name] = sub
+                else:
+                    m.imports.append((src, node.lineno))
+                    if a.name.startswith("_") and not a.name.startswith("__"):
+                        m.private.append((f"from {src} import {a.name}", node.lineno))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            target = _module_of(node.value, aliases)
+            if target is not None and f"{target}.{node.attr}" not in mods and target != m.name:
+                m.private.append((f"{ast.unparse(node)}", node.lineno))
+
+
+def _module_of(expr: ast.AST, aliases: dict[str, str]) -> str | None:
+    if isinstance(expr, ast.Name):
+        return aliases.get(expr.id)
+    if isinstance(expr, ast.Attribute):
+        base = _module_of(expr.value, aliases)
+        return None if base is None else f"{base}.{expr.attr}"
+    return None
+
+
+def _resolve(name: str, mods: dict[str, Module]) -> str | None:
+    while name and name not in mods:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _package_parents(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def check(root: Path) -> list[str]:
+    mods = discover(root)
+    problems: list[str] = []
+    for m in mods.values():
+        analyse(m, mods)
+    for ext in (root / PKG).rglob("*"):
+        if ext.suffix in (".py", ".pyx", ".pyi", ".pxd") and "__pycache__" not in ext.parts:
+            n = len(ext.read_text().splitlines())
+            if n > MAX_LINES:
+                problems.append(f"{ext.relative_to(root)}: {n} lines (at most {MAX_LINES})")
+    graph: dict[str, set[str]] = {name: set() for name in mods}
+    for m in mods.values():
+        for target, line in m.imports:
+            dep = target if target in EXTENSIONS else _resolve(target, mods)
+            if dep is None or dep == m.name:
+                continue
+            where = f"{m.path.relative_to(root)}:{line}"
+            if dep in EXTENSIONS and m.name != EXTENSION_LOADER:
+                problems.append(f"{where}: imports the extension {dep}; use {EXTENSION_LOADER}")
+            if dep not in EXTENSIONS and dep not in _package_parents(m.name):
+                graph[m.name].add(dep)
+            if layer_of(dep) > layer_of(m.name):
+                problems.append(
+                    f"{where}: {m.name} ({LAYERS[layer_of(m.name)][0]}) imports {dep} "
+                    f"({LAYERS[layer_of(dep)][0]}), a layer above it"
+                )
+        for what, line in m.private:
+            problems.append(f"{m.path.relative_to(root)}:{line}: underscore name from another "
+                            f"module: {what}")
+    for comp in find_cycles(graph):
+        problems.append("import cycle: " + " <-> ".join(comp))
+    # what `import fastaxo` reaches: its __init__ and the closure of module imports
+    seen, todo = set(), [PKG]
+    while todo:
+        v = todo.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        todo.extend(graph.get(v, ()))
+        todo.extend(p for p in _package_parents(v) if p in mods)
+    for v in sorted(seen):
+        if v.startswith(NEVER_FROM_INIT):
+            problems.append(f"import fastaxo reaches {v}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--root", default=str(Path(__file__).resolve().parent.parent))
+    args = ap.parse_args(argv)
+    problems = check(Path(args.root))
+    for p in problems:
+        print(p)
+    print(f"check_layout: {len(problems)} problem(s)" if problems else "check_layout: ok",
+          file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
