@@ -19,11 +19,16 @@ cdef extern from "fx_sha256.h" nogil:
     ctypedef struct fx_seg:
         const uint8_t *ptr
         size_t len
-    void fx_sha256_many_segs(int impl, const fx_seg *segs, const int64_t *seg_start, int64_t n, uint8_t *out)
-    void fx_sha256_many_offsets32(int impl, const uint8_t *data, const int32_t *off, int64_t width, int64_t n, uint8_t *out)
-    void fx_sha256_many_offsets64(int impl, const uint8_t *data, const int64_t *off, int64_t width, int64_t n, uint8_t *out)
-    void fx_sha256_many_fixed(int impl, const uint8_t *data, int64_t row_bytes, int64_t n, uint8_t *out)
-    void fx_sha256_many_ptrs(int impl, const char *const *ptrs, const int64_t *lens, int64_t n, uint8_t *out)
+    void fx_sha256_many_segs(int impl, const fx_seg *segs, const int64_t *seg_start, int64_t n,
+                             uint8_t *out)
+    void fx_sha256_many_offsets32(int impl, const uint8_t *data, const int32_t *off, int64_t width,
+                                  int64_t n, uint8_t *out)
+    void fx_sha256_many_offsets64(int impl, const uint8_t *data, const int64_t *off, int64_t width,
+                                  int64_t n, uint8_t *out)
+    void fx_sha256_many_fixed(int impl, const uint8_t *data, int64_t row_bytes, int64_t n,
+                              uint8_t *out)
+    void fx_sha256_many_ptrs(int impl, const char *const *ptrs, const int64_t *lens, int64_t n,
+                             uint8_t *out)
 
 cdef extern from "fx_rows.h" nogil:
     int FX_COL_NULL, FX_COL_FIXED, FX_COL_BOOL, FX_COL_BINARY32, FX_COL_BINARY64
@@ -75,13 +80,15 @@ cdef extern from "fx_pack.h" nogil:
                        int strategy, int allow_overlong,
                        int64_t *order, int64_t *bin_offsets, int64_t *n_bins, int64_t *bad_item)
     int fx_pack_ff_index(const int32_t *lengths, const int64_t *index, int64_t n, int64_t capacity,
-                         int64_t max_items, int allow_overlong, const int64_t *progress, int64_t bins_hint,
-                         int64_t *order, int64_t *bin_offsets, int64_t *n_bins, int64_t *bad_item)
+                         int64_t max_items, int allow_overlong, const int64_t *progress,
+                         int64_t bins_hint, int64_t *order, int64_t *bin_offsets,
+                         int64_t *n_bins, int64_t *bad_item)
 
 cdef extern from "fx_perm.h" nogil:
     int64_t FX_RANDPERM_MAX_N
     int fx_randperm_mt19937(uint32_t seed, int64_t n, int64_t count, int64_t *out)
-    int fx_randperm_mt19937_progress(uint32_t seed, int64_t n, int64_t count, int64_t *out, int64_t *progress)
+    int fx_randperm_mt19937_progress(uint32_t seed, int64_t n, int64_t count, int64_t *out,
+                                     int64_t *progress)
     void fx_mt19937_fill(uint32_t seed, int64_t k, uint32_t *out)
 
 cdef extern from "fx_fill.h" nogil:
@@ -125,7 +132,8 @@ cdef extern from "fx_rowset.h" nogil:
     void fx_rowset_prefetch(const fx_rowset *s, uint64_t key)
     int64_t fx_rowset_head(fx_rowset *s, uint64_t key, int32_t src, int64_t row, int *inserted)
     int64_t fx_rowset_resolve(fx_rowset *s, const fx_tab *const *srcs, uint64_t key, int32_t src,
-                              int64_t row, fx_segbuf *mine, fx_segbuf *other, fx_sha256_compress_fn fn)
+                              int64_t row, fx_segbuf *mine, fx_segbuf *other,
+                              fx_sha256_compress_fn fn)
 
 
 cdef extern from "fx_arrow_c.h" nogil:

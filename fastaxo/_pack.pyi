@@ -24,31 +24,38 @@ def assign(
     groups: np.ndarray, num_threads: int,
 ) -> tuple[int, int, np.ndarray | None, np.ndarray | None, np.ndarray | None]: ...
 def ff_in_order(
-    lengths: np.ndarray, index: np.ndarray | None, seed: int, count: int, capacity: int, max_items: int,
-    allow_overlong: bool, group_size: int, bins_hint: int, num_threads: int,
+    lengths: np.ndarray, index: np.ndarray | None, seed: int, count: int, capacity: int,
+    max_items: int, allow_overlong: bool, group_size: int, bins_hint: int, num_threads: int,
     work: list[np.ndarray | None] | None = ..., out: np.ndarray | None = ...,
 ) -> tuple[int, int, np.ndarray | None, np.ndarray | None]: ...
 RANDPERM_MAX_N: int
 
 def randperm_mt19937(seed: int, n: int, count: int) -> np.ndarray: ...
 def mt19937_fill(seed: int, k: int) -> np.ndarray: ...
-def row_ptrs(rows: list[np.ndarray], dtype: np.dtype[Any]) -> tuple[np.ndarray, np.ndarray] | None: ...
+def row_ptrs(
+    rows: list[np.ndarray], dtype: np.dtype[Any]
+) -> tuple[np.ndarray, np.ndarray] | None: ...
 def source_ptrs(
     rows: np.ndarray | None, n: int, starts: np.ndarray | None,
-    chunks: list[tuple[np.ndarray, np.ndarray]], chunk_base: np.ndarray, itemsize: int, num_threads: int,
+    chunks: list[tuple[np.ndarray, np.ndarray]], chunk_base: np.ndarray, itemsize: int,
+    num_threads: int,
 ) -> np.ndarray: ...
 def fill_bins(
     out: np.ndarray, dt: int, width: int, flat_base: np.ndarray | None, eoff: np.ndarray,
     src: np.ndarray | None, lens: np.ndarray, st: int, kind: int, pad: bytes, num_threads: int,
 ) -> None: ...
-def padded_cu_seqlens(eoff: np.ndarray, lens: np.ndarray, width: int, out_dtype: Any) -> np.ndarray: ...
+def padded_cu_seqlens(
+    eoff: np.ndarray, lens: np.ndarray, width: int, out_dtype: Any
+) -> np.ndarray: ...
 def pad_fill(
     out: np.ndarray, dt: int, boff: np.ndarray, obase: np.ndarray, widths: np.ndarray,
     src: np.ndarray | None, lens: np.ndarray, st: int, kind: int, left: bool, pad: bytes,
     pad_range: bool, num_threads: int,
 ) -> None: ...
 def pad_list(
-    ids: list[np.ndarray], labels: list[np.ndarray] | None, dtype: np.dtype[Any], pad_id: int, label_pad_id: int,
-    multiple_of: int, left: bool, mask: bool,
+    ids: list[np.ndarray], labels: list[np.ndarray] | None, dtype: np.dtype[Any], pad_id: int,
+    label_pad_id: int, multiple_of: int, left: bool, mask: bool,
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None: ...
-def lists_to_values(rows: list[Any]) -> tuple[np.ndarray, np.ndarray] | tuple[str, int, int | None, Any]: ...
+def lists_to_values(
+    rows: list[Any],
+) -> tuple[np.ndarray, np.ndarray] | tuple[str, int, int | None, Any]: ...

@@ -120,7 +120,8 @@ def assign(const int64_t[::1] lengths, int64_t capacity, int64_t max_items, int 
 
 
 cdef tuple _group_results(const int32_t[::1] st, const int64_t[::1] bad, const int64_t[::1] nb,
-                          const int64_t[::1] scratch, const int64_t *starts, int64_t step, int64_t G, int64_t n):
+                          const int64_t[::1] scratch, const int64_t *starts, int64_t step,
+                          int64_t G, int64_t n):
     """After G groups were packed: ``(status, bad item, bin offsets)``. Group g's items start at
     ``starts[g]`` (or ``g * step`` when ``starts`` is NULL) and its kernel wrote its local bin
     offsets at ``scratch[start + g ...]``; the first failed group's status and global bad item
@@ -152,9 +153,9 @@ cdef object _take(object buf, int64_t need):
     return np.empty(max(need, 1), np.int64)
 
 
-def ff_in_order(const int32_t[::1] lengths, object index, uint64_t seed, int64_t count, int64_t capacity,
-                int64_t max_items, bint allow_overlong, int64_t group_size, int64_t bins_hint, int num_threads,
-                object work=None, object out=None):
+def ff_in_order(const int32_t[::1] lengths, object index, uint64_t seed, int64_t count,
+                int64_t capacity, int64_t max_items, bint allow_overlong, int64_t group_size,
+                int64_t bins_hint, int num_threads, object work=None, object out=None):
     """First fit over rows of ``lengths`` taken in an order, in groups of ``group_size`` items
     packed independently (the bins of ``assign(lengths[order], ..., FF)``), with row ids out.
 
@@ -184,8 +185,9 @@ def ff_in_order(const int32_t[::1] lengths, object index, uint64_t seed, int64_t
     cdef int64_t[::1] perm
     if index is None:
         if nrows < 1 or nrows >= FX_RANDPERM_MAX_N or count < 0:
-            raise ValueError(f"ff_in_order: the shuffle needs 1 <= len(lengths) < {FX_RANDPERM_MAX_N} and "
-                             f"count >= 0, got {nrows} rows, count {count}")
+            raise ValueError(f"ff_in_order: the shuffle needs 1 <= len(lengths) < "
+                             f"{FX_RANDPERM_MAX_N} and count >= 0, got {nrows} rows, "
+                             f"count {count}")
         n = count
         room = ((count + nrows - 1) // nrows) * nrows
         work[0] = _take(work[0], room)
@@ -224,8 +226,9 @@ def ff_in_order(const int32_t[::1] lengths, object index, uint64_t seed, int64_t
                 if t == 0:
                     fx_randperm_mt19937_progress(s32, nrows, count, &perm[0], &progress)
                 else:
-                    st[0] = fx_pack_ff_index(&lengths[0], src, n, capacity, max_items, allow_overlong,
-                                             &progress, bins_hint, &ids[0], &scratch[0], &nb[0], &bad[0])
+                    st[0] = fx_pack_ff_index(&lengths[0], src, n, capacity, max_items,
+                                             allow_overlong, &progress, bins_hint, &ids[0],
+                                             &scratch[0], &nb[0], &bad[0])
         else:
             with nogil:
                 fx_randperm_mt19937(s32, nrows, count, &perm[0])
@@ -236,8 +239,9 @@ def ff_in_order(const int32_t[::1] lengths, object index, uint64_t seed, int64_t
                         use_threads_if=num_threads > 1 and G > 1):
             s = g * group_size
             e = min(s + group_size, n)
-            st[g] = fx_pack_ff_index(&lengths[0], src + s, e - s, capacity, max_items, allow_overlong, NULL,
-                                     bins_hint, &ids[s], &scratch[s + g], &nb[g], &bad[g])
+            st[g] = fx_pack_ff_index(&lengths[0], src + s, e - s, capacity, max_items,
+                                     allow_overlong, NULL, bins_hint, &ids[s], &scratch[s + g],
+                                     &nb[g], &bad[g])
     status, bad_item, offsets_arr = _group_results(st, bad, nb, scratch, NULL, group_size, G, n)
     if status != FX_PACK_OK:
         return status, bad_item, None, None
@@ -302,7 +306,8 @@ cdef inline object _plain_row(object r):
     if type(r) is not cnp.ndarray:
         return None
     cdef cnp.ndarray a = <cnp.ndarray>r
-    if cnp.PyArray_NDIM(a) != 1 or not cnp.PyArray_IS_C_CONTIGUOUS(a) or not cnp.PyArray_ISNOTSWAPPED(a):
+    if (cnp.PyArray_NDIM(a) != 1 or not cnp.PyArray_IS_C_CONTIGUOUS(a)
+            or not cnp.PyArray_ISNOTSWAPPED(a)):
         return None
     return a
 
@@ -463,7 +468,8 @@ def fill_bins(char[::1] out, int dt, int64_t width, object flat_base, const int6
                 break
             if kind == K_COPY:
                 if PREFETCH_AHEAD and e + PREFETCH_AHEAD < n_entries:
-                    fx_prefetch_run(<const void *>srcp[e + PREFETCH_AHEAD], lens[e + PREFETCH_AHEAD] * ssize)
+                    fx_prefetch_run(<const void *>srcp[e + PREFETCH_AHEAD],
+                                    lens[e + PREFETCH_AHEAD] * ssize)
                 fx_copy_elems(row + pos * dsize, dt, <const void *>srcp[e], st, l)
             elif kind == K_POS:
                 fx_iota_elems(row + pos * dsize, dt, 0, l)
@@ -584,9 +590,11 @@ cdef inline int _int_code(cnp.ndarray a) noexcept:
     cdef int t = cnp.PyArray_TYPE(a)
     cdef Py_ssize_t size = cnp.PyArray_ITEMSIZE(a)
     if cnp.PyTypeNum_ISSIGNED(t):
-        return FX_T_I8 if size == 1 else FX_T_I16 if size == 2 else FX_T_I32 if size == 4 else FX_T_I64
+        return (FX_T_I8 if size == 1 else FX_T_I16 if size == 2
+                else FX_T_I32 if size == 4 else FX_T_I64)
     if cnp.PyTypeNum_ISUNSIGNED(t):
-        return FX_T_U8 if size == 1 else FX_T_U16 if size == 2 else FX_T_U32 if size == 4 else FX_T_U64
+        return (FX_T_U8 if size == 1 else FX_T_U16 if size == 2
+                else FX_T_U32 if size == 4 else FX_T_U64)
     return -1
 
 
@@ -672,8 +680,8 @@ def pad_list(list ids, object labels, object dtype, int64_t pad_id, int64_t labe
                 return None
             for i in range(n):
                 if ll[i] != il[i]:
-                    raise ValueError(f"labels row {i} has {ll[i]} values; input_ids row {i} has {il[i]} "
-                                     "(per-token columns must match row by row)")
+                    raise ValueError(f"labels row {i} has {ll[i]} values; input_ids row {i} "
+                                     f"has {il[i]} (per-token columns must match row by row)")
         for i in range(n):
             if il[i] > width:
                 width = il[i]

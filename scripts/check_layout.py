@@ -187,7 +187,7 @@ def check(root: Path) -> list[str]:
     for m in mods.values():
         analyse(m, mods)
     for ext in (root / PKG).rglob("*"):
-        if ext.suffix in (".py", ".pyx", ".pyi", ".pxd") and "__pycache__" not in ext.parts:
+        if ext.suffix in (".py", ".pyx", ".pxi", ".pyi", ".pxd") and "__pycache__" not in ext.parts:
             n = len(ext.read_text().splitlines())
             if n > MAX_LINES:
                 problems.append(f"{ext.relative_to(root)}: {n} lines (at most {MAX_LINES})")
