@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README, and .ci/run): build fastaxo's sdist and wheel the way the
 # release does (OpenMP required), check them (twine, auditwheel), install the repaired
-# wheel into a virtualenv and run the whole test suite against the installed package.
+# wheel into a virtualenv, run the gates (ruff, scripts/check_layout.py, mypy, stubtest) and
+# the whole test suite against the installed package. The contributor's quicker loop is the
+# Makefile (CONTRIBUTING.md).
 #
 #   bash scripts/test.sh            # extra arguments go to pytest
 #
@@ -60,9 +62,9 @@ if [ "$(uname -s)" = Linux ]; then
     "$VENV/bin/auditwheel" show "$WHEEL"
 fi
 
-step "install $(basename "$WHEEL") with the test and ray extras"
+step "install $(basename "$WHEEL") with the test, ray and dev extras"
 "$VPY" -m pip uninstall -q -y fastaxo 2>/dev/null || true
-"$VPY" -m pip install -q -c "$CONSTRAINTS" "$WHEEL[test,ray]" 2>&1 | grep -v "^WARNING: Location" || true
+"$VPY" -m pip install -q -c "$CONSTRAINTS" "$WHEEL[test,ray,dev]" 2>&1 | grep -v "^WARNING: Location" || true
 
 step "check the environment"
 # fastaxo's own requirements (with the [test] extra) must still hold after axolotl's pins.
@@ -71,7 +73,7 @@ import importlib.metadata as m
 from packaging.requirements import Requirement
 bad = []
 for r in map(Requirement, m.requires("fastaxo")):
-    if r.marker is not None and not any(r.marker.evaluate({"extra": x}) for x in ("test", "ray")):
+    if r.marker is not None and not any(r.marker.evaluate({"extra": x}) for x in ("test", "ray", "dev")):
         continue
     try:
         v = m.version(r.name)
@@ -88,6 +90,13 @@ if [ "$EXPECT_AXOLOTL" = 1 ]; then
 else
     "$VPY" -I -m pip check || true
 fi
+
+step "gates: ruff, layout, mypy, stubtest (CONTRIBUTING.md)"
+(cd "$ROOT" && "$VENV/bin/ruff" check fastaxo tests bench scripts setup.py)
+"$VPY" "$ROOT/scripts/check_layout.py"
+(cd "$ROOT" && "$VENV/bin/mypy")
+# the .pyi stubs against the installed wheel's compiled modules (from /: not the source tree)
+(cd / && "$VPY" -m mypy.stubtest --allowlist "$ROOT/stubtest-allowlist.txt" fastaxo._hash fastaxo._pack)
 
 step "pytest (against the installed wheel)"
 cd "$ROOT"
