@@ -32,7 +32,7 @@ from fastaxo.errors import (
     SchemaMismatchError,
     SourceNotFoundError,
 )
-from fastaxo.readers import reader as R
+from fastaxo.readers import text as R
 
 # --------------------------------------------------------------------------- data
 
@@ -237,8 +237,8 @@ def test_the_inference_block_is_parsed_once(tmp_path, monkeypatch, fmt):
     else:
         path.write_text("".join(f"line {r['id']}\n" for r in rows))
     calls = []
-    real = R._Text._parse
-    monkeypatch.setattr(R._Text, "_parse", lambda self, *a: calls.append(a[2]) or real(self, *a))
+    real = R.TextDecoder._parse
+    monkeypatch.setattr(R.TextDecoder, "_parse", lambda self, *a: calls.append(a[2]) or real(self, *a))
     got, _ = read_all(fastaxo.iter_batches(path, batch_rows=512, block_bytes=4096))
     assert got.num_rows == 3000
     assert len(calls) == 1, calls  # before: 2 (the inference parse, then the same block again)
@@ -256,7 +256,7 @@ def test_a_position_skips_rows_across_blocks(tmp_path):
     path = tmp_path / "t.txt"
     path.write_text("".join(f"{i}\n" for i in range(1000)))
     opts = fastaxo.iter_batches(path, block_bytes=64)._src.opts
-    h = R._Text(str(path), "text", None, opts, pa.schema([("text", pa.string())]))
+    h = R.TextDecoder(str(path), "text", None, opts, pa.schema([("text", pa.string())]))
     try:
         for offset in (0, 5, 31, 400, 999, 1000):
             got = [x for b, _, _ in h.pieces(0, offset) for x in b.column(0).to_pylist()]

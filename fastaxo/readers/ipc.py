@@ -1,0 +1,138 @@
+"""The Arrow IPC decoders: the file format (random access, units are record batches) and the
+stream format (HF save_to_disk, the datasets cache: units are message byte positions)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from fastaxo.errors import FileFormatError
+from fastaxo.readers.options import Options, file_error, project
+
+__all__ = ["IpcFileDecoder", "IpcStreamDecoder", "open_ipc"]
+
+_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+
+class IpcFileDecoder:
+    """Arrow IPC file (random access): units are record batches."""
+
+    def __init__(self, path: str, opts: Options):
+        self.path, self.opts = path, opts
+        try:
+            self.fh = pa.memory_map(path) if opts.memory_map else pa.OSFile(path)
+            self.reader = ipc.open_file(self.fh, memory_pool=opts.pool)
+            self.full_schema = self.reader.schema
+        except (pa.ArrowException, OSError) as e:
+            raise file_error(path, "footer", e, "cannot open as an Arrow IPC file: ") from None
+        self.schema = project(self.full_schema, opts.columns, path)
+        self.num_rows = None  # per-batch counts would need the bodies: shard by stride
+
+    def pieces(self, unit: int | None, offset: int) -> Iterator[tuple[pa.RecordBatch, int, int]]:
+        nb = self.reader.num_record_batches
+        for i in range(unit or 0, nb):
+            try:
+                b = self.reader.get_batch(i)
+            except (pa.ArrowException, OSError) as e:
+                raise file_error(self.path, f"record batch {i} of {nb}", e) from None
+            if i == (unit or 0) and offset:
+                b = b.slice(offset)
+            if self.opts.columns is not None:
+                b = b.select(list(self.opts.columns))
+            yield b, i + 1, 0
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+class IpcStreamDecoder:
+    """Arrow IPC stream (HF save_to_disk, the datasets cache): units are byte positions of
+    messages, so a resume seeks instead of re-reading. With dictionary columns, units are
+    batch numbers and a resume reads (without keeping) the batches before."""
+
+    def __init__(self, path: str, opts: Options):
+        self.path, self.opts = path, opts
+        try:
+            self.fh = pa.memory_map(path) if opts.memory_map else pa.OSFile(path)
+            self.size = self.fh.size()
+            reader = ipc.open_stream(self.fh, memory_pool=opts.pool)
+            self.full_schema = reader.schema
+        except (pa.ArrowException, OSError) as e:
+            raise file_error(path, "schema", e, "cannot open as an Arrow IPC stream: ") from None
+        self.schema = project(self.full_schema, opts.columns, path)
+        self.num_rows = None
+        self.by_message = not any(pa.types.is_dictionary(f.type) for f in self.full_schema)
+
+    def _check_end(self, where: str) -> None:
+        # A stream cut at a message boundary reads as a shorter stream; the end-of-stream
+        # marker tells the two apart.
+        if self.size >= 8:
+            self.fh.seek(self.size - 8)
+            if self.fh.read(8) == _EOS:
+                return
+        raise FileFormatError(f"{self.path} ({where}): the stream ends without its end-of-stream "
+                              f"marker: truncated, or still being written", self.path, where)
+
+    def pieces(self, unit: int | None, offset: int) -> Iterator[tuple[pa.RecordBatch, int, int]]:
+        cols = list(self.opts.columns) if self.opts.columns is not None else None
+        if not self.by_message:
+            yield from self._pieces_by_batch(unit or 0, offset, cols)
+            return
+        self.fh.seek(0)
+        pos = 0
+        try:
+            mr = ipc.MessageReader.open_stream(self.fh)
+            mr.read_next_message()  # schema
+            if unit:
+                self.fh.seek(unit)
+                mr = ipc.MessageReader.open_stream(self.fh)
+            first = True
+            while True:
+                pos = self.fh.tell()
+                try:
+                    msg = mr.read_next_message()
+                except StopIteration:
+                    break
+                if msg.type != "record batch":
+                    continue
+                b = ipc.read_record_batch(msg, self.full_schema)
+                if first and offset:
+                    b = b.slice(offset)
+                first = False
+                if cols is not None:
+                    b = b.select(cols)
+                yield b, self.fh.tell(), 0
+        except (pa.ArrowException, OSError) as e:
+            raise file_error(self.path, f"message at byte {pos}", e) from None
+        self._check_end(f"after byte {pos}")
+
+    def _pieces_by_batch(self, unit: int, offset: int, cols):
+        self.fh.seek(0)
+        i = 0
+        try:
+            reader = ipc.open_stream(self.fh, memory_pool=self.opts.pool)
+            while True:
+                try:
+                    b = reader.read_next_batch()
+                except StopIteration:
+                    break
+                i += 1
+                if i - 1 < unit:
+                    continue
+                if i - 1 == unit and offset:
+                    b = b.slice(offset)
+                yield (b.select(cols) if cols is not None else b), i, 0
+        except (pa.ArrowException, OSError) as e:
+            raise file_error(self.path, f"record batch {i}", e) from None
+        self._check_end(f"after record batch {i}")
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def open_ipc(path: str, opts: Options):
+    with open(path, "rb") as fh:
+        magic = fh.read(6)
+    return IpcFileDecoder(path, opts) if magic == b"ARROW1" else IpcStreamDecoder(path, opts)

@@ -1,0 +1,143 @@
+"""Where the rows come from: a source (paths, directories, globs, lists of them) resolved to
+files in reading order, each with its format and outer compression."""
+
+from __future__ import annotations
+
+import glob as _glob
+import json
+import os
+from typing import Any
+
+import pyarrow as pa
+
+from fastaxo.errors import InvalidInputError, InvalidTypeError, SourceNotFoundError
+
+__all__ = ["FORMATS", "TEXT_FORMATS", "resolve_source", "detect", "norm_format",
+           "split_compression"]
+
+FORMATS = ("parquet", "arrow", "jsonl", "csv", "tsv", "text")
+_ALIASES = {"json": "jsonl", "ndjson": "jsonl", "txt": "text", "ipc": "arrow", "feather": "arrow",
+            "arrow_stream": "arrow", "pq": "parquet"}
+EXTENSIONS = {
+    ".parquet": "parquet", ".pq": "parquet", ".parq": "parquet",
+    ".arrow": "arrow", ".arrows": "arrow", ".feather": "arrow", ".ipc": "arrow",
+    ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
+    ".csv": "csv", ".tsv": "tsv", ".tab": "tsv",
+    ".txt": "text", ".text": "text",
+}
+COMPRESSION_EXTENSIONS = {".gz": "gzip", ".gzip": "gzip", ".bz2": "bz2", ".zst": "zstd",
+                          ".zstd": "zstd", ".lz4": "lz4"}
+TEXT_FORMATS = ("jsonl", "csv", "tsv", "text")
+# Files a directory may hold that are not data (HF save_to_disk, Spark, Hadoop).
+_SKIP_NAMES = {"dataset_info.json", "state.json", "dataset_dict.json", "_SUCCESS", "_metadata",
+               "_common_metadata"}
+
+
+def split_compression(path: str) -> tuple[str, str | None]:
+    root, ext = os.path.splitext(path)
+    comp = COMPRESSION_EXTENSIONS.get(ext.lower())
+    return (root, comp) if comp else (path, None)
+
+
+def detect(path: str, fmt: str | None, compression: str | None) -> tuple[str, str | None]:
+    """(format, compression) of one file: given, or from its name."""
+    stem, comp = split_compression(path)
+    if compression is not None:
+        comp = None if compression in ("none", "") else compression
+    if fmt is None:
+        ext = os.path.splitext(stem)[1].lower()
+        fmt = EXTENSIONS.get(ext)
+        if fmt is None:
+            raise InvalidInputError(
+                f"source: cannot tell the format of {path!r} from its name (known endings: "
+                f"{', '.join(sorted(EXTENSIONS))}, optionally + "
+                f"{', '.join(sorted(COMPRESSION_EXTENSIONS))}); "
+                f"pass format= one of {FORMATS}"
+            )
+    if comp is not None and fmt not in TEXT_FORMATS:
+        raise InvalidInputError(
+            f"source: {path!r} is {fmt} with outer {comp} compression; {fmt} files compress "
+            f"inside the format (decompress the file first)"
+        )
+    if comp is not None and not pa.Codec.is_available(comp):
+        raise InvalidInputError(
+            f"source: {path!r} needs the {comp} codec, which this pyarrow lacks")
+    return fmt, comp
+
+
+def norm_format(fmt: str | None) -> str | None:
+    if fmt is None:
+        return None
+    if not isinstance(fmt, str):
+        raise InvalidTypeError(f"format must be a string or None, got {type(fmt).__name__}")
+    f = _ALIASES.get(fmt.lower(), fmt.lower())
+    if f not in FORMATS:
+        raise InvalidInputError(f"format must be one of {FORMATS} (or None to detect), got {fmt!r}")
+    return f
+
+
+def _is_data_name(name: str) -> bool:
+    return not (name.startswith((".", "_")) or name in _SKIP_NAMES
+                or name.endswith((".crc", ".lock")))
+
+
+def _expand_one(src: Any, fmt: str | None) -> list[str]:
+    if not isinstance(src, (str, os.PathLike)):
+        raise InvalidTypeError(
+            "source must be a path, a directory, a glob or a list of them, got "
+            f"{type(src).__name__}"
+        )
+    path = os.fspath(src)
+    if os.path.isdir(path):
+        state = os.path.join(path, "state.json")
+        if os.path.isfile(state):  # HF save_to_disk: the data files, in their order
+            try:
+                with open(state) as fh:
+                    files = [d["filename"] for d in json.load(fh)["_data_files"]]
+                return [os.path.join(path, f) for f in files]
+            except (KeyError, TypeError, ValueError):
+                pass
+        out = []
+        for root, dirs, names in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if _is_data_name(d))
+            for n in sorted(names):
+                if not _is_data_name(n):
+                    continue
+                p = os.path.join(root, n)
+                stem, _ = split_compression(n)
+                ext_fmt = EXTENSIONS.get(os.path.splitext(stem)[1].lower())
+                if ext_fmt is None or (fmt is not None and ext_fmt != fmt):
+                    continue
+                out.append(p)
+        if not out:
+            raise SourceNotFoundError(f"source: directory {path!r} holds no {fmt or 'data'} files")
+        return sorted(out)
+    if os.path.exists(path):
+        return [path]
+    if any(c in path for c in "*?["):
+        out = sorted(p for p in _glob.glob(path, recursive=True) if os.path.isfile(p))
+        if not out:
+            raise SourceNotFoundError(f"source: glob {path!r} matches no file")
+        return out
+    raise SourceNotFoundError(f"source: no such file or directory: {path!r}")
+
+
+def resolve_source(source: Any, fmt: str | None = None,
+                   compression: str | None = None) -> list[tuple[str, str, str | None]]:
+    """The files of ``source`` in reading order, each with its (format, compression).
+    Directories and globs are sorted by path; a list keeps its order."""
+    fmt = norm_format(fmt)
+    items = list(source) if isinstance(source, (list, tuple)) else [source]
+    if not items:
+        raise InvalidInputError("source: an empty list names no file")
+    paths: list[str] = []
+    for s in items:
+        paths.extend(_expand_one(s, fmt))
+    files = [(p, *detect(p, fmt, compression)) for p in paths]
+    kinds = {f for _, f, _ in files}
+    if len(kinds) > 1:
+        raise InvalidInputError(
+            f"source: files of different formats ({', '.join(sorted(kinds))}); read them "
+            f"separately or pass format="
+        )
+    return files
