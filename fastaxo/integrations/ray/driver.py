@@ -1,0 +1,413 @@
+"""The driver of a Ray prepare: options, the plan, the stages in order, the report and the
+manifest (:func:`prepare`, :class:`RayPrepareReport`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import ray
+import ray.data
+
+import fastaxo
+from fastaxo._core.checks import positive_int
+from fastaxo.errors import FastaxoError, InvalidInputError, InvalidTypeError
+from fastaxo.integrations.ray.tasks import (
+    block_totals,
+    count_keys,
+    first_keys_fn,
+    merge_bucket,
+    pack_task,
+    scan_batch,
+    split_parts_fn,
+)
+from fastaxo.integrations.ray.units import Cfg, Unit, plan_files, schema_of_unit
+from fastaxo.pipeline.columns import load_tokenizer
+from fastaxo.pipeline.report import ReportCounts
+from fastaxo.pipeline.stages import (
+    DEFAULT_PACK_WINDOW,
+    check_options,
+    first_columns,
+    input_columns,
+    schema_options,
+)
+
+__all__ = ["prepare", "RayPrepareReport", "DEFAULT_UNIT_ROWS", "MANIFEST"]
+
+# rows per unit of input (Parquet: whole row groups up to about this). A window's task reads
+# whole units, so smaller units read fewer rows it does not pack
+DEFAULT_UNIT_ROWS = 16_384
+MANIFEST = "_fastaxo_ray.json"
+
+
+# ---------------------------------------------------------------------------------------------
+# the report
+
+@dataclass
+class RayPrepareReport(ReportCounts):
+    """What :func:`prepare` did on Ray. The counts mean what :class:`fastaxo.PrepareReport`'s
+    do; ``shards`` are the output files in order (shard w = window w), ``window_bins`` /
+    ``window_lower_bound`` each window's bins and its own lower bound; stage times are wall
+    seconds of the driver waiting for each stage; ``nodes`` / ``cpus`` describe the cluster."""
+
+    units: int = 0
+    partitions: int = 0
+    buckets: int = 0
+    shards: list[str] = field(default_factory=list)
+    window_bins: list[int] = field(default_factory=list)
+    window_lower_bound: list[int] = field(default_factory=list)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    nodes: int = 0
+    cpus: float = 0.0
+    cpus_per_task: float = 1.0
+    threads_per_task: int = 1
+
+    def __str__(self) -> str:
+        pct = lambda a, b: f"{100 * a / b:.2f}%" if b else "0%"  # noqa: E731
+        extra = self.bins - self.lower_bound
+        worst = max(((b - lb) / lb for b, lb in zip(self.window_bins, self.window_lower_bound)
+                     if lb), default=0.0)
+        stages = ", ".join(f"{k} {v:.2f} s" for k, v in self.stage_seconds.items())
+        return "\n".join([
+            f"fastaxo prepare on Ray ({self.nodes} node(s), {self.cpus:g} CPUs, "
+            f"{self.cpus_per_task:g} CPU(s) and {self.threads_per_task} thread(s) a task): "
+            f"{len(self.inputs)} input(s) -> {self.output}",
+            f"  rows in            {self.rows_in:,} ({self.tokens_in:,} tokens) in "
+            f"{self.units:,} units",
+            f"  duplicates dropped {self.duplicates:,} ({pct(self.duplicates, self.rows_in)})"
+            + ("" if self.dedupe else " [dedupe off]")
+            + (f"; empty rows left out {self.empty_rows:,}" if self.empty_rows else "")
+            + f"; shuffle: {self.partitions} digest partitions, {self.buckets} key buckets",
+            f"  over-long rows     {self.overlong:,} longer than {self.seq_len:,}"
+            + (f" ({self.overflow})" if self.overlong else ""),
+            f"  packed             {self.rows_packed:,} rows ({self.sequences_out:,} sequences, "
+            f"{self.tokens_out:,} tokens) -> {self.bins:,} bins of {self.seq_len:,} "
+            f"({self.strategy}, {self.windows:,} windows of "
+            f"{self.pack_window:,} rows, a shard each)",
+            f"  efficiency         {self.efficiency:.4%} of the bins' tokens used; lower bound "
+            f"{self.lower_bound:,} bins (+{extra:,}, {pct(extra, self.lower_bound)}); worst "
+            f"window +{worst:.2%} over its own bound",
+            f"  time               {self.seconds:.2f} s: {self.rows_per_s:,.0f} rows/s, "
+            f"{self.tokens_per_s:,.0f} "
+            f"tokens/s; stages: {stages}",
+            f"  output             {len(self.shards):,} shards, {self.row_groups:,} row groups, "
+            f"{self.output_bytes / 2**20:,.0f} MiB",
+        ])
+
+
+# ---------------------------------------------------------------------------------------------
+# the driver
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """The fastaxo error inside a Ray task error, if there is one."""
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, FastaxoError):
+            return e
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, BaseException) and id(cause) not in seen:
+            e = cause
+            continue
+        e = e.__cause__ or e.__context__
+    return exc
+
+
+def _quiet_ray_data() -> None:
+    """No progress bars or per-operator INFO lines from Ray Data (fastaxo prints its report)."""
+    import logging
+
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False
+    for attr in ("enable_operator_progress_bars", "print_on_execution_start"):
+        if hasattr(ctx, attr):
+            setattr(ctx, attr, False)
+    for name in ("ray.data", "ray.data._internal.execution.streaming_executor",
+                 "ray.data._internal.progress"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _init_ray(address: str | None) -> None:
+    _quiet_ray_data()
+    if ray.is_initialized():
+        return
+    kw: dict[str, Any] = {"include_dashboard": False, "logging_level": "ERROR",
+                          "log_to_driver": False}
+    if address in (None, "", "local"):
+        ray.init(**kw)
+    else:
+        ray.init(address=address, **kw)
+
+
+def _worker_fastaxo() -> tuple[str, bool, str]:
+    """(where a worker imports fastaxo from, whether its compiled extension loaded, why not)."""
+    from fastaxo._core import backend
+
+    return fastaxo.__file__, backend.ext is not None, repr(backend.import_error)
+
+
+def _check_workers_fastaxo() -> None:
+    """Refuse to run when the workers' fastaxo lacks the compiled extension the driver has:
+    Ray puts the driver's working directory on its workers' ``sys.path``, so a driver started
+    in a fastaxo source checkout makes the workers import that uncompiled tree and run the
+    pure-Python fallback, silently ~20x slower (what the tests' driver once did)."""
+    from fastaxo._core import backend
+
+    if backend.ext is None:
+        return
+    remedy = (f"this driver uses {os.path.dirname(fastaxo.__file__)}. Ray puts the driver's "
+              f"working directory ({os.getcwd()}) on its workers' sys.path: start the driver "
+              "from another directory, or install "
+              "fastaxo (with its extension) where the workers import it")
+    try:
+        probe = ray.remote(num_cpus=0, max_retries=0)(_worker_fastaxo)
+        where, has_ext, why = ray.get(probe.remote())
+    except ray.exceptions.RayTaskError as exc:  # e.g. FASTAXO_REQUIRE_EXTENSION=1 on the workers
+        last = [ln.strip() for ln in str(exc).splitlines() if ln.strip()][-1]
+        raise FastaxoError(f"Ray workers cannot import fastaxo with its compiled extension "
+                           f"({last}); {remedy}") from None
+    if not has_ext:
+        raise FastaxoError(f"Ray workers import fastaxo from {os.path.dirname(where)} without "
+                           "its compiled "
+                           f"extension ({why}); {remedy}")
+
+
+def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
+            overflow: str = "error", attention: str = "segments", dedupe: bool = True,
+            dedupe_columns: list[str] | None = None, pack_window: int = DEFAULT_PACK_WINDOW,
+            tokenizer: str | None = None, text_column: str = "text", format: str | None = None,
+            unit_rows: int = DEFAULT_UNIT_ROWS, partitions: int | None = None,
+            num_cpus_per_task: float = 1, threads_per_task: int | None = None,
+            address: str | None = None) -> RayPrepareReport:
+    """Dedupe and pack tokenized rows on a Ray cluster: ``fastaxo prepare`` across machines.
+
+    Parameters
+    ----------
+    inputs : path, directory, glob, list of them, or ray.data.Dataset
+        Files any :func:`fastaxo.iter_batches` format reads (Parquet is cut by row groups), or
+        a Ray Dataset with ``input_ids`` (and ``labels``) list columns, or text with
+        ``tokenizer``. Its row order is the global order; make it deterministic.
+    output : str
+        A directory (created if missing; it must not hold shards already) for
+        ``part-NNNNN.parquet`` and the manifest ``_fastaxo_ray.json``. On a cluster, a path every
+        node can write (a shared file system).
+    seq_len, strategy, overflow, attention, dedupe, dedupe_columns, pack_window, tokenizer, \
+text_column, format
+        As for :func:`fastaxo.prepare`; ``pack_window`` kept rows are packed together (a window
+        is a shard, and the unit of parallelism of the packing stage: efficiency is measured per
+        window, against its own lower bound). ``tokenizer`` is a local directory every node
+        can read; with it, the text is tokenized twice (scan and pack) instead of holding the
+        tokenized corpus in the object store.
+    unit_rows : int
+        Rows per unit of input (Parquet: whole row groups up to about this many).
+    partitions : int, optional
+        Digest partitions of the dedupe shuffle (default: about one per 2M rows, at least the
+        cluster's CPUs).
+    num_cpus_per_task : float
+        CPUs each task reserves; ``threads_per_task`` (default: the same, at least 1) threads
+        for fastaxo's kernels inside it.
+    address : str, optional
+        Ray cluster to connect to (``"auto"``, ``"host:port"``); ``None`` or ``"local"`` starts
+        or joins a local Ray. An already initialised Ray is used as it is.
+
+    Returns
+    -------
+    RayPrepareReport
+    """
+    seq_len, strategy, overflow, attention, pack_window, dedupe_columns = check_options(
+        seq_len, strategy, overflow, attention, pack_window, dedupe_columns)
+    unit_rows = positive_int(unit_rows, "unit_rows")
+    if partitions is not None:
+        partitions = positive_int(partitions, "partitions")
+    if (not isinstance(num_cpus_per_task, (int, float)) or isinstance(num_cpus_per_task, bool)
+            or num_cpus_per_task <= 0):
+        raise InvalidInputError(
+            f"num_cpus_per_task must be a number > 0, got {num_cpus_per_task!r:.40}")
+    threads = positive_int(threads_per_task, "threads_per_task") if threads_per_task is not None \
+        else max(1, int(num_cpus_per_task))
+    if not isinstance(output, (str, os.PathLike)):
+        raise InvalidTypeError(f"output must be a directory path, got {type(output).__name__}")
+    output = os.path.abspath(os.fspath(output))
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise InvalidInputError(f"output: {output!r} exists and is not a directory")
+    if os.path.isdir(output) and any(n.startswith("part-") and n.endswith(".parquet")
+                                     for n in os.listdir(output)):
+        raise InvalidInputError(f"output: {output!r} already holds shards (part-*.parquet); use "
+                                "an empty directory")
+    tok_dir = os.path.abspath(tokenizer) if tokenizer is not None else None
+    if tok_dir is not None:
+        load_tokenizer(tok_dir)  # fail here, not in a task
+
+    t_start = time.perf_counter()
+    _init_ray(address)
+    _check_workers_fastaxo()
+    stage: dict[str, float] = {}
+
+    # ---- 1. units
+    t = time.perf_counter()
+    is_dataset = isinstance(inputs, ray.data.Dataset)
+    if is_dataset:
+        refs = inputs.materialize().to_arrow_refs()
+        units = [Unit("block", block=i, ref=r) for i, r in enumerate(refs)]
+        names = [f"ray.data.Dataset ({len(refs)} blocks)"]
+    else:
+        units = plan_files(inputs, format, unit_rows)
+        names = list(dict.fromkeys(u.path for u in units))
+        out_dir = output + os.sep
+        for p in names:
+            if os.path.abspath(p).startswith(out_dir):
+                raise InvalidInputError(f"output: {output!r} holds the input {p!r}")
+    if not units:
+        raise InvalidInputError("inputs: no rows (a dataset without blocks)")
+    if len(units) >= 2**31:
+        raise InvalidInputError(f"inputs: {len(units):,} units; raise unit_rows")
+    where0 = units[0].where(0)[0]
+    has_labels, key_cols = first_columns(schema_of_unit(units[0]), where0, tok_dir is not None,
+                                          text_column, dedupe_columns)
+    firsts_of_source = ([units[0]] if is_dataset
+                        else [next(x for x in units if x.path == p) for p in names])
+    for u in firsts_of_source:
+        input_columns(schema_of_unit(u), u.where(0)[0], where0, tokenizing=tok_dir is not None,
+                      text_column=text_column, has_labels=has_labels, dedupe=dedupe,
+                      key_cols=key_cols)
+    known_rows = sum(u.nrows for u in units if u.nrows > 0)
+    res = ray.cluster_resources()
+    cpus = float(res.get("CPU", 1.0))
+    nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+    P = partitions or max(int(cpus), -(-max(known_rows, 1) // 2_000_000))
+    options = schema_options(seq_len, strategy, overflow, attention, bool(dedupe), key_cols,
+                             pack_window)
+    cfg = Cfg(seq_len, strategy, overflow, attention, bool(dedupe), tuple(key_cols), has_labels,
+              tok_dir, text_column, P, threads, json.dumps(options),
+              os.environ.get("FASTAXO_RAY_TEST_HOLD", ""))
+    os.makedirs(output, exist_ok=True)
+    stage["plan"] = time.perf_counter() - t
+
+    rep = RayPrepareReport(inputs=names, output=output, seq_len=seq_len, strategy=strategy,
+                           overflow=overflow,
+                           attention=attention, pack_window=pack_window, dedupe=bool(dedupe),
+                           dedupe_columns=key_cols if dedupe else None, labels=has_labels,
+                           tokenizer=tok_dir,
+                           units=len(units), partitions=P, nodes=nodes, cpus=cpus,
+                           cpus_per_task=float(num_cpus_per_task), threads_per_task=threads)
+    task_opts = {"num_cpus": num_cpus_per_task}
+    try:
+        # ---- 2. scan: map_batches over the units
+        t = time.perf_counter()
+        import dataclasses
+        import pickle
+
+        # one row a unit, with its descriptor: each scan task carries its own unit, not the list
+        specs = [pickle.dumps(dataclasses.replace(u, ref=None)) for u in units]
+        unit_ids = pa.array(np.arange(len(units), dtype=np.int64))
+        units_ds = ray.data.from_arrow(pa.table({"unit": unit_ids,
+                                                 "spec": pa.array(specs, pa.binary())}))
+        units_ds = units_ds.repartition(len(units))
+        scan_kwargs = {"cfg": cfg, "block_refs": refs if is_dataset else None}
+        scanned = units_ds.map_batches(scan_batch, batch_size=1, batch_format="pyarrow",
+                                       zero_copy_batch=True, fn_kwargs=scan_kwargs,
+                                       **task_opts).materialize()
+        stage["scan"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        scan_refs = scanned.to_arrow_refs()
+        totals = ray.get([block_totals.remote(r) for r in scan_refs])
+        errors = [x["error"] for x in totals if x["error"] is not None]
+        if errors:
+            import pickle
+
+            raise pickle.loads(min(errors)[1])
+        rep.rows_in = sum(x["rows"] for x in totals)
+        rep.tokens_in = sum(x["tokens"] for x in totals)
+        per_unit = np.zeros(len(units), np.int64)
+        for x in totals:
+            for u, c in x["nonempty"].items():
+                per_unit[u] += c
+        nonempty = int(per_unit.sum())
+        rep.empty_rows = rep.rows_in - nonempty
+        stage["count"] = time.perf_counter() - t
+
+        # ---- 3. dedupe: a shuffle keyed on the digest; the kept keys by bucket, sorted. Buckets:
+        # runs of units of about range_rows non-empty rows (at least a window, and about four a
+        # CPU), so that the objects of the shuffle stay (split tasks + buckets) x partitions.
+        t = time.perf_counter()
+        range_rows = max(pack_window, -(-nonempty // max(4 * int(cpus), 1)))
+        cum = np.cumsum(per_unit)
+        bucket_of_unit = np.maximum(cum - 1, 0) // range_rows
+        bucket_of_unit = np.maximum.accumulate(bucket_of_unit).astype(np.int64)  # monotone by unit
+        B = int(bucket_of_unit[-1]) + 1
+        rep.buckets = B
+        split = ray.remote(max_retries=3)(split_parts_fn).options(num_returns=P, **task_opts)
+        first = ray.remote(max_retries=3)(first_keys_fn).options(num_returns=B, **task_opts)
+        n_split = min(len(scan_refs), max(4 * int(cpus), 1))
+        groups = [scan_refs[i::n_split] for i in range(n_split)]
+        parts_of_block = [split.remote(P, *g) for g in groups if g]
+        if P == 1:
+            parts_of_block = [[x] for x in parts_of_block]
+        bucket_of_unit_ref = ray.put(bucket_of_unit)
+        firsts = []
+        for part in range(P):
+            out = first.remote(bucket_of_unit_ref, B, bool(dedupe),
+                               *[pb[part] for pb in parts_of_block])
+            firsts.append([out] if B == 1 else out)
+        buckets = [merge_bucket.remote(*[f[b] for f in firsts]) for b in range(B)]
+        counts = np.array(ray.get([count_keys.remote(x) for x in buckets]), np.int64)
+        stage["dedupe"] = time.perf_counter() - t
+
+        # ---- 4. windows: kept rows in the global order, pack_window at a time
+        t = time.perf_counter()
+        kept_total = int(counts.sum())
+        rep.duplicates = nonempty - kept_total
+        starts = np.zeros(B + 1, np.int64)
+        np.cumsum(counts, out=starts[1:])
+        nwin = -(-kept_total // pack_window)
+        pack = ray.remote(max_retries=3)(pack_task).options(**task_opts)
+        futures = []
+        for w in range(nwin):
+            lo, hi = w * pack_window, min(kept_total, (w + 1) * pack_window)
+            b0 = int(np.searchsorted(starts, lo, side="right")) - 1
+            b1 = int(np.searchsorted(starts, hi, side="left"))   # buckets [b0, b1) hold [lo, hi)
+            u_lo = int(np.searchsorted(bucket_of_unit, b0, side="left"))
+            # the units of buckets [b0, b1)
+            u_hi = int(np.searchsorted(bucket_of_unit, b1, side="left"))
+            futures.append(pack.remote(w, lo, hi, int(starts[b0]), u_lo, units[u_lo:u_hi], cfg,
+                                       output,
+                                       *buckets[b0:b1]))
+        results = ray.get(futures)
+        stage["pack"] = time.perf_counter() - t
+    except Exception as exc:
+        # Ray wraps a task's exception (RayTaskError, Ray Data's UserCodeException)
+        inner = _unwrap(exc)
+        if inner is not exc:
+            raise inner from None
+        raise
+    finally:
+        # temporary files of attempts that died before their rename (a retry wrote the shard)
+        for n in os.listdir(output):
+            if n.startswith(".part-") and ".fastaxo-tmp-" in n:
+                try:
+                    os.unlink(os.path.join(output, n))
+                except OSError:
+                    pass
+
+    for r in sorted(results, key=lambda r: r["window"]):
+        st = r["stats"]
+        rep.add_pack_stats(st)
+        rep.shards.append(r["shard"])
+        rep.window_bins.append(st.bins)
+        rep.window_lower_bound.append(st.lower_bound)
+        rep.row_groups += r["row_groups"]
+        rep.output_bytes += r["bytes"]
+    rep.stage_seconds = {k: round(v, 3) for k, v in stage.items()}
+    rep.finish(time.perf_counter() - t_start)
+    tmp = os.path.join(output, f".{MANIFEST}.tmp")
+    with open(tmp, "w") as fh:
+        json.dump({"shards": rep.shards, "report": rep.as_dict()}, fh, indent=1)
+    os.replace(tmp, os.path.join(output, MANIFEST))
+    return rep

@@ -1,0 +1,166 @@
+"""The input of a Ray prepare: units (runs of consecutive rows in the global order), the
+configuration every task gets, and a unit read and checked as ``fastaxo prepare`` does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import ray
+import ray.data
+
+import fastaxo
+from fastaxo.errors import SchemaMismatchError
+from fastaxo.pipeline.columns import load_tokenizer
+from fastaxo.pipeline.stages import check_batch
+
+__all__ = ["KEY_SHIFT", "ROW_MASK", "Cfg", "Unit", "checked_unit", "plan_files", "read_unit",
+           "schema_of_unit"]
+
+KEY_SHIFT = 32              # key = unit << 32 | row in unit
+ROW_MASK = (1 << KEY_SHIFT) - 1
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Consecutive rows of the input: rows [row0, row0 + nrows) of a file (Parquet: the row
+    groups ``rgs``; other formats: the whole file, nrows unknown until read = -1), or block
+    ``block`` of a dataset."""
+
+    kind: str                 # "parquet" | "file" | "block"
+    path: str = ""
+    fmt: str = ""
+    compression: str | None = None
+    rgs: tuple[int, ...] = ()
+    row0: int = 0
+    nrows: int = -1
+    block: int = -1
+    # "block": the block's ObjectRef (a task that gets the unit can get it)
+    ref: Any = None
+
+    def where(self, row: int) -> tuple[str, int]:
+        """(the file or block named in errors, the row there) of row ``row`` of this unit."""
+        if self.kind == "block":
+            return f"dataset block {self.block}", row
+        return self.path, self.row0 + row
+
+
+def plan_files(inputs: Any, fmt: str | None, unit_rows: int) -> list[Unit]:
+    from fastaxo.readers import resolve_source
+
+    units: list[Unit] = []
+    for path, f, comp in resolve_source(inputs, fmt):
+        if f != "parquet":
+            units.append(Unit("file", path, f, comp))
+            continue
+        import pyarrow.parquet as pq
+
+        try:
+            md = pq.read_metadata(path)
+        except (pa.ArrowInvalid, OSError) as e:
+            from fastaxo.errors import FileFormatError
+
+            raise FileFormatError(f"{path}: not a readable Parquet file: {e}", path) from None
+        rgs: list[int] = []
+        n = row0 = 0
+        for g in range(md.num_row_groups):
+            rgs.append(g)
+            n += md.row_group(g).num_rows
+            if n >= unit_rows:
+                units.append(Unit("parquet", path, f, None, tuple(rgs), row0, n))
+                row0 += n
+                rgs, n = [], 0
+        if rgs:
+            units.append(Unit("parquet", path, f, None, tuple(rgs), row0, n))
+    return units
+
+
+def schema_of_unit(u: Unit) -> pa.Schema:
+    if u.kind == "block":
+        return ray.get(u.ref).schema
+    if u.kind == "parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_schema(u.path)
+    return fastaxo.iter_batches(u.path, format=u.fmt, compression=u.compression,
+                                batch_rows=1024).schema
+
+
+def read_unit(u: Unit, columns: list[str]) -> pa.Table:
+    """The unit's rows, the given columns, as one table."""
+    if u.kind == "block":
+        t = ray.get(u.ref)
+        missing = [c for c in columns if c not in t.column_names]
+        if missing:
+            raise SchemaMismatchError(f"dataset block {u.block}: no column {missing[0]!r} "
+                                      f"(columns: {t.column_names}); "
+                                      "every block must have the columns of the first")
+        return t.select(columns)
+    if u.kind == "parquet":
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(u.path, pre_buffer=False, buffer_size=1 << 20)
+        return pf.read_row_groups(list(u.rgs), columns=columns, use_threads=False)
+    with fastaxo.iter_batches(u.path, format=u.fmt, compression=u.compression, columns=columns,
+                              prefetch=0) as it:
+        batches = list(it)
+        if not batches:
+            return it.schema.empty_table()
+        return pa.Table.from_batches(batches, schema=it.schema)
+
+
+@dataclass(frozen=True)
+class Cfg:
+    """Everything a task needs besides its unit (pickled into each task)."""
+
+    seq_len: int
+    strategy: str
+    overflow: str
+    attention: str
+    dedupe: bool
+    key_cols: tuple[str, ...]
+    has_labels: bool
+    tokenizer: str | None
+    text_column: str
+    partitions: int
+    threads: int
+    schema_options: str   # json of the output's metadata
+    test_hold: str = ""   # FASTAXO_RAY_TEST_HOLD of the driver (tests only)
+
+
+def read_columns(cfg: Cfg) -> list[str]:
+    if cfg.tokenizer is not None:
+        need = [cfg.text_column]
+    else:
+        need = ["input_ids"] + (["labels"] if cfg.has_labels else [])
+    extra = [c for c in cfg.key_cols if c not in ("input_ids", "labels")] if cfg.dedupe else []
+    return list(dict.fromkeys(need + extra))
+
+
+_TOKENIZERS: dict[str, Any] = {}
+
+
+def unit_tokenizer(cfg: Cfg) -> Any:
+    if cfg.tokenizer is None:
+        return None
+    tok = _TOKENIZERS.get(cfg.tokenizer)
+    if tok is None:
+        tok = _TOKENIZERS[cfg.tokenizer] = load_tokenizer(cfg.tokenizer)
+    return tok
+
+
+def checked_unit(u: Unit, cfg: Cfg) -> tuple[pa.RecordBatch, dict[str, pa.Array],
+                                                                          np.ndarray]:
+    """(the unit's raw columns, its checked token columns as list<int32>, lengths), with the
+    checks and errors of ``fastaxo prepare`` (the file and row named)."""
+    raw = read_unit(u, read_columns(cfg)).combine_chunks()
+    path, row0 = u.where(0)
+    batch = pa.RecordBatch.from_arrays(
+        [c.chunk(0) if c.num_chunks else pa.array([], c.type) for c in raw.columns],
+        schema=raw.schema)
+    work, lens, _ = check_batch(batch, path, row0, tok=unit_tokenizer(cfg),
+                                text_column=cfg.text_column, has_labels=cfg.has_labels,
+                                seq_len=cfg.seq_len, overflow=cfg.overflow)
+    return batch, work, lens

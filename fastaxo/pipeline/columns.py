@@ -1,0 +1,120 @@
+"""The token columns of one batch: checked and cast to list<int32> (errors name the file and
+the row), tokenized from text, measured, and compacted to the rows kept."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from fastaxo._core import arrow
+from fastaxo.errors import InvalidInputError, InvalidTypeError, NullValueError
+
+__all__ = ["compact", "list_lengths", "load_tokenizer", "row_where", "token_column", "tokenize"]
+
+_I32 = pa.int32()
+
+
+def row_where(path: str, row: int) -> str:
+    return f"{path} row {row:,} (0-based)"
+
+
+def token_column(arr: pa.Array, name: str, path: str, row0: int) -> pa.Array:
+    """``arr`` as list<int32> / large_list<int32>, with nulls and out-of-range values refused."""
+    t = arr.type
+    if (not (pa.types.is_list(t) or pa.types.is_large_list(t))
+            or not pa.types.is_integer(t.value_type)):
+        raise InvalidTypeError(
+            f"{path}: column {name!r} must be a list of integer token ids, got {t}")
+    if arr.null_count:
+        i = int(np.flatnonzero(~np.asarray(arr.is_valid()))[0])
+        raise NullValueError(
+            f"{row_where(path, row0 + i)}: {name} is null; expected a list of token ids")
+    values = arr.values  # respect the slice: use offsets
+    # (np.asarray(pa.Array) imports pandas)
+    offs = arrow.offsets_of(arr, pa.types.is_large_list(t))
+    flat = values.slice(int(offs[0]), int(offs[-1] - offs[0]))
+    if flat.null_count:
+        k = int(np.flatnonzero(~np.asarray(flat.is_valid()))[0])
+        i = int(np.searchsorted(offs, offs[0] + k, side="right")) - 1
+        raise NullValueError(
+            f"{row_where(path, row0 + i)}: {name} holds a null token; expected integers")
+    if t.value_type == _I32:
+        return arr
+    v = arrow.fixed_view(flat)
+    bad = np.flatnonzero((v < -(2**31)) | (v > 2**31 - 1)) if v.size else v
+    if len(bad):
+        k = int(bad[0])
+        i = int(np.searchsorted(offs, offs[0] + k, side="right")) - 1
+        raise InvalidInputError(f"{row_where(path, row0 + i)}: {name} holds {int(v[k])}; token "
+                                "ids and labels must fit int32")
+    target = pa.large_list(_I32) if pa.types.is_large_list(t) else pa.list_(_I32)
+    return arr.cast(target)
+
+
+def list_lengths(arr: pa.Array) -> np.ndarray:
+    offs = arrow.offsets_of(arr, pa.types.is_large_list(arr.type))
+    return np.diff(offs).astype(np.int64, copy=False)
+
+
+def compact(table: pa.Table, keep: np.ndarray) -> pa.Table:
+    """Rows ``keep`` (sorted indices) of a table of list<int32> columns, as new contiguous
+    arrays. NumPy gather over the flat values: ~3x faster than pyarrow's take on list arrays."""
+    n = table.num_rows
+    mask = np.zeros(n, bool)
+    mask[keep] = True
+    cols = {}
+    for name in table.column_names:
+        col = table.column(name)
+        arr = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+        offs = arrow.offsets_of(arr, pa.types.is_large_list(arr.type))
+        flat = arrow.fixed_view(arr.values)[offs[0] : offs[-1]]
+        lens = np.diff(offs)
+        new = np.zeros(len(keep) + 1, np.int64)
+        np.cumsum(lens[keep], out=new[1:])
+        values = arrow.from_numpy(flat[np.repeat(mask, lens)])
+        if pa.types.is_large_list(arr.type) or new[-1] >= 2**31:
+            cols[name] = pa.LargeListArray.from_arrays(arrow.from_numpy(new), values)
+        else:
+            cols[name] = pa.ListArray.from_arrays(arrow.from_numpy(new.astype(np.int32)), values)
+    return pa.table(cols)
+
+
+def load_tokenizer(path: str) -> Any:
+    """A ``tokenizers.Tokenizer`` from a Hugging Face tokenizer directory or tokenizer.json."""
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise ImportError(
+            "--tokenizer needs the 'tokenizers' library: pip install tokenizers") from None
+    file = path if os.path.isfile(path) else os.path.join(path, "tokenizer.json")
+    if not os.path.isfile(file):
+        raise InvalidInputError(f"tokenizer: {path!r} holds no tokenizer.json (expected a Hugging "
+                                "Face tokenizer directory or the tokenizer.json file itself)")
+    try:
+        return Tokenizer.from_file(file)
+    except Exception as e:  # tokenizers raises its own Exception type
+        raise InvalidInputError(f"tokenizer: cannot load {file}: {e}") from None
+
+
+def tokenize(tok: Any, arr: pa.Array, column: str, path: str, row0: int) -> pa.Array:
+    """The text column ``arr`` tokenized with ``tok`` (batched) as list<int32>."""
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        raise InvalidTypeError(
+            f"{path}: text column {column!r} must be strings to tokenize, got {arr.type}")
+    if arr.null_count:
+        i = int(np.flatnonzero(~np.asarray(arr.is_valid()))[0])
+        raise NullValueError(f"{row_where(path, row0 + i)}: {column} is null; expected text")
+    encs = tok.encode_batch(arr.to_pylist())
+    lens = np.fromiter((len(e.ids) for e in encs), np.int64, count=len(encs))
+    offsets = np.zeros(len(encs) + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    values = np.fromiter(itertools.chain.from_iterable(e.ids for e in encs), np.int32,
+                         count=int(offsets[-1]))
+    if offsets[-1] < 2**31:
+        return pa.ListArray.from_arrays(arrow.from_numpy(offsets.astype(np.int32)),
+                                        arrow.from_numpy(values))
+    return pa.LargeListArray.from_arrays(arrow.from_numpy(offsets), arrow.from_numpy(values))

@@ -1,0 +1,136 @@
+"""What prepare reports: the counts every prepare report has (:class:`ReportCounts`, shared
+with the Ray form) and :class:`PrepareReport`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["PrepareReport", "ReportCounts"]
+
+
+@dataclass
+class ReportCounts:
+    """The options and counts every prepare report has (the single-machine one and the Ray
+    one); see :class:`PrepareReport` for what they mean."""
+
+    inputs: list[str]
+    output: str
+    seq_len: int
+    strategy: str
+    overflow: str
+    attention: str
+    pack_window: int
+    dedupe: bool
+    dedupe_columns: list[str] | None
+    labels: bool
+    tokenizer: str | None = None
+    rows_in: int = 0
+    tokens_in: int = 0
+    empty_rows: int = 0
+    duplicates: int = 0
+    rows_packed: int = 0
+    overlong: int = 0
+    truncated: int = 0
+    truncated_tokens: int = 0
+    split: int = 0
+    split_pieces: int = 0
+    dropped: int = 0
+    dropped_tokens: int = 0
+    sequences_out: int = 0
+    tokens_out: int = 0
+    bins: int = 0
+    lower_bound: int = 0
+    efficiency: float = 0.0
+    windows: int = 0
+    row_groups: int = 0
+    output_bytes: int = 0
+    seconds: float = 0.0
+    rows_per_s: float = 0.0
+    tokens_per_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self, path: str) -> None:
+        with open(path, "w") as fh:
+            json.dump(self.as_dict(), fh, indent=2)
+            fh.write("\n")
+
+    def add_pack_stats(self, st: Any) -> None:
+        """Count one packed window (its PackStats)."""
+        self.windows += 1
+        self.bins += st.bins
+        self.tokens_out += st.tokens
+        self.sequences_out += st.entries
+        self.rows_packed += st.sequences
+        for k in ("overlong", "truncated", "truncated_tokens", "split", "split_pieces", "dropped",
+                  "dropped_tokens"):
+            setattr(self, k, getattr(self, k) + getattr(st, k))
+
+    def finish(self, seconds: float) -> None:
+        """Wall time, rates, the lower bound and the efficiency, from the counts."""
+        self.seconds = seconds
+        self.lower_bound = -(-self.tokens_out // self.seq_len)
+        self.efficiency = self.tokens_out / (self.bins * self.seq_len) if self.bins else 0.0
+        self.rows_per_s = self.rows_in / seconds if seconds > 0 else 0.0
+        self.tokens_per_s = self.tokens_in / seconds if seconds > 0 else 0.0
+
+
+@dataclass
+class PrepareReport(ReportCounts):
+    """What :func:`prepare` did. Rows count input rows; ``duplicates`` are rows equal to an
+    earlier row on the dedupe columns (dropped); ``overlong`` rows are longer than ``seq_len``
+    (kept rows only) and were truncated / split / dropped as ``overflow`` says. ``efficiency``
+    = tokens_out / (bins x seq_len); no packing can use fewer than ``lower_bound`` =
+    ceil(tokens_out / seq_len) bins. ``reader_wait_seconds`` is the time the pipeline waited for
+    the reader's next batch (the rest runs in the caller's thread: tokenize, dedupe, pack,
+    write); ``bytes_read`` what the process read through read calls while
+    reading (``/proc/self/io`` rchar), ``bytes_decoded`` the Arrow size of the batches."""
+
+    files: int = 0
+    reader_wait_seconds: float = 0.0
+    tokenize_seconds: float = 0.0
+    dedupe_seconds: float = 0.0
+    pack_seconds: float = 0.0
+    write_seconds: float = 0.0
+    bytes_read: int | None = None
+    bytes_decoded: int = 0
+    peak_rss_bytes: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        mib = lambda v: "n/a" if v is None else f"{v / 2**20:,.0f} MiB"  # noqa: E731
+        pct = lambda a, b: f"{100 * a / b:.2f}%" if b else "0%"  # noqa: E731
+        over = f"{self.overlong:,} longer than {self.seq_len:,}"
+        if self.overlong:
+            what = {"truncate": f"truncated (-{self.truncated_tokens:,} tokens)",
+                    "split": f"split into {self.split_pieces:,} pieces",
+                    "drop": f"dropped (-{self.dropped_tokens:,} tokens)"
+                    }.get(self.overflow, self.overflow)
+            over += f": {what}"
+        extra_bins = self.bins - self.lower_bound
+        lines = [
+            f"fastaxo prepare: {self.files} file(s) -> {self.output}",
+            f"  rows in            {self.rows_in:,} ({self.tokens_in:,} tokens)",
+            f"  duplicates dropped {self.duplicates:,} ({pct(self.duplicates, self.rows_in)})"
+            + ("" if self.dedupe else " [dedupe off]")
+            + (f"; empty rows left out {self.empty_rows:,}" if self.empty_rows else ""),
+            f"  over-long rows     {over}",
+            f"  packed             {self.rows_packed:,} rows ({self.sequences_out:,} sequences, "
+            f"{self.tokens_out:,} tokens) -> {self.bins:,} bins of {self.seq_len:,} "
+            f"({self.strategy}, windows of {self.pack_window:,} rows)",
+            f"  efficiency         {self.efficiency:.4%} of the bins' tokens used; lower bound "
+            f"{self.lower_bound:,} bins (+{extra_bins:,}, {pct(extra_bins, self.lower_bound)})",
+            f"  time               {self.seconds:.2f} s: {self.rows_per_s:,.0f} rows/s, "
+            f"{self.tokens_per_s:,.0f} tokens/s",
+            f"  stages             waited on the reader {self.reader_wait_seconds:.2f} s, "
+            + (f"tokenize {self.tokenize_seconds:.2f} s, " if self.tokenizer else "")
+            + f"dedupe {self.dedupe_seconds:.2f} s, pack {self.pack_seconds:.2f} s, "
+            f"write {self.write_seconds:.2f} s",
+            f"  memory and I/O     peak RSS {mib(self.peak_rss_bytes)}; read "
+            f"{mib(self.bytes_read)} (decoded {mib(self.bytes_decoded)}); wrote "
+            f"{mib(self.output_bytes)} in {self.row_groups:,} row groups",
+        ]
+        return "\n".join(lines)

@@ -1,0 +1,167 @@
+"""prepare's stages, shared with its Ray form: the options and input columns checked, a batch's
+token columns checked, a window packed and written, and the output schema."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from fastaxo._core import arrow
+from fastaxo._core.checks import choice, positive_int
+from fastaxo.errors import (
+    ColumnNotFoundError,
+    InvalidInputError,
+    SchemaMismatchError,
+    SequenceTooLongError,
+)
+from fastaxo.packing import STRATEGIES, iter_pack
+from fastaxo.pipeline.columns import list_lengths, row_where, token_column, tokenize
+
+__all__ = ["ATTENTION_LAYOUTS", "ATTENTION_MODES", "DEFAULT_PACK_WINDOW", "OVERFLOW",
+           "ROW_GROUP_TOKENS", "check_batch", "check_options", "first_columns", "input_columns",
+           "output_schema", "schema_options", "write_packed_window"]
+
+ATTENTION_LAYOUTS = ("segments", "ones", "none")
+OVERFLOW = ("error", "truncate", "split", "drop")
+DEFAULT_PACK_WINDOW = 100_000  # Axolotl's pack_parallel group size
+ROW_GROUP_TOKENS = 1 << 22  # bins per output row group: ~4M tokens (16 MiB per int32 column)
+_I32 = pa.int32()
+
+ATTENTION_MODES = {"segments": "segments", "ones": "binary", "none": None}
+
+
+def output_schema(has_labels: bool, attention: str, options: dict[str, Any]) -> pa.Schema:
+    """The packed output's columns (list<int32>: input_ids, labels if the input has them,
+    position_ids, attention_mask unless attention is "none") and the options in its metadata."""
+    fields = [pa.field("input_ids", pa.list_(_I32))]
+    if has_labels:
+        fields.append(pa.field("labels", pa.list_(_I32)))
+    fields.append(pa.field("position_ids", pa.list_(_I32)))
+    if ATTENTION_MODES[attention] is not None:
+        fields.append(pa.field("attention_mask", pa.list_(_I32)))
+    return pa.schema(fields, metadata={"fastaxo.prepare": json.dumps(options)})
+
+
+def check_options(seq_len: Any, strategy: Any, overflow: Any, attention: Any, pack_window: Any,
+                  dedupe_columns: Any) -> tuple[int, str, str, str, int, list[str] | None]:
+    """The options prepare and its Ray form share, checked (errors name the argument)."""
+    if dedupe_columns is not None:
+        if (isinstance(dedupe_columns, str) or not dedupe_columns
+                or not all(isinstance(c, str) for c in dedupe_columns)):
+            raise InvalidInputError("dedupe_columns must be a non-empty list of column names, got "
+                                    f"{dedupe_columns!r}")
+        dedupe_columns = list(dedupe_columns)
+    return (positive_int(seq_len, "seq_len"), choice(strategy, "strategy", STRATEGIES),
+            choice(overflow, "overflow", OVERFLOW),
+            choice(attention, "attention", ATTENTION_LAYOUTS),
+            positive_int(pack_window, "pack_window"), dedupe_columns)
+
+
+def first_columns(schema: pa.Schema, where: str, tokenizing: bool, text_column: str,
+                  dedupe_columns: list[str] | None) -> tuple[bool, list[str]]:
+    """(labels used, dedupe columns) from the first input's schema, which fixes the columns."""
+    if tokenizing:
+        if text_column not in schema.names:
+            raise ColumnNotFoundError(f"{where}: no text column {text_column!r} to tokenize "
+                                      f"(columns: {schema.names}); pass --text-column")
+        has_labels = False
+    else:
+        if "input_ids" not in schema.names:
+            raise ColumnNotFoundError(f"{where}: no column 'input_ids' (columns: {schema.names}); "
+                                      "for raw text pass a tokenizer (--tokenizer DIR)")
+        has_labels = "labels" in schema.names
+    default = ["input_ids", "labels"] if has_labels else ["input_ids"]
+    return has_labels, dedupe_columns or default
+
+
+def input_columns(schema: pa.Schema, where: str, first: str, *, tokenizing: bool,
+                  text_column: str, has_labels: bool, dedupe: bool,
+                  key_cols: list[str]) -> list[str]:
+    """The columns to read from an input (errors when it does not have what the first input
+    has); every input goes through this, the first one too."""
+    need = [text_column] if tokenizing else ["input_ids"] + (["labels"] if has_labels else [])
+    if not tokenizing:
+        missing = [c for c in need if c not in schema.names]
+        if missing:
+            raise SchemaMismatchError(f"{where}: no column {missing[0]!r} (columns: "
+                                      f"{schema.names}); {first} has it, so every input must")
+        if "labels" in schema.names and not has_labels:
+            raise SchemaMismatchError(
+                f"{where} has a 'labels' column and {first} has none; inputs must agree")
+    elif text_column not in schema.names:
+        raise ColumnNotFoundError(
+            f"{where}: no text column {text_column!r} (columns: {schema.names})")
+    if dedupe:
+        produced = {"input_ids", "labels"} if not tokenizing else {"input_ids"}
+        missing = [c for c in key_cols if c not in produced and c not in schema.names]
+        if missing:
+            raise ColumnNotFoundError(f"{where}: dedupe column {missing[0]!r} not in the data "
+                                      f"(columns: {schema.names})")
+    keys = [c for c in key_cols if c in schema.names] if dedupe else []
+    return list(dict.fromkeys(need + keys))
+
+
+def schema_options(seq_len: int, strategy: str, overflow: str, attention: str, dedupe: bool,
+                   key_cols: list[str], pack_window: int) -> dict[str, Any]:
+    """The options recorded in the output's metadata."""
+    return {"seq_len": seq_len, "strategy": strategy, "overflow": overflow,
+            "attention": attention, "dedupe": dedupe,
+            "dedupe_columns": key_cols if dedupe else None, "pack_window": pack_window,
+            "layout": "flat (unpadded bins)"}
+
+
+def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
+                has_labels: bool, seq_len: int,
+                overflow: str) -> tuple[dict[str, pa.Array], np.ndarray, float]:
+    """The token columns of a batch whose first row is row ``row0`` of ``path``, checked (errors
+    name the file and row) and as list<int32>: ``({"input_ids", ["labels"]}, lengths, seconds
+    spent tokenizing)``. With ``tok``, ``text_column`` is tokenized instead."""
+    tsec = 0.0
+    if tok is not None:
+        tt = time.perf_counter()
+        work = {"input_ids": tokenize(tok, batch.column(text_column), text_column, path, row0)}
+        tsec = time.perf_counter() - tt
+    else:
+        work = {"input_ids": token_column(batch.column("input_ids"), "input_ids", path, row0)}
+        if has_labels:
+            lab = token_column(batch.column("labels"), "labels", path, row0)
+            bad = np.flatnonzero(list_lengths(lab) != list_lengths(work["input_ids"]))
+            if len(bad):
+                i = int(bad[0])
+                raise InvalidInputError(
+                    f"{row_where(path, row0 + i)}: labels has {int(list_lengths(lab)[i])} values "
+                    f"and input_ids {int(list_lengths(work['input_ids'])[i])}; they must be "
+                    "aligned")
+            work["labels"] = lab
+    lens = list_lengths(work["input_ids"])
+    if overflow == "error":
+        over = np.flatnonzero(lens > seq_len)
+        if len(over):
+            i = int(over[0])
+            raise SequenceTooLongError(
+                f"{row_where(path, row0 + i)}: input_ids has {int(lens[i]):,} tokens; --seq-len "
+                f"is {seq_len:,}. Pass --overflow truncate, split or drop to handle such rows "
+                "(each is counted in the report), or filter them out first",
+                row0 + i, int(lens[i]), seq_len)
+    return work, lens, tsec
+
+
+def write_packed_window(table: pa.Table, writer: Any, fields: list[pa.Field], *, seq_len: int,
+                        strategy: str, overflow: str, att_mode: str | None, has_labels: bool,
+                        num_threads: int) -> Any:
+    """Pack one window (a table of kept rows: input_ids [+ labels]) and write its bins to
+    ``writer`` as row groups of about ROW_GROUP_TOKENS tokens; returns its PackStats."""
+    it = iter_pack(table, seq_len, chunk_bins=max(1, ROW_GROUP_TOKENS // seq_len), layout="flat",
+                   attention=att_mode, dtype=np.int32, strategy=strategy, overflow=overflow,
+                   labels=None if has_labels else False, reuse_buffers=True,
+                   num_threads=num_threads)
+    for chunk in it:  # reuse_buffers: each chunk is written before the next one is filled
+        # a chunk holds <= max(2**22, seq_len) tokens: int32 offsets
+        offs = arrow.from_numpy(chunk["bin_offsets"].astype(np.int32))
+        writer.write([pa.ListArray.from_arrays(offs, arrow.from_numpy(chunk[f.name]))
+                      for f in fields])
+    return it.stats

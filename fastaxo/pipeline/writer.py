@@ -1,0 +1,61 @@
+"""The output file: Parquet row groups into a temporary file beside it, renamed at the end."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pyarrow as pa
+
+from fastaxo.errors import InvalidInputError
+
+__all__ = ["Writer"]
+
+
+class Writer:
+    """Parquet row groups into a temporary file next to ``output``; ``commit`` renames it to
+    ``output``, ``abort`` removes it. Synchronous: a writer thread was measured slower on 2 cores
+    (it competes with the reader thread, and needs fresh output buffers per row group, whose
+    first touch costs more than the copy into them)."""
+
+    def __init__(self, output: str, schema: pa.Schema):
+        import pyarrow.parquet as pq
+
+        out_dir = os.path.dirname(os.path.abspath(output)) or "."
+        if not os.path.isdir(out_dir):
+            raise InvalidInputError(f"output: directory {out_dir!r} does not exist")
+        if os.path.isdir(output):
+            raise InvalidInputError(f"output: {output!r} is a directory; expected a file name")
+        self.output = output
+        self.tmp = os.path.join(out_dir, f".{os.path.basename(output)}.fastaxo-tmp-{os.getpid()}")
+        self.schema = schema
+        # Token columns are high-entropy ints: dictionary encoding and statistics cost time and
+        # gain nothing. zstd level 1: as fast as snappy here, ~40% smaller.
+        self._w = pq.ParquetWriter(self.tmp, schema, compression="zstd", compression_level=1,
+                                   use_dictionary=False, write_statistics=False)
+        self.row_groups = 0
+        self.seconds = 0.0
+
+    def write(self, arrays: list[pa.Array]) -> None:
+        t = time.perf_counter()
+        self._w.write_table(pa.Table.from_arrays(arrays, schema=self.schema),
+                            row_group_size=max(len(arrays[0]), 1))
+        self.row_groups += 1
+        self.seconds += time.perf_counter() - t
+
+    def commit(self) -> int:
+        t = time.perf_counter()
+        self._w.close()
+        os.replace(self.tmp, self.output)
+        self.seconds += time.perf_counter() - t
+        return os.path.getsize(self.output)
+
+    def abort(self) -> None:
+        try:
+            self._w.close()
+        except BaseException:
+            pass
+        try:
+            os.unlink(self.tmp)
+        except OSError:
+            pass
