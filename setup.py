@@ -45,7 +45,8 @@ def _openmp_flags(compiler) -> tuple[list[str], list[str]]:
         return ["/openmp"], []
     if sys.platform == "darwin":
         prefix = os.environ.get("FASTAXO_LIBOMP_PREFIX") or next(
-            (p for p in ("/opt/homebrew/opt/libomp", "/usr/local/opt/libomp") if os.path.isdir(p)), ""
+            (p for p in ("/opt/homebrew/opt/libomp", "/usr/local/opt/libomp") if os.path.isdir(p)),
+            "",
         )
         inc = [f"-I{prefix}/include"] if prefix else []
         lib = [f"-L{prefix}/lib", f"-Wl,-rpath,{prefix}/lib"] if prefix else []
@@ -61,7 +62,9 @@ def _probe_openmp(compiler, cflags: list[str], ldflags: list[str]) -> tuple[bool
             objs = compiler.compile([str(src)], output_dir=tmp, extra_postargs=cflags)
             compiler.link_executable(objs, "omp_probe", output_dir=tmp, extra_postargs=ldflags)
         except Exception as exc:  # CompileError, LinkError, missing headers...
-            return False, str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            return False, str(exc).strip().splitlines()[-1] if str(exc).strip() else type(
+                exc
+            ).__name__
     return True, ""
 
 
@@ -77,13 +80,16 @@ class BuildExt(build_ext):
             if ok:
                 use_openmp = True
             elif mode in ("1", "true", "yes", "on"):
-                raise RuntimeError(f"fastaxo: FASTAXO_OPENMP=1 but OpenMP does not compile here: {why}")
+                raise RuntimeError(
+                    f"fastaxo: FASTAXO_OPENMP=1 but OpenMP does not compile here: {why}"
+                )
             else:
                 bar = "!" * 78
                 print(
                     f"\n{bar}\nfastaxo: WARNING: this compiler has no OpenMP ({why}).\n"
                     "fastaxo: building the SERIAL version: hashing uses ONE core.\n"
-                    "fastaxo: install OpenMP (libgomp / libomp) and reinstall for parallel kernels.\n"
+                    "fastaxo: install OpenMP (libgomp / libomp) and reinstall for parallel "
+                    "kernels.\n"
                     f"{bar}\n",
                     file=sys.stderr,
                 )
@@ -112,10 +118,18 @@ def _git_commit():
     if not (root / ".git").exists():
         return None
     try:
-        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return (sha + ("-dirty" if dirty else "")) if sha else None

@@ -43,7 +43,10 @@ def _dedupe_builtin(args: argparse.Namespace) -> int:
     import fastaxo
     from fastaxo._bench.demo import tokenized_table
 
-    print(f"fastaxo dedupe: built-in default dataset ({args.rows:,} tokenized rows, 10% exact duplicates, seed 0)")
+    print(
+        f"fastaxo dedupe: built-in default dataset ({args.rows:,} tokenized rows, 10% exact "
+        "duplicates, seed 0)"
+    )
     table = tokenized_table(args.rows, 0.1, seed=0)
     ids = table.column("input_ids").combine_chunks()
     print(f"  columns {table.column_names}, {len(ids.values):,} tokens per column, "
@@ -67,8 +70,11 @@ def _dedupe_builtin(args: argparse.Namespace) -> int:
     ref = [hashlib.sha256(vals[offs[i] : offs[i + 1]].tobytes()).digest() for i in range(len(ids))]
     dt_ref = time.perf_counter() - t0
     same = digests.tobytes() == b"".join(ref)
-    print(f"  SHA-256 of input_ids rows: fastaxo {dt_fx * 1e3:,.0f} ms, hashlib loop {dt_ref * 1e3:,.0f} ms "
-          f"({dt_ref / dt_fx:.1f}x), digests identical: {same}")
+    print(
+        f"  SHA-256 of input_ids rows: fastaxo {dt_fx * 1e3:,.0f} ms, hashlib loop "
+        f"{dt_ref * 1e3:,.0f} ms "
+        f"({dt_ref / dt_fx:.1f}x), digests identical: {same}"
+    )
     distinct = len(set(ref))
     print(f"  seen set: {res.seen.nbytes / 2**20:.1f} MiB for {len(res.seen):,} distinct rows; "
           f"peak RSS {peak_rss_mib() or 0:,.0f} MiB (mostly the generated dataset)")
@@ -105,9 +111,11 @@ def _cmd_dedupe(args: argparse.Namespace) -> int:
         if writer is not None:
             writer.close()
     dt = time.perf_counter() - t0
-    print(f"fastaxo dedupe: {n_in:,} rows in, {n_out:,} kept, {n_in - n_out:,} duplicates dropped, "
-          f"{dt:.2f} s ({n_in / max(dt, 1e-9):,.0f} rows/s), peak RSS {peak_rss_mib() or 0:,.0f} MiB"
-          + (f"; wrote {args.output}" if args.output else ""))
+    print(
+        f"fastaxo dedupe: {n_in:,} rows in, {n_out:,} kept, {n_in - n_out:,} duplicates dropped, "
+        f"{dt:.2f} s ({n_in / max(dt, 1e-9):,.0f} rows/s), peak RSS {peak_rss_mib() or 0:,.0f} MiB"
+        + (f"; wrote {args.output}" if args.output else "")
+    )
     return 0
 
 
@@ -129,30 +137,58 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
         interrupted.set()
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, on_sigint) if threading.current_thread() is threading.main_thread() \
+    previous = (
+        signal.signal(signal.SIGINT, on_sigint)
+        if threading.current_thread() is threading.main_thread()
         else None
+    )
     try:
-        common = dict(strategy=args.strategy, overflow=args.overflow, attention=args.attention,
-                      dedupe=not args.no_dedupe,
-                      dedupe_columns=args.dedupe_columns.split(",") if args.dedupe_columns else None,
-                      pack_window=args.pack_window, tokenizer=args.tokenizer, text_column=args.text_column,
-                      format=args.format)
+        common = dict(
+            strategy=args.strategy,
+            overflow=args.overflow,
+            attention=args.attention,
+            dedupe=not args.no_dedupe,
+            dedupe_columns=args.dedupe_columns.split(",") if args.dedupe_columns else None,
+            pack_window=args.pack_window,
+            tokenizer=args.tokenizer,
+            text_column=args.text_column,
+            format=args.format,
+        )
+        rep: Any
         if args.ray is not None:
             from fastaxo.integrations.ray import prepare as ray_prepare
 
-            rep = ray_prepare(args.inputs, args.output, args.seq_len, address=args.ray,
-                              num_cpus_per_task=args.ray_cpus_per_task, threads_per_task=args.threads,
-                              unit_rows=args.ray_unit_rows, **common)
+            rep = ray_prepare(
+                args.inputs,
+                args.output,
+                args.seq_len,
+                address=args.ray,
+                num_cpus_per_task=args.ray_cpus_per_task,
+                threads_per_task=args.threads,
+                unit_rows=args.ray_unit_rows,
+                **common,
+            )
         else:
-            rep = prepare(args.inputs, args.output, args.seq_len, batch_rows=args.batch_rows,
-                          progress=not args.quiet, num_threads=args.threads, cancel=interrupted, **common)
+            rep = prepare(
+                args.inputs,
+                args.output,
+                args.seq_len,
+                batch_rows=args.batch_rows,
+                progress=not args.quiet,
+                num_threads=args.threads,
+                cancel=interrupted,
+                **common,
+            )
     except KeyboardInterrupt:
         print("fastaxo prepare: interrupted; no output written", file=sys.stderr)
         return 130
     except Exception as e:
         if interrupted.is_set():
-            print(f"fastaxo prepare: interrupted ({type(e).__name__} on the way out); no output written",
-                  file=sys.stderr)
+            print(
+                f"fastaxo prepare: interrupted ({type(e).__name__} on the way out); no output "
+                "written",
+                file=sys.stderr,
+            )
             return 130
         if isinstance(e, (FastaxoError, ImportError, OSError)):
             return _fail("prepare", e)
@@ -186,47 +222,89 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         pq.write_table(table, data, row_group_size=16384)
         tokens = len(table.column("input_ids").combine_chunks().values)
         del table
-        print(f"fastaxo demo: built-in dataset: {args.rows:,} tokenized chat-shaped rows (input_ids, labels; "
-              f"{tokens:,} tokens, 10% exact duplicates, seed 0) written to {data} "
-              f"({os.path.getsize(data) / 2**20:,.0f} MiB) in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"fastaxo demo: built-in dataset: {args.rows:,} tokenized chat-shaped rows (input_ids, "
+            "labels; "
+            f"{tokens:,} tokens, 10% exact duplicates, seed 0) written to {data} "
+            f"({os.path.getsize(data) / 2**20:,.0f} MiB) in {time.perf_counter() - t0:.1f} s"
+        )
         out = os.path.join(tmp, "packed.parquet")
         rep_json = os.path.join(tmp, "report.json")
-        cmd = ["prepare", data, "-o", out, "--seq-len", str(args.seq_len), "--strategy", args.strategy,
-               "--report-json", rep_json] + (["--threads", str(args.threads)] if args.threads else []) \
+        cmd = (
+            [
+                "prepare",
+                data,
+                "-o",
+                out,
+                "--seq-len",
+                str(args.seq_len),
+                "--strategy",
+                args.strategy,
+                "--report-json",
+                rep_json,
+            ]
+            + (["--threads", str(args.threads)] if args.threads else [])
             + (["--quiet"] if args.quiet else [])
+        )
         # In a process of its own, so the peak RSS is prepare's, not the generator's.
         print("$ fastaxo " + " ".join(cmd[:6]), flush=True)
         from fastaxo._core.backend import child_argv, child_env
 
-        r = subprocess.run(child_argv("fastaxo", *cmd), stdout=subprocess.PIPE, text=True, env=child_env())
+        r = subprocess.run(
+            child_argv("fastaxo", *cmd), stdout=subprocess.PIPE, text=True, env=child_env()
+        )
         print(r.stdout, end="", flush=True)
         if r.returncode != 0:
             print(f"result: MISMATCH (fastaxo prepare exited with {r.returncode})")
             return 1
         with open(rep_json) as fh:
             rep = PrepareReport(**json.load(fh))
-        print(f"plain Python on the same file (pyarrow batches, hashlib per row + a set, first-fit decreasing "
-              f"over Python lists per window of {rep.pack_window:,}, np.concatenate per bin, pyarrow writer):")
+        print(
+            "plain Python on the same file (pyarrow batches, hashlib per row + a set, first-fit "
+            "decreasing "
+            f"over Python lists per window of {rep.pack_window:,}, np.concatenate per bin, pyarrow "
+            "writer):"
+        )
         plain_out = os.path.join(tmp, "plain.parquet")
         ref = plain_prepare(data, plain_out, args.seq_len, rep.pack_window)
         st = ref["stages"]
-        print(f"  {ref['seconds']:.2f} s ({ref['rows_in'] / ref['seconds']:,.0f} rows/s): read {st['read']:.2f} s, "
-              f"dedupe {st['dedupe']:.2f} s, pack {st['pack']:.2f} s, build bins {st['build']:.2f} s, "
-              f"write {st['write']:.2f} s; {ref['duplicates']:,} duplicates, {ref['bins']:,} bins")
-        print(f"  fastaxo prepare: {rep.seconds:.2f} s, {ref['seconds'] / rep.seconds:.1f}x faster; "
-              f"{rep.bins:,} bins vs {ref['bins']:,} (lower bound {rep.lower_bound:,})")
+        print(
+            f"  {ref['seconds']:.2f} s ({ref['rows_in'] / ref['seconds']:,.0f} rows/s): read "
+            f"{st['read']:.2f} s, "
+            f"dedupe {st['dedupe']:.2f} s, pack {st['pack']:.2f} s, build bins {st['build']:.2f} "
+            "s, "
+            f"write {st['write']:.2f} s; {ref['duplicates']:,} duplicates, {ref['bins']:,} bins"
+        )
+        print(
+            f"  fastaxo prepare: {rep.seconds:.2f} s, {ref['seconds'] / rep.seconds:.1f}x faster; "
+            f"{rep.bins:,} bins vs {ref['bins']:,} (lower bound {rep.lower_bound:,})"
+        )
         chk = check_packed(out, args.seq_len, ref["kept"])
         same_dups = rep.duplicates == ref["duplicates"] and rep.rows_in == ref["rows_in"]
-        print(f"check: {chk['sequences']:,} sequences read back from {os.path.basename(out)}; same kept rows as "
-              f"the plain pipeline: {chk['missing'] == 0 and chk['unexpected'] == 0} (missing {chk['missing']:,}, "
-              f"unexpected {chk['unexpected']:,}); duplicates {rep.duplicates:,} vs {ref['duplicates']:,}; "
-              f"bins over {args.seq_len:,} tokens: {chk['over_capacity_bins']}; tokens {chk['tokens']:,} "
-              f"vs report {rep.tokens_out:,}")
+        print(
+            f"check: {chk['sequences']:,} sequences read back from {os.path.basename(out)}; same "
+            "kept rows as "
+            f"the plain pipeline: {chk['missing'] == 0 and chk['unexpected'] == 0} (missing "
+            f"{chk['missing']:,}, "
+            f"unexpected {chk['unexpected']:,}); duplicates {rep.duplicates:,} vs "
+            f"{ref['duplicates']:,}; "
+            f"bins over {args.seq_len:,} tokens: {chk['over_capacity_bins']}; tokens "
+            f"{chk['tokens']:,} "
+            f"vs report {rep.tokens_out:,}"
+        )
         ok = chk["ok"] and same_dups and chk["tokens"] == rep.tokens_out and chk["bins"] == rep.bins
         if args.report_json:
             with open(args.report_json, "w") as fh:
-                json.dump({"prepare": rep.as_dict(), "plain": {k: v for k, v in ref.items() if k != "kept"},
-                           "check": chk, "ok": ok}, fh, indent=2)
+                json.dump(
+                    {
+                        "prepare": rep.as_dict(),
+                        "plain": {k: v for k, v in ref.items() if k != "kept"},
+                        "check": chk,
+                        "ok": ok,
+                    },
+                    fh,
+                    indent=2,
+                )
         print("result:", "OK" if ok else "MISMATCH")
         return 0 if ok else 1
     finally:
@@ -260,52 +338,118 @@ def _positive_float(text: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="fastaxo", description="Fast, memory-bounded data preparation for Axolotl.")
+    parser = argparse.ArgumentParser(
+        prog="fastaxo", description="Fast, memory-bounded data preparation for Axolotl."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    p_p = sub.add_parser("prepare", help="dedupe + pack tokenized rows into packed Parquet (bounded memory)",
-                         description="Stream tokenized rows (input_ids, and labels when present) from Parquet, "
-                         "Arrow, JSON Lines, CSV, ... files, drop exact duplicates, pack them into rows of "
-                         "--seq-len tokens and write packed Parquet (input_ids, labels, position_ids, "
-                         "attention_mask; unpadded rows of at most --seq-len tokens).")
-    p_p.add_argument("inputs", nargs="+", metavar="INPUT", help="files, directories or globs (read in order)")
-    p_p.add_argument("-o", "--output", required=True,
-                     help="the packed Parquet file to write (with --ray: a directory for the shards)")
+    p_p = sub.add_parser(
+        "prepare",
+        help="dedupe + pack tokenized rows into packed Parquet (bounded memory)",
+        description="Stream tokenized rows (input_ids, and labels when present) from Parquet, "
+        "Arrow, JSON Lines, CSV, ... files, drop exact duplicates, pack them into rows of "
+        "--seq-len tokens and write packed Parquet (input_ids, labels, position_ids, "
+        "attention_mask; unpadded rows of at most --seq-len tokens).",
+    )
+    p_p.add_argument(
+        "inputs", nargs="+", metavar="INPUT", help="files, directories or globs (read in order)"
+    )
+    p_p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="the packed Parquet file to write (with --ray: a directory for the shards)",
+    )
     p_p.add_argument("--seq-len", type=_positive_int, required=True, help="tokens per packed row")
-    p_p.add_argument("--strategy", choices=("bfd", "ffd", "ff", "nf"), default="bfd",
-                     help="bin packing: best-fit decreasing (default), first-fit decreasing, first-fit, next-fit")
-    p_p.add_argument("--pack-window", type=_positive_int, default=100_000,
-                     help="kept rows packed together (default 100000, Axolotl's group size; the memory bound)")
-    p_p.add_argument("--overflow", choices=("error", "truncate", "split", "drop"), default="error",
-                     help="rows longer than --seq-len: error (default; names file and row), truncate, split, drop")
-    p_p.add_argument("--attention", choices=("segments", "ones", "none"), default="segments",
-                     help="attention_mask: segment ids 1..k per row (default), all ones, or no column")
+    p_p.add_argument(
+        "--strategy",
+        choices=("bfd", "ffd", "ff", "nf"),
+        default="bfd",
+        help="bin packing: best-fit decreasing (default), first-fit decreasing, first-fit, "
+        "next-fit",
+    )
+    p_p.add_argument(
+        "--pack-window",
+        type=_positive_int,
+        default=100_000,
+        help="kept rows packed together (default 100000, Axolotl's group size; the memory bound)",
+    )
+    p_p.add_argument(
+        "--overflow",
+        choices=("error", "truncate", "split", "drop"),
+        default="error",
+        help="rows longer than --seq-len: error (default; names file and row), truncate, split, "
+        "drop",
+    )
+    p_p.add_argument(
+        "--attention",
+        choices=("segments", "ones", "none"),
+        default="segments",
+        help="attention_mask: segment ids 1..k per row (default), all ones, or no column",
+    )
     p_p.add_argument("--no-dedupe", action="store_true", help="keep duplicate rows")
     p_p.add_argument("--dedupe-columns", help="comma-separated columns that define a duplicate "
                      "(default: input_ids,labels when labels exist, else input_ids)")
-    p_p.add_argument("--tokenizer", metavar="DIR", help="tokenize --text-column with this local HF tokenizer "
-                     "(DIR/tokenizer.json; the tokenizers library)")
-    p_p.add_argument("--text-column", default="text", help="text column for --tokenizer (default: text)")
+    p_p.add_argument(
+        "--tokenizer",
+        metavar="DIR",
+        help="tokenize --text-column with this local HF tokenizer "
+        "(DIR/tokenizer.json; the tokenizers library)",
+    )
+    p_p.add_argument(
+        "--text-column", default="text", help="text column for --tokenizer (default: text)"
+    )
     p_p.add_argument("--format", choices=("parquet", "arrow", "jsonl", "csv", "tsv", "text"),
                      help="input format (default: from the file names)")
-    p_p.add_argument("--batch-rows", type=_positive_int, default=8192, help="rows per batch read (default 8192)")
-    p_p.add_argument("--threads", type=_positive_int, default=None, help="threads (default: FASTAXO_NUM_THREADS, OMP_NUM_THREADS, CPUs)")
+    p_p.add_argument(
+        "--batch-rows", type=_positive_int, default=8192, help="rows per batch read (default 8192)"
+    )
+    p_p.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        help="threads (default: FASTAXO_NUM_THREADS, OMP_NUM_THREADS, CPUs)",
+    )
     p_p.add_argument("--report-json", metavar="FILE", help="also write the report as JSON")
     p_p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p_p.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster ('local' starts one here; 'auto', "
-                     "'host:port'): OUTPUT is a directory of shards part-NNNNN.parquet, one per window, that read "
-                     "in order equal the single-machine output (pip install 'fastaxo[ray]')")
+    p_p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run on a Ray cluster ('local' starts one here; 'auto', "
+        "'host:port'): OUTPUT is a directory of shards part-NNNNN.parquet, one per window, that "
+        "read "
+        "in order equal the single-machine output (pip install 'fastaxo[ray]')",
+    )
     p_p.add_argument("--ray-cpus-per-task", type=_positive_float, default=1.0, metavar="C",
                      help="CPUs each Ray task reserves (default 1; --threads defaults to the same)")
-    p_p.add_argument("--ray-unit-rows", type=_positive_int, default=16_384, metavar="N",
-                     help="input rows per Ray scan task (Parquet: whole row groups up to about N; default 16384)")
+    p_p.add_argument(
+        "--ray-unit-rows",
+        type=_positive_int,
+        default=16_384,
+        metavar="N",
+        help="input rows per Ray scan task (Parquet: whole row groups up to about N; "
+        "default 16384)",
+    )
     p_p.set_defaults(func=_cmd_prepare)
-    p_demo = sub.add_parser("demo", help="prepare on the built-in dataset, next to a plain-Python pipeline")
-    p_demo.add_argument("--rows", type=_positive_int, default=200_000, help="rows of the built-in dataset (default 200000)")
-    p_demo.add_argument("--seq-len", type=_positive_int, default=4096, help="tokens per packed row (default 4096)")
+    p_demo = sub.add_parser(
+        "demo", help="prepare on the built-in dataset, next to a plain-Python pipeline"
+    )
+    p_demo.add_argument(
+        "--rows",
+        type=_positive_int,
+        default=200_000,
+        help="rows of the built-in dataset (default 200000)",
+    )
+    p_demo.add_argument(
+        "--seq-len", type=_positive_int, default=4096, help="tokens per packed row (default 4096)"
+    )
     p_demo.add_argument("--strategy", choices=("bfd", "ffd", "ff", "nf"), default="bfd")
     p_demo.add_argument("--threads", type=_positive_int, default=None)
-    p_demo.add_argument("--dir", help="where to make the temporary directory (default: the system's)")
-    p_demo.add_argument("--report-json", metavar="FILE", help="also write both reports and the check as JSON")
+    p_demo.add_argument(
+        "--dir", help="where to make the temporary directory (default: the system's)"
+    )
+    p_demo.add_argument(
+        "--report-json", metavar="FILE", help="also write both reports and the check as JSON"
+    )
     p_demo.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p_demo.set_defaults(func=_cmd_demo)
     p_info = sub.add_parser("info", help="show version, OpenMP, threads and the SHA-256 path")
@@ -314,19 +458,31 @@ def main(argv: list[str] | None = None) -> int:
     p_d.add_argument("inputs", nargs="*", help="Parquet files (default: the built-in dataset)")
     p_d.add_argument("-o", "--output", help="write the kept rows to this Parquet file")
     p_d.add_argument("--columns", help="comma-separated columns to compare (default: all)")
-    p_d.add_argument("--batch-rows", type=int, default=65536, help="rows per batch read (default 65536)")
-    p_d.add_argument("--threads", type=int, default=None, help="threads (default: FASTAXO_NUM_THREADS, OMP_NUM_THREADS, CPUs)")
-    p_d.add_argument("--rows", type=int, default=200_000, help="rows of the built-in dataset (default 200000)")
+    p_d.add_argument(
+        "--batch-rows", type=int, default=65536, help="rows per batch read (default 65536)"
+    )
+    p_d.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads (default: FASTAXO_NUM_THREADS, OMP_NUM_THREADS, CPUs)",
+    )
+    p_d.add_argument(
+        "--rows", type=int, default=200_000, help="rows of the built-in dataset (default 200000)"
+    )
     p_d.set_defaults(func=_cmd_dedupe)
     from fastaxo._bench.matrix import add_arguments as _bench_arguments
 
-    p_b = sub.add_parser("bench", help="the benchmark matrix: JSON, Markdown and PNG charts",
-                         description="Run every kernel (hash_rows, dedupe, pack_bins, pack, pad, and the reader per "
-                         "format) at 10k, 100k, 1M and 10M rows against every installed baseline (hashlib, plain "
-                         "Python, NumPy, pyarrow, fast-axolotl, HF datasets, Axolotl), each cell in a fresh process "
-                         "(peak memory), outputs checked against the baselines; cells over the memory budget or "
-                         "the time limit are skipped and listed. Writes results.json, results.md and PNG charts "
-                         "(matplotlib, optional). Exit 1 if a check failed.")
+    p_b = sub.add_parser(
+        "bench",
+        help="the benchmark matrix: JSON, Markdown and PNG charts",
+        description="Run every kernel (hash_rows, dedupe, pack_bins, pack, pad, and the reader per "
+        "format) at 10k, 100k, 1M and 10M rows against every installed baseline (hashlib, plain "
+        "Python, NumPy, pyarrow, fast-axolotl, HF datasets, Axolotl), each cell in a fresh process "
+        "(peak memory), outputs checked against the baselines; cells over the memory budget or "
+        "the time limit are skipped and listed. Writes results.json, results.md and PNG charts "
+        "(matplotlib, optional). Exit 1 if a check failed.",
+    )
     _bench_arguments(p_b)
     p_b.set_defaults(func=_cmd_bench)
     argv = list(sys.argv[1:] if argv is None else argv)

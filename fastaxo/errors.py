@@ -58,7 +58,9 @@ class SequenceTooLongError(InvalidInputError):
         super().__init__(message)
         self.row, self.length, self.limit = row, length, limit
 
-    def __reduce__(self):  # picklable with its fields (errors cross processes: Ray, multiprocessing)
+    def __reduce__(
+        self,
+    ):  # picklable with its fields (errors cross processes: Ray, multiprocessing)
         return (type(self), (self.args[0], self.row, self.length, self.limit))
 
 

@@ -11,7 +11,7 @@ counted; otherwise a row longer than ``pad_to`` raises
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -38,7 +38,13 @@ class Padded(ArrayMap):
     ``attention_mask``, and ``labels`` / ``position_ids`` when given), plus ``width``,
     ``truncated`` (rows cut) and ``truncated_tokens``."""
 
-    def __init__(self, arrays: dict[str, np.ndarray], width: int, truncated: int = 0, truncated_tokens: int = 0):
+    def __init__(
+        self,
+        arrays: dict[str, np.ndarray],
+        width: int,
+        truncated: int = 0,
+        truncated_tokens: int = 0,
+    ):
         self._arrays = arrays
         self.width = width
         self.truncated = truncated
@@ -52,8 +58,15 @@ class PaddedBatches(Sequence):
     """Micro-batches padded in one call: ``batches[b]`` is a :class:`Padded` of views into one
     buffer per column (``buffers``), batch ``b`` being ``[rows_b, widths[b]]``."""
 
-    def __init__(self, buffers: dict[str, np.ndarray], batch_offsets: np.ndarray, widths: np.ndarray,
-                 bases: np.ndarray, truncated: int, truncated_tokens: int):
+    def __init__(
+        self,
+        buffers: dict[str, np.ndarray],
+        batch_offsets: np.ndarray,
+        widths: np.ndarray,
+        bases: np.ndarray,
+        truncated: int,
+        truncated_tokens: int,
+    ):
         self.buffers = buffers
         self.batch_offsets = batch_offsets
         self.widths = widths
@@ -88,7 +101,9 @@ for _t in (np.int32, np.int64):
 _FITS = {np.dtype(np.int32): (-(2**31), 2**31 - 1), np.dtype(np.int64): (-(2**63), 2**63 - 1)}
 
 
-def _columns(data: Any, labels: Any, position_ids: Any) -> tuple[Rows, Rows | None, Rows | bool | None]:
+def _columns(
+    data: Any, labels: Any, position_ids: Any
+) -> tuple[Rows, Rows | None, Rows | Literal[True] | None]:
     if is_table_like(data):
         ids = get_column(data, "input_ids", "data")
         names = column_names(data)
@@ -102,7 +117,7 @@ def _columns(data: Any, labels: Any, position_ids: Any) -> tuple[Rows, Rows | No
     if labels is not None and labels is not False:
         lab = as_ragged(labels, "labels")
         check_aligned(ids, lab)
-    pos: Rows | bool | None = None
+    pos: Rows | Literal[True] | None = None
     if position_ids is True:
         pos = True
     elif position_ids is not None and position_ids is not False:
@@ -115,27 +130,47 @@ def _batch_offsets(batch_offsets: Any, n: int) -> np.ndarray:
     try:
         bo = np.asarray(batch_offsets)
     except Exception:
-        raise InvalidTypeError(f"batch_offsets: expected a 1-D integer array, got {type(batch_offsets).__name__}") from None
+        raise InvalidTypeError(
+            f"batch_offsets: expected a 1-D integer array, got {type(batch_offsets).__name__}"
+        ) from None
     if bo.ndim != 1 or bo.dtype.kind not in "iu" or len(bo) < 1:
         raise InvalidInputError(
-            f"batch_offsets: expected a 1-D integer array of n_batches + 1 boundaries, got shape {bo.shape} "
+            "batch_offsets: expected a 1-D integer array of n_batches + 1 boundaries, got shape "
+            f"{bo.shape} "
             f"dtype {bo.dtype}"
         )
     bo = bo.astype(np.int64)
     if bo[0] != 0 or bo[-1] != n:
-        raise InvalidInputError(f"batch_offsets must start at 0 and end at the number of rows ({n}); "
-                                f"got {int(bo[0])} ... {int(bo[-1])}")
+        raise InvalidInputError(
+            f"batch_offsets must start at 0 and end at the number of rows ({n}); "
+            f"got {int(bo[0])} ... {int(bo[-1])}"
+        )
     dec = np.flatnonzero(np.diff(bo) < 0)
     if len(dec):
         i = int(dec[0])
-        raise InvalidInputError(f"batch_offsets must not decrease; batch {i} ends at {int(bo[i + 1])} before "
-                                f"it starts at {int(bo[i])}")
+        raise InvalidInputError(
+            f"batch_offsets must not decrease; batch {i} ends at {int(bo[i + 1])} before "
+            f"it starts at {int(bo[i])}"
+        )
     return bo
 
 
-def _pad(data: Any, batch_offsets: Any, labels: Any, position_ids: Any, pad_to: Any, multiple_of: Any,
-         pad_id: Any, label_pad_id: Any, position_pad_id: Any, side: str, truncate: bool, attention_mask: bool,
-         dtype: Any, num_threads: Any):
+def _pad(
+    data: Any,
+    batch_offsets: Any,
+    labels: Any,
+    position_ids: Any,
+    pad_to: Any,
+    multiple_of: Any,
+    pad_id: Any,
+    label_pad_id: Any,
+    position_pad_id: Any,
+    side: str,
+    truncate: bool,
+    attention_mask: bool,
+    dtype: Any,
+    num_threads: Any,
+):
     pad_to = positive_int(pad_to, "pad_to", allow_none=True)
     mult = positive_int(multiple_of, "multiple_of", allow_none=True)
     side = choice(side, "side", ("right", "left"))
@@ -167,16 +202,22 @@ def _pad(data: Any, batch_offsets: Any, labels: Any, position_ids: Any, pad_to: 
         widths = -(-widths // mult) * mult
     truncated = truncated_tokens = 0
     if pad_to is not None and n:
-        limit = widths[np.searchsorted(bo, np.arange(n), side="right") - 1] if nbatch > 1 else widths[0]
+        limit = (
+            widths[np.searchsorted(bo, np.arange(n), side="right") - 1] if nbatch > 1 else widths[0]
+        )
         over = lengths > limit
         if over.any():
             i = int(np.flatnonzero(over)[0])
             if not truncate:
                 lim = int(limit if np.ndim(limit) == 0 else limit[i])
                 raise SequenceTooLongError(
-                    f"input_ids row {i} has {int(lengths[i]):,} tokens; pad_to is {lim:,}. Pass truncate=True to "
-                    f"keep the {'head' if side == 'right' else 'tail'} of long rows (counted), or a larger pad_to",
-                    i, int(lengths[i]), lim,
+                    f"input_ids row {i} has {int(lengths[i]):,} tokens; pad_to is {lim:,}. Pass "
+                    "truncate=True to "
+                    f"keep the {'head' if side == 'right' else 'tail'} of long rows (counted), or "
+                    "a larger pad_to",
+                    i,
+                    int(lengths[i]),
+                    lim,
                 )
             truncated = int(np.count_nonzero(over))
             truncated_tokens = int((lengths - limit)[over].sum())
@@ -187,7 +228,9 @@ def _pad(data: Any, batch_offsets: Any, labels: Any, position_ids: Any, pad_to: 
         np.cumsum((bo[1:] - bo[:-1]) * widths, out=bases[1:])
     total = int(bases[-1])
     left = side == "left"
-    specs: list[tuple[str, Rows | None, str, Any, bool]] = [("input_ids", ids, "copy", pad_id, False)]
+    specs: list[tuple[str, Rows | None, str, Any, bool]] = [
+        ("input_ids", ids, "copy", pad_id, False)
+    ]
     if attention_mask:
         specs.append(("attention_mask", None, "ones", 0, False))
     if lab is not None:
@@ -217,16 +260,41 @@ def _pad(data: Any, batch_offsets: Any, labels: Any, position_ids: Any, pad_to: 
             if col is not None:
                 src = col.entry_ptrs(None, n, None, nt)
                 st = ext.TYPE_CODES[col.dtype]
-            ext.pad_fill(buf.view(np.uint8), code, bo, bases, widths, src, lengths, st, kinds[kind], left,
-                         np.array(padv, dt).tobytes(), rng, nt)
+            ext.pad_fill(
+                buf.view(np.uint8),
+                code,
+                bo,
+                bases,
+                widths,
+                src,
+                lengths,
+                st,
+                kinds[kind],
+                left,
+                np.array(padv, dt).tobytes(),
+                rng,
+                nt,
+            )
             buffers[name] = buf
     return buffers, bo, widths, bases, truncated, truncated_tokens
 
 
-def pad(data: Any, *, labels: Any = None, position_ids: Any = None, pad_to: int | None = None,
-        multiple_of: int | None = None, pad_id: int = 0, label_pad_id: int = -100,
-        position_pad_id: int | None = None, side: str = "right", truncate: bool = False,
-        attention_mask: bool = True, dtype: Any = np.int64, num_threads: int | None = None) -> Padded:
+def pad(
+    data: Any,
+    *,
+    labels: Any = None,
+    position_ids: Any = None,
+    pad_to: int | None = None,
+    multiple_of: int | None = None,
+    pad_id: int = 0,
+    label_pad_id: int = -100,
+    position_pad_id: int | None = None,
+    side: str = "right",
+    truncate: bool = False,
+    attention_mask: bool = True,
+    dtype: Any = np.int64,
+    num_threads: int | None = None,
+) -> Padded:
     """Pad ragged rows to one rectangular batch.
 
     Parameters
@@ -260,16 +328,27 @@ def pad(data: Any, *, labels: Any = None, position_ids: Any = None, pad_to: int 
         ``input_ids``, ``attention_mask`` (and ``labels``, ``position_ids``) as ``[rows, width]``.
     """
     ext = backend.pack_ext
-    if (ext is not None and type(data) is list and position_ids is None and pad_to is None
-            and (labels is None or type(labels) is list) and type(pad_id) is int and type(label_pad_id) is int
-            and (multiple_of is None or (type(multiple_of) is int and multiple_of >= 1))
-            and (side == "right" or side == "left")):
+    if (
+        ext is not None
+        and type(data) is list
+        and position_ids is None
+        and pad_to is None
+        and (labels is None or type(labels) is list)
+        and type(pad_id) is int
+        and type(label_pad_id) is int
+        and (multiple_of is None or (type(multiple_of) is int and multiple_of >= 1))
+        and (side == "right" or side == "left")
+    ):
         # the collator fast path: a list of NumPy rows, read in place, one kernel call
         dt = _FAST_DTYPES.get(dtype) if not isinstance(dtype, str) else None
-        if dt is not None and _FITS[dt][0] <= pad_id <= _FITS[dt][1] and _FITS[dt][0] <= label_pad_id <= _FITS[dt][1]:
+        if (
+            dt is not None
+            and _FITS[dt][0] <= pad_id <= _FITS[dt][1]
+            and _FITS[dt][0] <= label_pad_id <= _FITS[dt][1]
+        ):
             try:
-                got = ext.pad_list(data, labels, dt, pad_id, label_pad_id, multiple_of or 0, side == "left",
-                                   bool(attention_mask))
+                got = pad_rows(data, labels, dt, pad_id, label_pad_id, multiple_of or 0,
+                               side == "left", bool(attention_mask))
             except ValueError as exc:
                 raise InvalidInputError(str(exc)) from None
             if got is not None:
@@ -280,9 +359,22 @@ def pad(data: Any, *, labels: Any = None, position_ids: Any = None, pad_to: int 
                 if lab_out is not None:
                     arrays["labels"] = lab_out
                 return Padded(arrays, ids_out.shape[1])
-    buffers, bo, widths, bases, tr, trt = _pad(data, None, labels, position_ids, pad_to, multiple_of, pad_id,
-                                               label_pad_id, position_pad_id, side, truncate, attention_mask,
-                                               dtype, num_threads)
+    buffers, bo, widths, _bases, tr, trt = _pad(
+        data,
+        None,
+        labels,
+        position_ids,
+        pad_to,
+        multiple_of,
+        pad_id,
+        label_pad_id,
+        position_pad_id,
+        side,
+        truncate,
+        attention_mask,
+        dtype,
+        num_threads,
+    )
     n, w = int(bo[-1]), int(widths[0])
     return Padded({k: v.reshape(n, w) for k, v in buffers.items()}, w, tr, trt)
 
@@ -300,8 +392,41 @@ def pad_batches(data: Any, batch_offsets: Any, *, labels: Any = None, position_i
     Returns a sequence of :class:`Padded` views into one buffer per column.
     """
     if batch_offsets is None:
-        raise InvalidInputError("batch_offsets: expected n_batches + 1 row boundaries, got None (use pad())")
-    buffers, bo, widths, bases, tr, trt = _pad(data, batch_offsets, labels, position_ids, pad_to, multiple_of,
-                                               pad_id, label_pad_id, position_pad_id, side, truncate,
-                                               attention_mask, dtype, num_threads)
+        raise InvalidInputError(
+            "batch_offsets: expected n_batches + 1 row boundaries, got None (use pad())"
+        )
+    buffers, bo, widths, bases, tr, trt = _pad(
+        data,
+        batch_offsets,
+        labels,
+        position_ids,
+        pad_to,
+        multiple_of,
+        pad_id,
+        label_pad_id,
+        position_pad_id,
+        side,
+        truncate,
+        attention_mask,
+        dtype,
+        num_threads,
+    )
     return PaddedBatches(buffers, bo, widths, bases, tr, trt)
+
+
+# ---------------------------------------------------------------- package-internal entry points
+# The list kernel behind pad's fast path, also used by the Axolotl integration's collator, so
+# that no integration calls the extension directly.
+
+def pad_rows(rows: list[np.ndarray], labels: list[np.ndarray] | None, dtype: np.dtype,
+             pad_id: int, label_pad_id: int, multiple_of: int, left: bool,
+             mask: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None:
+    """Pad a list of 1-D native NumPy rows (and their labels) in one kernel call, read in
+    place: ``(input_ids, attention_mask or None, labels or None)`` of width the longest row
+    rounded up to ``multiple_of`` (0: none), or None when the extension is missing or a row is
+    not such a row (the caller then takes its general path). ValueError for labels whose
+    lengths differ from their rows'."""
+    ext = backend.pack_ext
+    if ext is None:
+        return None
+    return ext.pad_list(rows, labels, dtype, pad_id, label_pad_id, multiple_of, left, mask)

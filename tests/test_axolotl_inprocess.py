@@ -41,6 +41,8 @@ if _MISSING is not None:  # pragma: no cover
 import datasets  # noqa: E402
 
 from fastaxo.integrations import axolotl as fx  # noqa: E402
+from fastaxo.integrations.axolotl import packer as fx_packer  # noqa: E402
+from fastaxo.integrations.axolotl import patches as fx_patches  # noqa: E402
 
 pytestmark = pytest.mark.axolotl
 SETTINGS = settings(max_examples=int(os.environ.get("FASTAXO_AXOLOTL_EXAMPLES", "60")), deadline=None,
@@ -62,7 +64,7 @@ def tokenizer():
 @given(lengths=st.lists(st.integers(0, 300), max_size=400), cap=st.integers(1, 256),
        group=st.integers(1, 150), bin_size=st.integers(1, 12))
 def test_pack_parallel_bin_for_bin(lengths, cap, group, bin_size):
-    orig = fx._originals.get(("packing", "pack_parallel"), (None, None, axo_multipack.pack_parallel))[2]
+    orig = fx_patches._originals.get(("packing", "pack_parallel"), (None, None, axo_multipack.pack_parallel))[2]
     arr = np.asarray(lengths, dtype=np.int64)
     want = orig(arr, cap, group, bin_size, num_processes=1)
     got = fx.make_pack_parallel(orig)(arr, cap, group, bin_size, num_processes=1)
@@ -119,7 +121,7 @@ def _sampler(kind, n, seed):
                              "sequential", "custom"]))
 def test_generate_batches_same_batches_stats_and_draws(lengths, cap, batch_size, bin_size, group, drop_last,
                                                        seed, kind):
-    orig = fx._originals.get(("packing", "MultipackBatchSampler.generate_batches"),
+    orig = fx_patches._originals.get(("packing", "MultipackBatchSampler.generate_batches"),
                              (None, None, axo_multipack.MultipackBatchSampler.generate_batches))[2]
     repl = fx.make_generate_batches(orig)
     lengths = np.asarray(lengths)
@@ -159,11 +161,11 @@ def test_sampler_replay_equals_torch(n):
     torch's Fisher-Yates) gives torch's own order, and leaves the global generator where
     torch's iterator leaves it."""
     out = []
-    for fn in (fx._sampler_indices, lambda s: np.fromiter(iter(s), dtype=np.int64)):
+    for fn in (fx_packer._sampler_indices, lambda s: np.fromiter(iter(s), dtype=np.int64)):
         torch.manual_seed(n)
         s = torch.utils.data.RandomSampler(range(n), num_samples=2 * n + n // 3)
         out.append((fn(s).tolist(), torch.rand(1).item()))
-    assert fx._SAMPLER_CHECK == [True]
+    assert fx_packer._SAMPLER_CHECK == [True]
     assert out[0] == out[1]
 
 
@@ -219,7 +221,7 @@ def test_dedupe_same_rows_and_order(rows, dup, seed, eval_take, shuffle):
     if shuffle and len(ds):
         ds = ds.shuffle(seed=seed)  # an indices mapping, as after Axolotl's merge
     ev = ds.select(range(min(eval_take, len(ds)))) if len(ds) else ds
-    orig = fx._originals.get(("dedupe", "_deduplicate_dataset"), (None, None, axo_data._deduplicate_dataset))[2]
+    orig = fx_patches._originals.get(("dedupe", "_deduplicate_dataset"), (None, None, axo_data._deduplicate_dataset))[2]
     a_train, a_seen = orig(ds)
     a_eval, _ = orig(ev, a_seen)
     repl = fx.make_deduplicate_dataset(orig)
@@ -389,7 +391,7 @@ def test_version_check_message(monkeypatch):
 
 
 def test_streaming_declines_what_it_does_not_cover(tmp_path):
-    from fastaxo.integrations._axolotl_stream import _unsupported
+    from fastaxo.integrations.axolotl.stream import _unsupported
 
     f = tmp_path / "d.parquet"
     f.write_bytes(b"PAR1")

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-
 from fastaxo.errors import InvalidTypeError, NullValueError
 
 
@@ -101,7 +100,8 @@ def require_no_nulls(arr: pa.Array, what: str, base: int) -> None:
     (``base`` is the global index of the array's first row, for chunked data)."""
     if arr.null_count:
         raise NullValueError(
-            f"{what} row {base + _first_null(arr)} is null; a null has no bytes to hash. Fill nulls "
+            f"{what} row {base + _first_null(arr)} is null; a null has no bytes to hash. Fill "
+            "nulls "
             f"first, or pass a Table/RecordBatch, whose row encoding represents nulls"
         )
 
@@ -142,7 +142,7 @@ def _addr(buf: pa.Buffer | None) -> int:
     return 0 if buf is None else int(buf.address)
 
 
-_SIMPLE_KINDS: dict[pa.DataType, tuple[int, int]] = {}
+_SIMPLE_KINDS: dict[pa.DataType, tuple[int, int] | None] = {}
 
 
 def _simple_kind(t: pa.DataType) -> tuple[int, int] | None:
@@ -178,7 +178,7 @@ def column_spec(arr: pa.Array, keep: list[Any], name: str) -> tuple:
         validity = _addr(bufs[0]) if arr.null_count else 0
         if kind == COL_FIXED:
             return (COL_FIXED, width, arr.offset, len(arr), validity, 0, _addr(bufs[1]), 0, ())
-        if kind == COL_BINARY32 or kind == COL_BINARY64:
+        if kind in (COL_BINARY32, COL_BINARY64):
             data = bufs[2]
             return (kind, 1, arr.offset, len(arr), validity, _addr(bufs[1]), _addr(data),
                     0 if data is None else data.size, ())
@@ -190,13 +190,21 @@ def column_spec(arr: pa.Array, keep: list[Any], name: str) -> tuple:
         target = pa.large_string() if has_type('is_string_view', t) else pa.large_binary()
         return column_spec(arr.cast(target), keep, name)
     if has_type('is_list_view', t) or has_type('is_large_list_view', t):
-        target = pa.large_list(t.value_field) if has_type('is_large_list_view', t) else pa.list_(t.value_field)
+        target = (
+            pa.large_list(t.value_field)
+            if has_type("is_large_list_view", t)
+            else pa.list_(t.value_field)
+        )
         return column_spec(arr.cast(target), keep, name)
     if has_type('is_run_end_encoded', t):
         # REE has no per-row buffer; decode it (a copy of this column only).
         import pyarrow.compute as pc
 
-        return column_spec(pc.run_end_decode(arr) if hasattr(pc, "run_end_decode") else arr.cast(t.value_type), keep, name)
+        return column_spec(
+            pc.run_end_decode(arr) if hasattr(pc, "run_end_decode") else arr.cast(t.value_type),
+            keep,
+            name,
+        )
     bufs = arr.buffers()
     validity = _addr(bufs[0]) if arr.null_count else 0
     off, n = arr.offset, len(arr)
@@ -205,9 +213,23 @@ def column_spec(arr: pa.Array, keep: list[Any], name: str) -> tuple:
     if pa.types.is_boolean(t):
         return (COL_BOOL, 1, off, n, validity, 0, _addr(bufs[1]), 0, ())
     if is_binary_like(t):
-        kind = COL_BINARY64 if (pa.types.is_large_string(t) or pa.types.is_large_binary(t)) else COL_BINARY32
+        kind = (
+            COL_BINARY64
+            if (pa.types.is_large_string(t) or pa.types.is_large_binary(t))
+            else COL_BINARY32
+        )
         data = bufs[2]
-        return (kind, 1, off, n, validity, _addr(bufs[1]), _addr(data), 0 if data is None else data.size, ())
+        return (
+            kind,
+            1,
+            off,
+            n,
+            validity,
+            _addr(bufs[1]),
+            _addr(data),
+            0 if data is None else data.size,
+            (),
+        )
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
         kind = COL_LIST64 if pa.types.is_large_list(t) else COL_LIST32
         child = column_spec(arr.values, keep, name)
@@ -226,7 +248,17 @@ def column_spec(arr: pa.Array, keep: list[Any], name: str) -> tuple:
             return column_spec(signed, keep, name)
         ibuf = indices.buffers()[1]
         child = column_spec(arr.dictionary, keep, name)
-        return (COL_DICT, indices.type.bit_width // 8, indices.offset, n, validity, 0, _addr(ibuf), 0, (child,))
+        return (
+            COL_DICT,
+            indices.type.bit_width // 8,
+            indices.offset,
+            n,
+            validity,
+            0,
+            _addr(ibuf),
+            0,
+            (child,),
+        )
     try:
         bits = t.bit_width
     except ValueError:
@@ -257,12 +289,21 @@ def _canonical_type(t: pa.DataType) -> str:
         return "string"
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or has_type('is_binary_view', t):
         return "binary"
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or has_type('is_list_view', t) or has_type('is_large_list_view', t):
+    if (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or has_type("is_list_view", t)
+        or has_type("is_large_list_view", t)
+    ):
         return f"list<{_canonical_type(t.value_type)}>"
     if pa.types.is_map(t):
         return f"list<struct<{_canonical_type(t.key_type)},{_canonical_type(t.item_type)}>>"
     if pa.types.is_fixed_size_list(t):
         return f"fixed_list<{_canonical_type(t.value_type)},{t.list_size}>"
     if pa.types.is_struct(t):
-        return "struct<" + ",".join(_canonical_type(t.field(k).type) for k in range(t.num_fields)) + ">"
+        return (
+            "struct<"
+            + ",".join(_canonical_type(t.field(k).type) for k in range(t.num_fields))
+            + ">"
+        )
     return str(t)

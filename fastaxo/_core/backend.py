@@ -1,5 +1,6 @@
 """Loads the compiled extensions (_hash, _pack) once, both or neither, honouring
-FASTAXO_PURE_PYTHON, FASTAXO_REQUIRE_EXTENSION and FASTAXO_SHA256 (the SHA-256 path to force: auto, portable, sha-ni, armv8-crypto)."""
+FASTAXO_PURE_PYTHON, FASTAXO_REQUIRE_EXTENSION and FASTAXO_SHA256 (the SHA-256 path to force:
+auto, portable, sha-ni, armv8-crypto)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,9 @@ if ext is not None:
     try:
         ext.sha256_select(SHA256_REQUESTED)
     except (ValueError, RuntimeError) as exc:
-        raise InvalidInputError(f"environment variable FASTAXO_SHA256={SHA256_REQUESTED!r}: {exc}") from None
+        raise InvalidInputError(
+            f"environment variable FASTAXO_SHA256={SHA256_REQUESTED!r}: {exc}"
+        ) from None
 
 
 def child_argv(module: str, *args: str) -> list[str]:
@@ -71,7 +74,8 @@ def child_argv(module: str, *args: str) -> list[str]:
 
 def child_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for such a child: when this process has the compiled extension, the child
-    must too (FASTAXO_REQUIRE_EXTENSION=1: a child on the fallback fails instead of running slow)."""
+    must too (FASTAXO_REQUIRE_EXTENSION=1: a child on the fallback fails instead of running
+    slow)."""
     out = dict(os.environ if env is None else env)
     if ext is not None and not _flag("FASTAXO_PURE_PYTHON", out):
         out["FASTAXO_REQUIRE_EXTENSION"] = "1"

@@ -30,7 +30,8 @@ def positive_int(value: Any, name: str, *, allow_none: bool = False) -> Any:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise InvalidTypeError(
-            f"{name} must be a positive int{' or None' if allow_none else ''}, got {_type_name(value)}"
+            f"{name} must be a positive int{' or None' if allow_none else ''}, got "
+            f"{_type_name(value)}"
         )
     if value < 1:
         raise InvalidInputError(f"{name} must be >= 1, got {value}")

@@ -67,5 +67,6 @@ def check_fits(col: Rows, dt: np.dtype, pad_value: int, pad_name: str) -> None:
     rng = col.value_range()
     if rng is not None and (rng[0] < info.min or rng[1] > info.max):
         raise InvalidInputError(
-            f"{col.name} holds values from {rng[0]} to {rng[1]}; they do not fit the output dtype {dt}"
+            f"{col.name} holds values from {rng[0]} to {rng[1]}; they do not fit the output dtype "
+            f"{dt}"
         )

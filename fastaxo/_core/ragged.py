@@ -10,14 +10,14 @@ per token. Lists of lists are converted once (the slow path, documented as such)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import chain
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from fastaxo._core import arrow
+from fastaxo._core import arrow, backend
 from fastaxo.errors import ColumnNotFoundError, InvalidInputError, InvalidTypeError
 
 _INT64 = np.dtype(np.int64)
@@ -48,16 +48,21 @@ class Ragged:
                     bad = _first_bad_offsets(values, offsets)
                     if bad is not None:
                         raise InvalidInputError(
-                            f"{name}: offsets are corrupt at row {base + bad}: {_why_bad(values, offsets, bad)}"
+                            f"{name}: offsets are corrupt at row {base + bad}: "
+                            f"{_why_bad(values, offsets, bad)}"
                         )
             if chunks:
-                lengths = np.concatenate([np.diff(o).astype(np.int64, copy=False) for _, o in chunks])
+                lengths = np.concatenate(
+                    [np.diff(o).astype(np.int64, copy=False) for _, o in chunks]
+                )
             else:
                 lengths = _EMPTY_I64
         if index is not None:
             index = np.ascontiguousarray(index, dtype=np.int64)
             if len(index) and (index.min() < 0 or index.max() >= len(lengths)):
-                raise InvalidInputError(f"{name}: row map points outside the {len(lengths)} stored rows")
+                raise InvalidInputError(
+                    f"{name}: row map points outside the {len(lengths)} stored rows"
+                )
             lengths = lengths[index]
         self.index = index
         self.lengths = lengths
@@ -69,11 +74,14 @@ class Ragged:
         """Physical row numbers of logical rows."""
         return rows if self.index is None else self.index[rows]
 
-    def entry_ptrs(self, rows: np.ndarray | None, n: int, starts: np.ndarray | None, nt: int) -> np.ndarray:
+    def entry_ptrs(
+        self, rows: np.ndarray | None, n: int, starts: np.ndarray | None, nt: int
+    ) -> np.ndarray:
         """Address of the first token of each of ``n`` entries: logical row ``rows[e]`` (``e``
         when None) plus ``starts[e]`` tokens."""
         from fastaxo._core.backend import pack_ext
 
+        assert pack_ext is not None  # the kernels that read addresses need the extension
         phys = self.index if rows is None else self.physical(rows)
         return pack_ext.source_ptrs(phys, n, starts, *self.source(), self.dtype.itemsize, nt)
 
@@ -102,7 +110,7 @@ class Ragged:
                 a, b = int(part.min()), int(part.max())
                 lo = a if lo is None else min(lo, a)
                 hi = b if hi is None else max(hi, b)
-        return None if lo is None else (lo, hi)
+        return None if lo is None or hi is None else (lo, hi)
 
 
 class ArrayRows:
@@ -111,14 +119,19 @@ class ArrayRows:
 
     __slots__ = ("name", "rows", "ptrs", "lengths", "dtype", "index")
 
-    def __init__(self, name: str, rows: list, ptrs: np.ndarray, lengths: np.ndarray, dtype: np.dtype):
+    def __init__(
+        self, name: str, rows: Sequence[Any] | np.ndarray, ptrs: np.ndarray, lengths: np.ndarray,
+        dtype: np.dtype,
+    ):
         self.name, self.rows, self.ptrs, self.lengths, self.dtype = name, rows, ptrs, lengths, dtype
         self.index = None
 
     def __len__(self) -> int:
         return len(self.lengths)
 
-    def entry_ptrs(self, rows: np.ndarray | None, n: int, starts: np.ndarray | None, nt: int) -> np.ndarray:
+    def entry_ptrs(
+        self, rows: np.ndarray | None, n: int, starts: np.ndarray | None, nt: int
+    ) -> np.ndarray:
         p = self.ptrs if rows is None else self.ptrs[rows]
         if starts is not None:
             p = p + starts.astype(np.uintp) * np.uintp(self.dtype.itemsize)
@@ -134,7 +147,7 @@ class ArrayRows:
         return min(int(r.min()) for r in parts), max(int(r.max()) for r in parts)
 
 
-Rows = Union[Ragged, ArrayRows]  # what the kernels read a ragged column from
+Rows = Ragged | ArrayRows  # what the kernels read a ragged column from
 
 
 def _first_bad_offsets(values: np.ndarray, offsets: np.ndarray) -> int | None:
@@ -170,9 +183,12 @@ def _native(a: np.ndarray) -> np.ndarray:
 
 def _from_arrow(data: pa.Array | pa.ChunkedArray, name: str, integer: bool) -> Ragged:
     t = data.type
-    if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not arrow.is_raw_value_type(t.value_type):
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not arrow.is_raw_value_type(
+        t.value_type
+    ):
         raise InvalidTypeError(
-            f"{name}: expected an Arrow list or large_list of numbers, got an Arrow array of type {t}"
+            f"{name}: expected an Arrow list or large_list of numbers, got an Arrow array of type "
+            f"{t}"
         )
     dtype = _check_value_dtype(name, arrow.numpy_dtype(t.value_type), integer)
     if isinstance(data, pa.ChunkedArray):
@@ -188,7 +204,16 @@ def _from_arrow(data: pa.Array | pa.ChunkedArray, name: str, integer: bool) -> R
     return Ragged(name, chunks, dtype)
 
 
-def _from_rows(data: list | tuple | np.ndarray, name: str, integer: bool) -> Ragged:
+def lists_to_values(rows: list[Any]) -> tuple[Any, ...] | None:
+    """A list of lists of Python ints in one C pass (~2 ns a token against np.fromiter's ~14):
+    ``(int64 values, int64 lengths)``, or ``(what, row, position, value)`` naming the first item
+    it does not take (the caller then takes its general path), or None without the extension.
+    OverflowError for an int beyond int64."""
+    ext = backend.pack_ext
+    return None if ext is None else ext.lists_to_values(rows)
+
+
+def _from_rows(data: list | tuple | np.ndarray, name: str, integer: bool) -> Rows:
     n = len(data)
     if n and type(data[0]) is np.ndarray:
         # fast path (a collator's micro-batch): 1-D contiguous arrays of one native dtype, in place
@@ -203,29 +228,41 @@ def _from_rows(data: list | tuple | np.ndarray, name: str, integer: bool) -> Rag
     if n and all(isinstance(r, np.ndarray) for r in data):
         bad = next((i for i, r in enumerate(data) if r.ndim != 1), None)
         if bad is not None:
-            raise InvalidInputError(f"{name} row {bad}: expected a 1-D array, got {data[bad].ndim} dimensions")
+            raise InvalidInputError(
+                f"{name} row {bad}: expected a 1-D array, got {data[bad].ndim} dimensions"
+            )
         # an empty row's dtype says nothing (np.array([]) is float64): type from non-empty rows
-        dtypes = {r.dtype for r in data if len(r)} or {data[0].dtype if data[0].dtype.kind in "iu" else np.dtype(np.int64)}
+        dtypes = {r.dtype for r in data if len(r)} or {
+            data[0].dtype if data[0].dtype.kind in "iu" else np.dtype(np.int64)
+        }
         dtype = np.result_type(*dtypes)
         if dtype.kind == "f" and all(d.kind in "iu" for d in dtypes):
-            # signed rows mixed with uint64 ones promote to float64 in NumPy: int64 when the values fit
-            big = next((i for i, r in enumerate(data) if r.dtype.kind == "u" and len(r) and r.max() > 2**63 - 1), None)
+            # signed rows mixed with uint64 ones promote to float64 in NumPy: int64 when the
+            # values fit
+            big = next(
+                (
+                    i
+                    for i, r in enumerate(data)
+                    if r.dtype.kind == "u" and len(r) and r.max() > 2**63 - 1
+                ),
+                None,
+            )
             if big is not None:
-                raise InvalidInputError(f"{name} row {big}: a uint64 token id ({int(data[big].max())}) does not fit "
-                                        "in int64, and other rows are signed")
+                raise InvalidInputError(
+                    f"{name} row {big}: a uint64 token id ({int(data[big].max())}) does not fit "
+                    "in int64, and other rows are signed"
+                )
             dtype = np.dtype(np.int64)
         _check_value_dtype(name, dtype, integer)
         lengths = np.fromiter((len(r) for r in data), dtype=np.int64, count=n)
         values = np.concatenate([r for r in data if len(r)] or [np.zeros(0, dtype)], dtype=dtype)
         values = _native(values)
     else:
-        from fastaxo._core.backend import pack_ext
-
-        if pack_ext is not None and type(data) is list:
-            try:
-                got = pack_ext.lists_to_values(data)  # one C pass over the Python ints
-            except OverflowError:
-                raise InvalidInputError(f"{name}: a token id does not fit in int64") from None
+        try:
+            got = lists_to_values(data) if type(data) is list else None
+        except OverflowError:
+            raise InvalidInputError(f"{name}: a token id does not fit in int64") from None
+        if got is not None:
             if len(got) == 2:
                 values, lengths = got
                 offsets = np.zeros(n + 1, dtype=np.int64)
@@ -233,12 +270,18 @@ def _from_rows(data: list | tuple | np.ndarray, name: str, integer: bool) -> Rag
                 return Ragged(name, [(values, offsets)], values.dtype, lengths=lengths)
             what, i, j, value = got
             if what == "type" and isinstance(value, (float, np.floating)) and integer:
-                raise InvalidTypeError(f"{name}: expected integer token ids, got a {type(value).__name__} ({value!r:.40}) "
-                                       f"at row {i}, position {j}")
+                raise InvalidTypeError(
+                    f"{name}: expected integer token ids, got a {type(value).__name__} "
+                    f"({value!r:.40}) "
+                    f"at row {i}, position {j}"
+                )
             if what == "type" and not isinstance(value, (np.integer, float, np.floating)):
-                raise InvalidTypeError(f"{name} row {i}, position {j}: expected an int token id, got "
-                                       f"{type(value).__name__} {value!r:.40}")
-            # other shapes (NumPy scalars, rows that are arrays, floats for float columns): general path
+                raise InvalidTypeError(
+                    f"{name} row {i}, position {j}: expected an int token id, got "
+                    f"{type(value).__name__} {value!r:.40}"
+                )
+            # other shapes (NumPy scalars, rows that are arrays, floats for float columns):
+            # general path
         rows = []
         for i, r in enumerate(data):
             if isinstance(r, (str, bytes)) or not hasattr(r, "__len__"):
@@ -252,14 +295,19 @@ def _from_rows(data: list | tuple | np.ndarray, name: str, integer: bool) -> Rag
             values = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=total)
         except (TypeError, ValueError, OverflowError) as exc:
             if integer:
-                raise InvalidTypeError(f"{name}: expected rows of integer token ids ({exc})") from None
+                raise InvalidTypeError(
+                    f"{name}: expected rows of integer token ids ({exc})"
+                ) from None
             values = np.fromiter(chain.from_iterable(rows), dtype=np.float64, count=total)
         if integer and total:
             # np.fromiter(int64) silently truncates floats: refuse them.
-            probe = next((x for x in chain.from_iterable(rows) if not isinstance(x, (int, np.integer))), None)
+            probe = next(
+                (x for x in chain.from_iterable(rows) if not isinstance(x, (int, np.integer))), None
+            )
             if probe is not None:
                 raise InvalidTypeError(
-                    f"{name}: expected integer token ids, got a {type(probe).__name__} ({probe!r:.40})"
+                    f"{name}: expected integer token ids, got a {type(probe).__name__} "
+                    f"({probe!r:.40})"
                 )
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -276,16 +324,22 @@ def as_ragged(data: Any, name: str, *, integer: bool = True) -> Rows:
         values, offsets = data
         if values.ndim != 1 or offsets.ndim != 1:
             raise InvalidInputError(
-                f"{name}: a (values, offsets) pair must hold two 1-D arrays, got {values.ndim}-D and {offsets.ndim}-D"
+                f"{name}: a (values, offsets) pair must hold two 1-D arrays, got {values.ndim}-D "
+                f"and {offsets.ndim}-D"
             )
         if offsets.dtype.kind not in "iu" or len(offsets) < 1:
             raise InvalidInputError(
-                f"{name}: offsets must be a non-empty integer array (n+1 entries), got dtype {offsets.dtype} "
+                f"{name}: offsets must be a non-empty integer array (n+1 entries), got dtype "
+                f"{offsets.dtype} "
                 f"with {len(offsets)} entries"
             )
         dtype = _check_value_dtype(name, values.dtype, integer)
         if offsets.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
-            if offsets.dtype.kind == "u" and len(offsets) and offsets.max() > np.iinfo(np.int64).max:
+            if (
+                offsets.dtype.kind == "u"
+                and len(offsets)
+                and offsets.max() > np.iinfo(np.int64).max
+            ):
                 raise InvalidInputError(f"{name}: offsets exceed int64")
             offsets = offsets.astype(np.int64)
         return Ragged(name, [(_native(values), _native(offsets))], dtype)
@@ -304,7 +358,8 @@ def as_ragged(data: Any, name: str, *, integer: bool = True) -> Rows:
     if isinstance(data, (list, tuple)):
         return _from_rows(data, name, integer)
     raise InvalidTypeError(
-        f"{name}: expected a pyarrow ListArray/LargeListArray/ChunkedArray, a (values, offsets) tuple of "
+        f"{name}: expected a pyarrow ListArray/LargeListArray/ChunkedArray, a (values, offsets) "
+        "tuple of "
         f"NumPy arrays, a list of NumPy arrays or a list of lists; got {type(data).__module__}."
         f"{type(data).__qualname__}"
     )
@@ -312,7 +367,9 @@ def as_ragged(data: Any, name: str, *, integer: bool = True) -> Rows:
 
 def is_hf_dataset(data: Any) -> bool:
     mod = type(data).__module__ or ""
-    return mod.startswith("datasets.") and hasattr(data, "with_format") and hasattr(data, "_indices")
+    return (
+        mod.startswith("datasets.") and hasattr(data, "with_format") and hasattr(data, "_indices")
+    )
 
 
 def is_table_like(data: Any) -> bool:
@@ -325,7 +382,7 @@ def column_names(data: Any) -> list[str]:
     return list(data.keys())
 
 
-def get_column(data: Any, name: str, what: str, *, integer: bool = True) -> Ragged:
+def get_column(data: Any, name: str, what: str, *, integer: bool = True) -> Rows:
     """Column ``name`` of a Table / RecordBatch / mapping / datasets.Dataset as a Ragged."""
     names = column_names(data)
     if name not in names:
@@ -336,7 +393,11 @@ def get_column(data: Any, name: str, what: str, *, integer: bool = True) -> Ragg
         index = None
         if data._indices is not None:
             idx = data._indices.column(0)
-            index = np.concatenate([arrow.fixed_view(c) for c in idx.chunks]) if idx.num_chunks else _EMPTY_I64
+            index = (
+                np.concatenate([arrow.fixed_view(c) for c in idx.chunks])
+                if idx.num_chunks
+                else _EMPTY_I64
+            )
         r = _from_arrow(col, name, integer)
         if index is not None:
             r = Ragged(name, r.chunks, r.dtype, index=index)
@@ -346,7 +407,7 @@ def get_column(data: Any, name: str, what: str, *, integer: bool = True) -> Ragg
     return as_ragged(data[name], name, integer=integer)
 
 
-def check_aligned(ref: Ragged, other: Ragged) -> None:
+def check_aligned(ref: Rows, other: Rows) -> None:
     """Per-token columns must have the same length as ``ref`` row by row."""
     if len(other) != len(ref):
         raise InvalidInputError(f"{other.name} has {len(other)} rows; {ref.name} has {len(ref)}")

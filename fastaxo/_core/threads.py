@@ -63,5 +63,7 @@ def resolve_num_threads(num_threads: object = None) -> int:
                 f"{num_threads!r}"
             ) from None
     if num_threads < 1:
-        raise InvalidInputError(f"num_threads must be >= 1 (or None for the default), got {num_threads}")
+        raise InvalidInputError(
+            f"num_threads must be >= 1 (or None for the default), got {num_threads}"
+        )
     return num_threads

@@ -29,11 +29,18 @@ def _digest(b: bytes) -> bytes:
 
 def _fixed_bytes(t: pa.DataType, scalar: pa.Scalar) -> bytes:
     if pa.types.is_integer(t):
-        return int(scalar.as_py()).to_bytes(t.bit_width // 8, "little", signed=pa.types.is_signed_integer(t))
+        return int(scalar.as_py()).to_bytes(
+            t.bit_width // 8, "little", signed=pa.types.is_signed_integer(t)
+        )
     if pa.types.is_floating(t):
         fmt = {16: "<e", 32: "<f", 64: "<d"}[t.bit_width]
         return struct.pack(fmt, scalar.as_py())
-    if pa.types.is_temporal(t) or pa.types.is_interval(t) or pa.types.is_decimal(t) or pa.types.is_fixed_size_binary(t):
+    if (
+        pa.types.is_temporal(t)
+        or pa.types.is_interval(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_fixed_size_binary(t)
+    ):
         # No exact Python value for every unit: take the value's bytes from a 1-row array.
         arr = pa.array([scalar], type=t)
         width = t.bit_width // 8
@@ -44,7 +51,9 @@ def _fixed_bytes(t: pa.DataType, scalar: pa.Scalar) -> bytes:
 def encode_value(t: pa.DataType, scalar: pa.Scalar) -> bytes:
     """The canonical encoding of one value (see csrc/fx_rows.c), built from Python values."""
     if isinstance(t, pa.BaseExtensionType):
-        return encode_value(t.storage_type, scalar.value if scalar.is_valid else pa.scalar(None, t.storage_type))
+        return encode_value(
+            t.storage_type, scalar.value if scalar.is_valid else pa.scalar(None, t.storage_type)
+        )
     if pa.types.is_dictionary(t):
         if not scalar.is_valid:
             return b"\x00"
@@ -115,7 +124,12 @@ def _row_bytes_of_array(arr: pa.Array, i: int) -> bytes:
 
 
 def _is_raw_array_type(t: pa.DataType) -> bool:
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    ):
         return True
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return pa.types.is_integer(t.value_type) or pa.types.is_floating(t.value_type)
@@ -161,7 +175,9 @@ def hash_rows(data: Any, columns: list[str] | None = None) -> np.ndarray:
     return out
 
 
-def dedupe_indices(digests: np.ndarray, seen: set[bytes] | None = None) -> tuple[np.ndarray, set[bytes]]:
+def dedupe_indices(
+    digests: np.ndarray, seen: set[bytes] | None = None
+) -> tuple[np.ndarray, set[bytes]]:
     """First-occurrence indices of distinct digests, and the updated set."""
     seen = set() if seen is None else seen
     keep = []

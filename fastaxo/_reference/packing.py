@@ -12,6 +12,7 @@ remaining space is negative, so nothing joins it.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -80,10 +81,10 @@ def assign(lengths: Any, capacity: int, max_items: int, strategy: str,
                 new_bin(i)
     else:
         raise ValueError(f"unknown strategy {strategy!r}")
-    order = [i for b in items for i in b]
+    order = [i for members in items for i in members]
     offsets = [0]
-    for b in items:
-        offsets.append(offsets[-1] + len(b))
+    for members in items:
+        offsets.append(offsets[-1] + len(members))
     return order, offsets
 
 
@@ -104,8 +105,20 @@ def _entry_tokens(col: Any, row: int, start: int, length: int) -> np.ndarray:
     return col.row(row)[start : start + length]
 
 
-def materialise(ids: Any, lab: Any, extra: dict, bins: Any, width: int, layout: str, attention: str | None,
-                position_ids: bool, pad_id: int, label_pad_id: int, pad_values: dict, dt: np.dtype) -> dict:
+def materialise(
+    ids: Any,
+    lab: Any,
+    extra: dict,
+    bins: Any,
+    width: int,
+    layout: str,
+    attention: str | None,
+    position_ids: bool,
+    pad_id: int,
+    label_pad_id: int,
+    pad_values: Mapping[str, Any],
+    dt: np.dtype,
+) -> dict:
     """The packed arrays of :func:`fastaxo.pack`, bin by bin in NumPy."""
     nb = len(bins)
     starts = bins.starts
@@ -117,7 +130,9 @@ def materialise(ids: Any, lab: Any, extra: dict, bins: Any, width: int, layout: 
     pos_rows, mask_rows, cu = [], [], [0]
     for b in range(nb):
         lo, hi = int(bins.offsets[b]), int(bins.offsets[b + 1])
-        entries = [(int(bins.indices[e]), int(starts[e]), int(bins.lengths[e])) for e in range(lo, hi)]
+        entries = [
+            (int(bins.indices[e]), int(starts[e]), int(bins.lengths[e])) for e in range(lo, hi)
+        ]
         used = sum(length for _, _, length in entries)
         tail = width - used if layout == "padded" else 0
         for name, (col, odt, pad) in cols.items():
@@ -125,9 +140,18 @@ def materialise(ids: Any, lab: Any, extra: dict, bins: Any, width: int, layout: 
             per_col[name].append(np.concatenate(parts + [np.full(tail, pad, odt)]))
         for name, col in extra.items():
             parts = [_entry_tokens(col, r, s, n) for r, s, n in entries]
-            extra_rows[name].append(np.concatenate(parts + [np.full(tail, pad_values.get(name, 0), col.dtype)]))
-        pos_rows.append(np.concatenate([np.arange(n, dtype=dt) for _, _, n in entries] + [np.arange(tail, dtype=dt)]))
-        seg = [np.full(n, k + 1 if attention == "segments" else 1, dt) for k, (_, _, n) in enumerate(entries)]
+            extra_rows[name].append(
+                np.concatenate(parts + [np.full(tail, pad_values.get(name, 0), col.dtype)])
+            )
+        pos_rows.append(
+            np.concatenate(
+                [np.arange(n, dtype=dt) for _, _, n in entries] + [np.arange(tail, dtype=dt)]
+            )
+        )
+        seg = [
+            np.full(n, k + 1 if attention == "segments" else 1, dt)
+            for k, (_, _, n) in enumerate(entries)
+        ]
         mask_rows.append(np.concatenate(seg + [np.zeros(tail, dt)]))
         base = b * width if layout == "padded" else cu[-1]
         pos = 0
@@ -160,11 +184,18 @@ def materialise(ids: Any, lab: Any, extra: dict, bins: Any, width: int, layout: 
     return out
 
 
-def pad_rows(rows: list[np.ndarray], width: int, left: bool, pad: Any, pad_range: bool, dt: np.dtype,
-             kind: str = "copy") -> np.ndarray:
-    """Rows padded (or cut) to ``width``: keep the head when padding right, the tail when padding
-    left. ``kind``: "copy" the tokens, "ones" (a mask), "iota" (0, 1, 2, ...). The pad is ``pad`` or,
-    with ``pad_range``, 0, 1, 2, ..."""
+def pad_rows(
+    rows: list[np.ndarray],
+    width: int,
+    left: bool,
+    pad: Any,
+    pad_range: bool,
+    dt: np.dtype,
+    kind: str = "copy",
+) -> np.ndarray:
+    """Rows padded (or cut) to ``width``: keep the head when padding right, the tail when
+    padding left. ``kind``: "copy" the tokens, "ones" (a mask), "iota" (0, 1, 2, ...). The pad
+    is ``pad`` or, with ``pad_range``, 0, 1, 2, ..."""
     out = np.empty((len(rows), width), dt)
     for i, r in enumerate(rows):
         keep = min(len(r), width)

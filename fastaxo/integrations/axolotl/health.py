@@ -42,7 +42,8 @@ class LoaderHealthCallback(TrainerCallback):
     process and any wait on DataLoader workers, and nothing else.
     """
 
-    def __init__(self, trainer: Any, cfg: Any, settings: Any, report: Callable[..., None] | None = None):
+    def __init__(self, trainer: Any, cfg: Any, settings: Any,
+                 report: Callable[..., None] | None = None):
         self.report = report or (lambda *a, **k: None)
         self.peak_flops = settings.peak_flops
         self.n_params = None
@@ -51,8 +52,8 @@ class LoaderHealthCallback(TrainerCallback):
         self.positions = 0
         self.tokens = 0
         self.batches = 0
-        self.t_start = None
-        self.t_last = None
+        self.t_start: float | None = None
+        self.t_last: float | None = None
         self.mark = (0.0, 0, 0)
         self.io_last = io_counters().get("read_bytes")
         self.io_start = self.io_last
@@ -96,7 +97,8 @@ class LoaderHealthCallback(TrainerCallback):
             "tokens_per_s": d_tok / dt,
             "rss_mib": (status_kib("VmRSS") or 0) / 1024,
             "vm_peak_mib": (status_kib("VmPeak") or 0) / 1024,
-            "read_mib": ((io - self.io_last) / 2**20) if io is not None and self.io_last is not None else float("nan"),
+            "read_mib": (((io - self.io_last) / 2**20)
+                         if io is not None and self.io_last is not None else float("nan")),
             "batches": self.batches - batches,
             "seconds": dt,
         }
@@ -115,7 +117,7 @@ class LoaderHealthCallback(TrainerCallback):
             if k in row:
                 logs[f"fastaxo/{k}"] = round(float(row[k]), 6)
 
-    def summary(self) -> dict[str, float]:
+    def summary(self) -> dict[str, Any]:
         total = max(time.perf_counter() - (self.t_start or time.perf_counter()), 1e-9)
         io = io_counters().get("read_bytes")
         out = {
@@ -129,7 +131,8 @@ class LoaderHealthCallback(TrainerCallback):
             "rss_mib": (status_kib("VmRSS") or 0) / 1024,
             "vm_peak_mib": (status_kib("VmPeak") or 0) / 1024,
             "vm_hwm_mib": (status_kib("VmHWM") or 0) / 1024,
-            "read_mib": ((io - self.io_start) / 2**20) if io is not None and self.io_start is not None else None,
+            "read_mib": (((io - self.io_start) / 2**20)
+                         if io is not None and self.io_start is not None else None),
         }
         if self.n_params:
             out["params"] = self.n_params
@@ -143,11 +146,14 @@ class LoaderHealthCallback(TrainerCallback):
         s = self.summary()
         lines = ["fastaxo loader health (whole run)",
                  f"  {'wall time':24s} {s['seconds']:12.2f} s",
-                 f"  {'waiting for batches':24s} {s['wait_seconds']:12.3f} s  ({100 * s['stall_fraction']:.2f}% stall)",
+                 f"  {'waiting for batches':24s} {s['wait_seconds']:12.3f} s  "
+                 f"({100 * s['stall_fraction']:.2f}% stall)",
                  f"  {'batches':24s} {s['batches']:12d}",
-                 f"  {'tokens (non-padding)':24s} {s['tokens']:12d}  ({s['tokens_per_s']:,.0f} tokens/s)",
+                 f"  {'tokens (non-padding)':24s} {s['tokens']:12d}  "
+                 f"({s['tokens_per_s']:,.0f} tokens/s)",
                  f"  {'padding':24s} {100 * (1 - s['tokens'] / max(s['positions'], 1)):11.2f} %",
-                 f"  {'RSS / VmHWM / VmPeak':24s} {s['rss_mib']:,.0f} / {s['vm_hwm_mib']:,.0f} / {s['vm_peak_mib']:,.0f} MiB"]
+                 f"  {'RSS / VmHWM / VmPeak':24s} {s['rss_mib']:,.0f} / {s['vm_hwm_mib']:,.0f} / "
+                 f"{s['vm_peak_mib']:,.0f} MiB"]
         if s.get("read_mib") is not None:
             lines.append(f"  {'disk read':24s} {s['read_mib']:12.1f} MiB")
         if "mfu" in s:

@@ -17,7 +17,9 @@ from axolotl.utils.collators.batching import (
 )
 
 import fastaxo
-from fastaxo._core import backend
+from fastaxo._core.ragged import lists_to_values
+from fastaxo.integrations.axolotl.settings import report
+from fastaxo.padding import pad_rows
 
 _KNOWN = {"input_ids", "labels", "attention_mask", "position_ids", "length"}
 
@@ -26,13 +28,11 @@ def _flat(rows: list[Any], total: int) -> np.ndarray:
     """One int64 array of all rows concatenated (rows: lists, NumPy arrays or tensors)."""
     first = rows[0] if rows else None
     if isinstance(first, list):
-        ext = backend.pack_ext
-        if ext is not None:
-            # one C pass over the Python ints: ~2 ns a token against np.fromiter's ~14 (most of a
-            # collate call: 4 columns of a 4k-token bin)
-            got = ext.lists_to_values(rows)
-            if len(got) == 2 and len(got[0]) == total:
-                return got[0]
+        # one C pass over the Python ints: ~2 ns a token against np.fromiter's ~14 (most of a
+        # collate call: 4 columns of a 4k-token bin)
+        got = lists_to_values(rows)
+        if got is not None and len(got) == 2 and len(got[0]) == total:
+            return got[0]
         return np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=total)
     return np.concatenate([np.asarray(r, dtype=np.int64).reshape(-1) for r in rows]) if rows \
         else np.zeros(0, dtype=np.int64)
@@ -51,8 +51,9 @@ class FastaxoCollator(V2BatchSamplerDataCollatorForSeq2Seq):
     is dropped. All of it on whole arrays: one flat array per column, fastaxo's padding kernel.
 
     Cases it does not cover (left padding, ``max_length``, extra columns, rows whose columns
-    differ in length, empty rows (Axolotl's collator turns such a batch into floats), a context-parallel shard, squashed position ids, an encoder-decoder model)
-    go to Axolotl's own collator, call by call. A dataclass: picklable, no state but its fields,
+    differ in length, empty rows (Axolotl's collator turns such a batch into floats), a
+    context-parallel shard, squashed position ids, an encoder-decoder model) go to Axolotl's
+    own collator, call by call. A dataclass: picklable, no state but its fields,
     so it is safe in forked or spawned DataLoader workers.
     """
 
@@ -61,16 +62,19 @@ class FastaxoCollator(V2BatchSamplerDataCollatorForSeq2Seq):
     report_path: str | None = None
 
     def _fallback(self):
-        cls = V2BatchSamplerDataCollatorForSeq2Seq if self.segments else BatchSamplerDataCollatorForSeq2Seq
+        cls = (V2BatchSamplerDataCollatorForSeq2Seq if self.segments
+               else BatchSamplerDataCollatorForSeq2Seq)
         names = {f.name for f in fields(cls)}
         return cls(**{f.name: getattr(self, f.name) for f in fields(self) if f.name in names})
 
     def _fast_ok(self, bins: list, return_tensors: str) -> tuple[str, ...] | None:
         if return_tensors not in ("pt", "np") or self.max_length is not None:
             return None
-        if self.padding not in (True, "longest") and str(self.padding) != "PaddingStrategy.LONGEST":
+        if (self.padding not in (True, "longest")
+                and str(self.padding) != "PaddingStrategy.LONGEST"):
             return None
-        if getattr(self, "squash_position_ids", False) or self.cp_shard is not None or self.emit_fa_varlen_kwargs:
+        if (getattr(self, "squash_position_ids", False) or self.cp_shard is not None
+                or self.emit_fa_varlen_kwargs):
             return None
         if self.model is not None and hasattr(self.model, "prepare_decoder_input_ids_from_labels"):
             return None
@@ -100,9 +104,8 @@ class FastaxoCollator(V2BatchSamplerDataCollatorForSeq2Seq):
         if out is None:
             return self._fallback()(features, return_tensors=return_tensors)
         if self.report_path:
-            from fastaxo.integrations.axolotl import report
-
-            report("collate", path=self.report_path, batches=1, bins=len(bins), tokens=int(out["input_ids"].size))
+            report("collate", path=self.report_path, batches=1, bins=len(bins),
+                   tokens=int(out["input_ids"].size))
         if rt == "pt":
             import torch
 
@@ -116,7 +119,8 @@ class FastaxoCollator(V2BatchSamplerDataCollatorForSeq2Seq):
         cols = [k for k in keys if k != "length"]
         lengths = np.fromiter((len(r["input_ids"]) for r in rows), dtype=np.int64, count=len(rows))
         if len(rows) and lengths.min() == 0:
-            return None  # Axolotl's np.array([]) is float64 and turns the batch float: its quirk, its path
+            # Axolotl's np.array([]) is float64 and turns the batch float: its quirk, its path
+            return None
         for k in cols:
             if k != "input_ids" and not all(len(r[k]) == n for r, n in zip(rows, lengths.tolist())):
                 return None
@@ -140,8 +144,9 @@ class FastaxoCollator(V2BatchSamplerDataCollatorForSeq2Seq):
             return {k: fast[k] for k in cols}
         nt = self.num_threads
         ids = (flat["input_ids"], bin_off)
-        padded = fastaxo.pad(ids, labels=(flat["labels"], bin_off) if "labels" in flat else None,
-                             position_ids=(flat["position_ids"], bin_off) if "position_ids" in flat else None,
+        labels = (flat["labels"], bin_off) if "labels" in flat else None
+        positions = (flat["position_ids"], bin_off) if "position_ids" in flat else None
+        padded = fastaxo.pad(ids, labels=labels, position_ids=positions,
                              pad_to=width, pad_id=int(self.tokenizer.pad_token_id),
                              label_pad_id=int(self.label_pad_token_id), attention_mask=False,
                              dtype=np.int64, num_threads=nt)
@@ -154,19 +159,18 @@ class FastaxoCollator(V2BatchSamplerDataCollatorForSeq2Seq):
             elif k == "position_ids":
                 out[k] = padded["position_ids"]
             else:  # attention_mask (segment ids made above, or 1/0)
-                out[k] = fastaxo.pad((flat[k], bin_off), pad_to=width, pad_id=0, attention_mask=False,
-                                     dtype=np.int64, num_threads=nt)["input_ids"]
+                out[k] = fastaxo.pad((flat[k], bin_off), pad_to=width, pad_id=0,
+                                     attention_mask=False, dtype=np.int64,
+                                     num_threads=nt)["input_ids"]
         return out
 
-    def _pad_bins(self, flat: dict[str, np.ndarray], bin_off: np.ndarray, width: int) -> dict[str, np.ndarray] | None:
-        """The bins padded by fastaxo's list kernel (``pad_list``): each bin a view of the flat
-        columns, input_ids with labels in one call, position_ids with the mask in another; the
-        position pad tail then set to 0, 1, 2, ... None without the extension (the general path
-        then pads): a micro-batch is a few bins, where the general path's per-column checks
-        cost more than the copy."""
-        ext = backend.pack_ext
-        if ext is None:
-            return None
+    def _pad_bins(self, flat: dict[str, np.ndarray], bin_off: np.ndarray,
+                  width: int) -> dict[str, np.ndarray] | None:
+        """The bins padded by fastaxo's list kernel (``padding.pad_rows``): each bin a view of
+        the flat columns, input_ids with labels in one call, position_ids with the mask in
+        another; the position pad tail then set to 0, 1, 2, ... None without the extension (the
+        general path then pads): a micro-batch is a few bins, where the general path's
+        per-column checks cost more than the copy."""
         spans = list(zip(bin_off[:-1].tolist(), bin_off[1:].tolist()))
         m = int(self.pad_to_multiple_of or 0)
         i64 = np.dtype(np.int64)
@@ -174,17 +178,20 @@ class FastaxoCollator(V2BatchSamplerDataCollatorForSeq2Seq):
         def views(k: str) -> list[np.ndarray] | None:
             return [flat[k][a:b] for a, b in spans] if k in flat else None
 
-        got = ext.pad_list(views("input_ids"), views("labels"), i64, int(self.tokenizer.pad_token_id),
-                           int(self.label_pad_token_id), m, False, False)
+        ids = views("input_ids")
+        assert ids is not None  # every row has input_ids (checked by _fast_ok)
+        got = pad_rows(ids, views("labels"), i64, int(self.tokenizer.pad_token_id),
+                       int(self.label_pad_token_id), m, False, False)
         if got is None or got[0].shape[1] != width:
             return None
-        out = {"input_ids": got[0]}
+        out: dict[str, Any] = {"input_ids": got[0]}
         if got[2] is not None:
             out["labels"] = got[2]
         pos, mask = views("position_ids"), views("attention_mask")
         if pos is not None or mask is not None:
             first, second = (pos, mask) if pos is not None else (mask, None)
-            got = ext.pad_list(first, second, i64, 0, 0, m, False, False)
+            assert first is not None
+            got = pad_rows(first, second, i64, 0, 0, m, False, False)
             if got is None or got[0].shape[1] != width:
                 return None
             if pos is not None:
@@ -210,13 +217,14 @@ def collator_for(cfg: Any, is_eval: bool, settings: Any, say_once) -> tuple[type
         return None
     for key, why in (("pretraining_dataset", "pretraining datasets"), ("rl", "RL trainers"),
                      ("reward_model", "reward models"), ("process_reward_model", "reward models"),
-                     ("processor_type", "multimodal processors"), ("batch_flattening", "batch_flattening")):
+                     ("processor_type", "multimodal processors"),
+                     ("batch_flattening", "batch_flattening")):
         if cfg.get(key):
             say_once(f"collator-{key}", f"collator: not used with {why}; Axolotl's collator stays")
             return None
     if _flash_requested(cfg):
-        say_once("collator-flash", "collator: flash attention collates with varlen kwargs in Axolotl's "
-                 "collator; Axolotl's collator stays")
+        say_once("collator-flash", "collator: flash attention collates with varlen kwargs in "
+                 "Axolotl's collator; Axolotl's collator stays")
         return None
     if (cfg.get("context_parallel_size") or 1) > 1:
         say_once("collator-cp", "collator: context parallel; Axolotl's collator stays")
@@ -227,6 +235,8 @@ def collator_for(cfg: Any, is_eval: bool, settings: Any, say_once) -> tuple[type
         SUPPORTED_MULTIPACK_MODEL_TYPES = []
     segments = (cfg.attn_implementation == "flex_attention"
                 or cfg.model_config_type in SUPPORTED_MULTIPACK_MODEL_TYPES
-                or (cfg.model_config_type in ["llama"] and cfg.attn_implementation != "flash_attention_2"))
+                or (cfg.model_config_type in ["llama"]
+                    and cfg.attn_implementation != "flash_attention_2"))
+    report_path = settings.report or os.environ.get("FASTAXO_AXOLOTL_REPORT")
     return FastaxoCollator, {"segments": bool(segments), "num_threads": settings.threads,
-                             "report_path": settings.report or os.environ.get("FASTAXO_AXOLOTL_REPORT")}
+                             "report_path": report_path}

@@ -44,9 +44,12 @@ LAYOUT_VERSION = 1
 def _unsupported(cfg: Any) -> str | None:
     """Why the streaming loader cannot honour this config (None: it can)."""
     for key, why in (("rl", "RL datasets"), ("pretraining_dataset", "pretraining_dataset"),
-                     ("streaming", "Axolotl's own streaming mode"), ("test_datasets", "test_datasets"),
-                     ("dataset_shard_num", "dataset_shard_num"), ("skip_prepare_dataset", "skip_prepare_dataset"),
-                     ("processor_type", "multimodal processors"), ("push_dataset_to_hub", "push_dataset_to_hub"),
+                     ("streaming", "Axolotl's own streaming mode"),
+                     ("test_datasets", "test_datasets"),
+                     ("dataset_shard_num", "dataset_shard_num"),
+                     ("skip_prepare_dataset", "skip_prepare_dataset"),
+                     ("processor_type", "multimodal processors"),
+                     ("push_dataset_to_hub", "push_dataset_to_hub"),
                      ("shuffle_before_merging_datasets", "shuffle_before_merging_datasets"),
                      ("use_pose", "use_pose (Axolotl sorts the whole dataset)")):
         if cfg.get(key):
@@ -145,9 +148,10 @@ def _cache_key(cfg: Any, tokenizer: Any) -> str:
         for f in _files(d.path):
             st = os.stat(f)
             files.append([os.path.abspath(f), st.st_size, st.st_mtime_ns])
-    extra = {k: cfg.get(k) for k in ("seed", "shuffle_merged_datasets", "curriculum_sampling", "min_sample_len",
-                                     "excess_length_strategy", "model_config_type", "train_on_inputs",
-                                     "chat_template", "default_system_message")}
+    extra = {k: cfg.get(k) for k in ("seed", "shuffle_merged_datasets", "curriculum_sampling",
+                                     "min_sample_len", "excess_length_strategy",
+                                     "model_config_type", "train_on_inputs", "chat_template",
+                                     "default_system_message")}
     blob = json.dumps([LAYOUT_VERSION, fastaxo.__version__,
                        generate_dataset_hash_from_config(cfg, cfg.datasets, tokenizer.name_or_path),
                        files, extra], sort_keys=True, default=str)
@@ -159,7 +163,8 @@ def _quiet():
     """Axolotl's per-dataset INFO lines and datasets' progress bars, once per batch, are noise."""
     import datasets
 
-    loggers = [logging.getLogger(n) for n in ("axolotl", "axolotl.utils.data.utils", "axolotl.utils.trainer",
+    loggers = [logging.getLogger(n) for n in ("axolotl", "axolotl.utils.data.utils",
+                                              "axolotl.utils.trainer",
                                               "axolotl.utils.data.wrappers")]
     levels = [lg.level for lg in loggers]
     bars = datasets.utils.logging.is_progress_bar_enabled()
@@ -194,8 +199,9 @@ def _process_batch(batch: pa.RecordBatch, dcfg: Any, cfg1: Any, tokenizer: Any, 
 
     ds = Dataset(pa.Table.from_batches([batch]), fingerprint=generate_random_fingerprint())
     base, style = _parse_dataset_type(dcfg.type)
-    ds, _ = get_dataset_wrapper(dataset_config=dcfg, tokenizer=tokenizer, cfg=cfg1, dataset_base_type=base,
-                                dataset=ds, dataset_prompt_style=style, processor=None)
+    ds, _ = get_dataset_wrapper(dataset_config=dcfg, tokenizer=tokenizer, cfg=cfg1,
+                                dataset_base_type=base, dataset=ds, dataset_prompt_style=style,
+                                processor=None)
     n = len(ds)
     if n == 0:
         return None, 0
@@ -213,7 +219,8 @@ def _process_batch(batch: pa.RecordBatch, dcfg: Any, cfg1: Any, tokenizer: Any, 
     return ds.with_format("arrow")[0 : len(ds)], n
 
 
-def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any, report: Callable[..., None]) -> dict:
+def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any,
+            report: Callable[..., None]) -> dict:
     """Stream every dataset of ``cfg`` into ``outdir`` (data.arrow, indices.npy, meta.json)."""
     from axolotl.utils.data.shared import datasets_with_name_generator
     from axolotl.utils.dict import DictDefault
@@ -222,7 +229,8 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any, report: Calla
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     cfg1 = DictDefault(dict(cfg))
-    cfg1.dataset_num_proc = None  # per-batch maps stay in this process (datasets 5 pools at num_proc=1)
+    # per-batch maps stay in this process (datasets 5 pools at num_proc=1)
+    cfg1.dataset_num_proc = None
     cfg1.is_preprocess = True  # no datasets cache lookups per batch
     t0 = time.perf_counter()
     writer = None
@@ -244,7 +252,8 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any, report: Calla
                 batch_rows, threads = _reader_plan(files, fmt, settings)
                 plans.append({"batch_rows": batch_rows, "reader_threads": threads})
                 reader = fastaxo.iter_batches(files, format=fmt, batch_rows=batch_rows,
-                                              prefetch_bytes=settings.prefetch_bytes, threads=threads)
+                                              prefetch_bytes=settings.prefetch_bytes,
+                                              threads=threads)
                 with reader:
                     for batch in reader:
                         rows_in += batch.num_rows
@@ -268,19 +277,23 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any, report: Calla
                                 table = table.cast(schema)
                             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                                 raise fastaxo.SchemaMismatchError(
-                                    f"fastaxo streaming: dataset {dcfg.path}: a batch came out of Axolotl's "
-                                    f"processing with schema {table.schema} after {schema} ({exc})") from exc
+                                    f"fastaxo streaming: dataset {dcfg.path}: a batch came out "
+                                    f"of Axolotl's processing with schema {table.schema} after "
+                                    f"{schema} ({exc})") from exc
                         writer.write_table(table)
                     read_bytes += reader.stats.io_rchar or 0
         if writer is None:
-            raise ValueError("fastaxo streaming: no rows left after Axolotl's filters (empty dataset)")
+            raise ValueError(
+                "fastaxo streaming: no rows left after Axolotl's filters (empty dataset)")
         writer.close()
         writer = None
         pos_of = np.concatenate(rows_idx) if rows_idx else np.zeros(0, np.int64)
         # merge_datasets: one dataset is shuffled unless curriculum_sampling; several are
         # concatenated and shuffled whenever shuffle_merged_datasets (curriculum only warns)
-        shuffle = bool(cfg.shuffle_merged_datasets) and (n_datasets > 1 or not cfg.curriculum_sampling)
-        perm = np.random.default_rng(cfg.seed).permutation(wrapped) if shuffle else np.arange(wrapped)
+        shuffle = bool(cfg.shuffle_merged_datasets) and (n_datasets > 1
+                                                         or not cfg.curriculum_sampling)
+        perm = (np.random.default_rng(cfg.seed).permutation(wrapped) if shuffle
+                else np.arange(wrapped))
         where = np.full(wrapped, -1, dtype=np.int64)
         where[pos_of] = np.arange(len(pos_of), dtype=np.int64)
         order = where[perm]
@@ -291,11 +304,13 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any, report: Calla
             res = fastaxo.dedupe(dig[order], num_threads=settings.threads)
             order = order[res.keep]
         np.save(tmp / "indices.npy", order)
-        meta = {"layout": LAYOUT_VERSION, "rows_in": rows_in, "rows_wrapped": wrapped, "rows_filtered": kept,
-                "rows_out": len(order), "duplicates": kept - len(order), "shuffled": shuffle,
-                "seconds": time.perf_counter() - t0, "read_bytes": read_bytes,
-                "peak_rss": (status_kib("VmHWM") or 0) * 1024, "vm_peak": (status_kib("VmPeak") or 0) * 1024,
-                "vm_before": vm_before, "readers": plans}
+        meta: dict[str, Any] = {
+            "layout": LAYOUT_VERSION, "rows_in": rows_in, "rows_wrapped": wrapped,
+            "rows_filtered": kept, "rows_out": len(order), "duplicates": kept - len(order),
+            "shuffled": shuffle, "seconds": time.perf_counter() - t0,
+            "read_bytes": read_bytes, "peak_rss": (status_kib("VmHWM") or 0) * 1024,
+            "vm_peak": (status_kib("VmPeak") or 0) * 1024, "vm_before": vm_before,
+            "readers": plans}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         shutil.rmtree(outdir, ignore_errors=True)
         os.replace(tmp, outdir)
@@ -303,17 +318,20 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any, report: Calla
         if writer is not None:
             writer.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    LOG.info("fastaxo: streamed %d rows -> %d prepared (%d over-long/empty dropped by Axolotl's filters, "
-             "%d duplicates) in %.1f s, peak RSS %.0f MiB", meta["rows_in"], meta["rows_out"],
+    LOG.info("fastaxo: streamed %d rows -> %d prepared (%d over-long/empty dropped by Axolotl's "
+             "filters, %d duplicates) in %.1f s, peak RSS %.0f MiB", meta["rows_in"],
+             meta["rows_out"],
              meta["rows_wrapped"] - meta["rows_filtered"], meta["duplicates"], meta["seconds"],
              meta["peak_rss"] / 2**20)
-    report("stream", **meta, prepared=str(outdir))  # not path=: report's own argument (the report file)
+    # not path=: report's own argument (the report file)
+    report("stream", **meta, prepared=str(outdir))
     return meta
 
 
-def load_datasets_streaming(cfg: Any, preprocess: bool, settings: Any, say_once: Callable[..., None],
-                            report: Callable[..., None]):
-    """The plugin's ``load_datasets`` hook: a ``TrainDatasetMeta``, or None to leave it to Axolotl."""
+def load_datasets_streaming(cfg: Any, preprocess: bool, settings: Any,
+                            say_once: Callable[..., None], report: Callable[..., None]) -> Any:
+    """The plugin's ``load_datasets`` hook: a ``TrainDatasetMeta``, or None to leave it to
+    Axolotl."""
     why = _unsupported(cfg)
     if why:
         say_once(f"stream-{why}", f"streaming: {why}; Axolotl's own loader stays")
@@ -345,7 +363,8 @@ def load_datasets_streaming(cfg: Any, preprocess: bool, settings: Any, say_once:
     if not (len(order) == len(ds) and (order == np.arange(len(ds))).all()):
         ds = ds.select(order)
     if filter_native_diffusion_dataset is not None:
-        ds = filter_native_diffusion_dataset(cfg, ds, split="train")  # what prepare_datasets does next
+        # what prepare_datasets does next
+        ds = filter_native_diffusion_dataset(cfg, ds, split="train")
     steps = calculate_total_num_steps(cfg, ds)
     if cfg.max_steps:
         steps = min(steps, cfg.max_steps)

@@ -1,0 +1,80 @@
+"""Axolotl's functions swapped for fastaxo's (module and class attributes: Axolotl's callers
+look them up at call time), each checked against the signature fastaxo replaces, and put
+back: :func:`patch_axolotl`, :func:`unpatch_axolotl`, :func:`patched`."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from fastaxo.integrations.axolotl.dedupe import make_deduplicate_dataset
+from fastaxo.integrations.axolotl.packer import make_generate_batches, make_pack_parallel
+from fastaxo.integrations.axolotl.settings import Settings, say_once, use
+
+__all__ = ["patch_axolotl", "patched", "unpatch_axolotl"]
+
+_TARGETS: dict[str, list[tuple[str, str, Any, tuple[str, ...]]]] = {
+    "dedupe": [("axolotl.utils.data.utils", "_deduplicate_dataset", make_deduplicate_dataset,
+                ("dataset", "seen_hashes"))],
+    "packing": [("axolotl.utils.samplers.multipack", "pack_parallel", make_pack_parallel,
+                 ("sequence_lengths", "bin_capacity", "group_size", "bin_size")),
+                ("axolotl.utils.samplers.multipack", "MultipackBatchSampler.generate_batches",
+                 make_generate_batches, ("self", "set_stats"))],
+}
+_originals: dict[tuple[str, str], tuple[Any, str, Any]] = {}
+
+
+def patch_axolotl(parts=("dedupe", "packing")) -> list[str]:
+    """Replace Axolotl's functions for ``parts``; returns the parts replaced. A function whose
+    signature is not the one fastaxo was built against is left alone (said once in the log)."""
+    import importlib
+    import inspect
+
+    done = []
+    for part in parts:
+        ok = False
+        for modname, attr, factory, params in _TARGETS[part]:
+            if (part, attr) in _originals:
+                ok = True
+                continue
+            try:
+                owner = importlib.import_module(modname)
+                *path, name = attr.split(".")
+                for p in path:
+                    owner = getattr(owner, p)
+                fn = getattr(owner, name)
+                names = list(inspect.signature(fn).parameters)
+            except (ImportError, AttributeError, TypeError, ValueError) as exc:
+                say_once(f"missing-{attr}", f"{part}: {modname}.{attr} not found ({exc}); "
+                         "Axolotl's own code stays")
+                continue
+            if names[: len(params)] != list(params):
+                say_once(f"sig-{attr}", f"{part}: {modname}.{attr}{inspect.signature(fn)} is "
+                         "not the signature fastaxo replaces; Axolotl's own code stays")
+                continue
+            _originals[(part, attr)] = (owner, name, fn)
+            setattr(owner, name, factory(fn))
+            ok = True
+        if ok:
+            done.append(part)
+    return done
+
+
+def unpatch_axolotl() -> None:
+    """Put Axolotl's own functions back."""
+    while _originals:
+        _, (mod, attr, fn) = _originals.popitem()
+        setattr(mod, attr, fn)
+
+
+@contextlib.contextmanager
+def patched(parts=("dedupe", "packing"), **settings: Any):
+    """``with patched(): ...`` runs Axolotl with fastaxo's dedupe and packer (tests, benchmarks)."""
+    old = use(Settings(**settings)) if settings else None
+    patch_axolotl(parts)
+    try:
+        yield
+    finally:
+        unpatch_axolotl()
+        if old is not None:
+            use(old)

@@ -1,0 +1,475 @@
+"""Packed rows: the bins' sequences materialised side by side (:func:`pack`, :func:`iter_pack`,
+:class:`Packed`, :class:`PackIterator`), every token copied once, in parallel over bins."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from fastaxo._core import backend
+from fastaxo._core.checks import choice, int_arg, positive_int
+from fastaxo._core.outputs import ArrayMap, check_fits, out_dtype
+from fastaxo._core.ragged import (
+    Rows,
+    as_ragged,
+    check_aligned,
+    column_names,
+    get_column,
+    is_table_like,
+)
+from fastaxo._core.threads import resolve_num_threads
+from fastaxo._reference import packing as reference
+from fastaxo.errors import InvalidInputError, InvalidTypeError
+from fastaxo.packing.bins import BFD_MAX_CAPACITY, OVERFLOW_MODES, STRATEGIES, Bins, assign_bins
+
+__all__ = ["PackIterator", "Packed", "iter_pack", "pack"]
+
+
+class Packed(ArrayMap):
+    """Packed rows: a mapping of NumPy arrays plus ``bins`` and ``stats``.
+
+    Padded layout: ``input_ids``, ``labels`` (when given), ``position_ids`` and
+    ``attention_mask`` are ``[n_bins, width]``; ``cu_seqlens`` holds sequence boundaries over
+    the flattened rows (each non-empty pad tail counts as one segment). Flat layout: 1-D arrays
+    of the packed tokens without padding, ``cu_seqlens`` per sequence and ``bin_offsets``
+    (token offset of each bin).
+    """
+
+    def __init__(self, arrays: dict[str, np.ndarray], bins: Bins, layout: str):
+        self._arrays = arrays
+        self.bins = bins
+        self.stats = bins.stats
+        self.layout = layout
+
+    def __repr__(self) -> str:
+        return f"<fastaxo.Packed ({self.layout}) {self.shapes()}>"
+
+
+def _resolve_columns(
+    data: Any, labels: Any, columns: Any
+) -> tuple[Rows, Rows | None, dict[str, Rows]]:
+    """input_ids, labels and extra per-token columns, all aligned row by row."""
+    extra: dict[str, Rows] = {}
+    if is_table_like(data):
+        ids = get_column(data, "input_ids", "data")
+        if labels is None and "labels" in column_names(data):
+            labels = get_column(data, "labels", "data")
+        if columns is not None:
+            names = [columns] if isinstance(columns, str) else columns
+            if isinstance(names, Mapping):
+                extra = {k: as_ragged(v, k, integer=False) for k, v in names.items()}
+            else:
+                extra = {k: get_column(data, k, "columns", integer=False) for k in names}
+    else:
+        ids = as_ragged(data, "input_ids")
+        if columns is not None:
+            if not isinstance(columns, Mapping):
+                raise InvalidTypeError(
+                    "columns: with ragged input_ids (not a table) pass a mapping of name -> ragged "
+                    "rows"
+                )
+            extra = {k: as_ragged(v, k, integer=False) for k, v in columns.items()}
+    lab = None
+    if labels is not None and labels is not False:
+        lab = as_ragged(labels, "labels")
+        check_aligned(ids, lab)
+    for name, col in extra.items():
+        if name in (
+            "input_ids",
+            "labels",
+            "position_ids",
+            "attention_mask",
+            "cu_seqlens",
+            "bin_offsets",
+        ):
+            raise InvalidInputError(
+                f"columns: {name!r} is produced by pack itself; pass it as data/labels"
+            )
+        check_aligned(ids, col)
+    return ids, lab, extra
+
+
+def _check_bins(bins: Any, ids: Rows, width: int, layout: str) -> Bins:
+    if not isinstance(bins, Bins):
+        raise InvalidTypeError(
+            f"bins must be a fastaxo.Bins (from pack_bins), got {type(bins).__name__}"
+        )
+    if len(bins.indices):
+        lo, hi = int(bins.indices.min()), int(bins.indices.max())
+        if lo < 0 or hi >= len(ids):
+            raise InvalidInputError(
+                f"bins refer to row {hi if hi >= len(ids) else lo}; the data has {len(ids):,} rows"
+            )
+        row_len = ids.lengths[bins.indices]
+        end = bins.starts + bins.lengths
+        bad = np.flatnonzero((bins.lengths < 0) | (bins.starts < 0) | (end > row_len))
+        if len(bad):
+            e = int(bad[0])
+            raise InvalidInputError(
+                f"bins entry {e} takes tokens {int(bins.starts[e])}:{int(end[e])} of row "
+                f"{int(bins.indices[e])}, "
+                f"which has {int(row_len[e])} tokens (were the bins made for other data?)"
+            )
+    if layout == "padded" and len(bins):
+        used = bins.token_counts()
+        over = np.flatnonzero(used > width)
+        if len(over):
+            b = int(over[0])
+            raise InvalidInputError(
+                f"bin {b} holds {int(used[b]):,} tokens; packed rows are {width:,} wide (bins made "
+                "with "
+                "overflow='isolate' or a larger capacity cannot be materialised)"
+            )
+    return bins
+
+
+def _buffer(
+    pool: dict[str, np.ndarray] | None, name: str, shape: tuple[int, ...], dtype: np.dtype
+) -> np.ndarray:
+    """A fresh array, or a view of the pooled one when it is big enough (no first-touch cost)."""
+    size = math.prod(shape)
+    if pool is not None:
+        buf = pool.get(name)
+        if buf is None or buf.dtype != dtype or buf.size < size:
+            buf = pool[name] = np.empty(size, dtype)
+        return buf[:size].reshape(shape)
+    return np.empty(shape, dtype)
+
+
+def _materialise(
+    ids: Rows,
+    lab: Rows | None,
+    extra: dict[str, Rows],
+    bins: Bins,
+    width: int,
+    layout: str,
+    attention: str | None,
+    position_ids: bool,
+    pad_id: int,
+    label_pad_id: int,
+    pad_values: Mapping[str, Any],
+    dt: np.dtype,
+    nt: int,
+    pool: dict[str, np.ndarray] | None = None,
+) -> Packed:
+    ext = backend.pack_ext
+    if ext is None:
+        arrays = reference.materialise(
+            ids,
+            lab,
+            extra,
+            bins,
+            width,
+            layout,
+            attention,
+            position_ids,
+            pad_id,
+            label_pad_id,
+            pad_values,
+            dt,
+        )
+        if pool is not None:
+            for name, arr in list(arrays.items()):
+                if name not in ("cu_seqlens", "bin_offsets"):
+                    buf = _buffer(pool, name, arr.shape, arr.dtype)
+                    buf[...] = arr
+                    arrays[name] = buf
+        return Packed(arrays, bins, layout)
+    nb = len(bins)
+    offsets = np.ascontiguousarray(bins.offsets, np.int64)
+    lens = np.ascontiguousarray(bins.lengths, np.int64)
+    starts = bins._starts
+    code = ext.TYPE_CODES[dt]
+    if layout == "padded":
+        shape: tuple[int, ...] = (nb, width)
+        flat_base = None
+        w = width
+    else:
+        per_bin = bins.token_counts()
+        flat_base = np.zeros(nb + 1, np.int64)
+        np.cumsum(per_bin, out=flat_base[1:])
+        shape = (int(flat_base[-1]),)
+        w = 0
+    out: dict[str, np.ndarray] = {}
+
+    def column(name: str, col: Rows, out_dt: np.dtype, pad: Any) -> np.ndarray:
+        arr = _buffer(pool, name, shape, out_dt)
+        src = col.entry_ptrs(bins.indices, len(lens), starts, nt)
+        ext.fill_bins(
+            arr.reshape(-1).view(np.uint8),
+            ext.TYPE_CODES[out_dt],
+            w,
+            flat_base,
+            offsets,
+            src,
+            lens,
+            ext.TYPE_CODES[col.dtype],
+            ext.KIND_COPY,
+            np.array(pad, out_dt).tobytes(),
+            nt,
+        )
+        return arr
+
+    def generated(name: str, kind: int) -> np.ndarray:
+        arr = _buffer(pool, name, shape, dt)
+        ext.fill_bins(
+            arr.reshape(-1).view(np.uint8),
+            code,
+            w,
+            flat_base,
+            offsets,
+            None,
+            lens,
+            code,
+            kind,
+            b"",
+            nt,
+        )
+        return arr
+
+    out["input_ids"] = column("input_ids", ids, dt, pad_id)
+    if lab is not None:
+        out["labels"] = column("labels", lab, dt, label_pad_id)
+    if position_ids:
+        out["position_ids"] = generated("position_ids", ext.KIND_POS)
+    if attention is not None:
+        out["attention_mask"] = generated(
+            "attention_mask", ext.KIND_SEG if attention == "segments" else ext.KIND_ONE
+        )
+    for name, col in extra.items():
+        out[name] = column(name, col, col.dtype, pad_values.get(name, 0))
+    if layout == "padded":
+        total = nb * width
+        cu_dt = np.int32 if total <= np.iinfo(np.int32).max else np.int64
+        out["cu_seqlens"] = ext.padded_cu_seqlens(offsets, lens, width, cu_dt)
+    else:
+        cu = np.zeros(len(lens) + 1, np.int64)
+        np.cumsum(lens, out=cu[1:])
+        cu_dt = np.int32 if cu[-1] <= np.iinfo(np.int32).max else np.int64
+        out["cu_seqlens"] = cu.astype(cu_dt, copy=False)
+        assert flat_base is not None  # the flat layout's token offsets of the bins
+        out["bin_offsets"] = flat_base
+    return Packed(out, bins, layout)
+
+
+def _pack_options(
+    max_len: Any,
+    strategy: str,
+    layout: str,
+    attention: Any,
+    overflow: str,
+    dtype: Any,
+    pad_id: Any,
+    label_pad_id: Any,
+    pad_to_multiple_of: Any,
+    max_rows_per_bin: Any,
+    group_size: Any,
+    num_threads: Any,
+) -> dict[str, Any]:
+    max_len = positive_int(max_len, "max_len")
+    mult = positive_int(pad_to_multiple_of, "pad_to_multiple_of", allow_none=True)
+    opts = {
+        "max_len": max_len,
+        "width": max_len if mult is None else -(-max_len // mult) * mult,
+        "strategy": choice(strategy, "strategy", STRATEGIES),
+        "layout": choice(layout, "layout", ("padded", "flat")),
+        "attention": None
+        if attention is None
+        else choice(attention, "attention", ("segments", "binary")),
+        "overflow": choice(overflow, "overflow", OVERFLOW_MODES[:4])
+        if overflow != "isolate"
+        else None,
+        "dt": out_dtype(dtype),
+        "pad_id": int_arg(pad_id, "pad_id"),
+        "label_pad_id": int_arg(label_pad_id, "label_pad_id"),
+        "max_rows": positive_int(max_rows_per_bin, "max_rows_per_bin", allow_none=True),
+        "group_size": positive_int(group_size, "group_size", allow_none=True),
+        "nt": resolve_num_threads(num_threads),
+    }
+    if opts["overflow"] is None:
+        raise InvalidInputError(
+            "overflow='isolate' makes bins longer than max_len, which packed rows cannot hold; "
+            "use 'error', 'truncate', 'split' or 'drop' with pack (isolate is for pack_bins)"
+        )
+    if opts["strategy"] == "bfd" and max_len > BFD_MAX_CAPACITY:
+        raise InvalidInputError(
+            f"max_len is {max_len:,}; strategy 'bfd' supports up to {BFD_MAX_CAPACITY:,}"
+        )
+    return opts
+
+
+def _prepare(data: Any, labels: Any, columns: Any, pad_values: Any, bins: Any, o: dict[str, Any]):
+    ids, lab, extra = _resolve_columns(data, labels, columns)
+    pv = {} if pad_values is None else dict(pad_values)
+    check_fits(ids, o["dt"], o["pad_id"], "pad_id")
+    if lab is not None:
+        check_fits(lab, o["dt"], o["label_pad_id"], "label_pad_id")
+    if bins is None:
+        bins = assign_bins(ids.lengths, o["max_len"], o["strategy"], o["max_rows"], o["group_size"],
+                          o["overflow"], o["nt"], "input_ids")
+    else:
+        bins = _check_bins(bins, ids, o["width"], o["layout"])
+    return ids, lab, extra, pv, bins
+
+
+def pack(
+    data: Any,
+    max_len: int,
+    *,
+    labels: Any = None,
+    columns: Any = None,
+    pad_values: Mapping[str, Any] | None = None,
+    strategy: str = "bfd",
+    layout: str = "padded",
+    attention: str | None = "segments",
+    position_ids: bool = True,
+    pad_id: int = 0,
+    label_pad_id: int = -100,
+    dtype: Any = np.int64,
+    overflow: str = "error",
+    max_rows_per_bin: int | None = None,
+    group_size: int | None = None,
+    pad_to_multiple_of: int | None = None,
+    bins: Bins | None = None,
+    num_threads: int | None = None,
+) -> Packed:
+    """Pack sequences into rows of ``max_len`` tokens: bin assignment plus the packed arrays.
+
+    Parameters
+    ----------
+    data : ragged rows or a table
+        ``input_ids`` as a pyarrow ListArray / LargeListArray / ChunkedArray (zero-copy, slices
+        respected), a ``(values, offsets)`` tuple of NumPy arrays, a list of NumPy arrays, a
+        2-D array, or a list of lists (converted once: the slow path). Or a pyarrow Table /
+        RecordBatch, a ``datasets.Dataset`` or a mapping with an ``input_ids`` column (and
+        ``labels``, used when present).
+    max_len : int
+        Tokens per packed row (the bin capacity).
+    labels : ragged rows, optional
+        Per-token labels aligned with ``input_ids`` (same length row by row); ``False`` ignores
+        a table's ``labels`` column.
+    columns : list of str or mapping, optional
+        More per-token columns to pack alongside: names of table columns, or a mapping of
+        name -> ragged rows. They keep their dtype and pad with ``pad_values[name]`` (0).
+    strategy, max_rows_per_bin, group_size, overflow
+        As in :func:`pack_bins` (``overflow='isolate'`` is not available here).
+    layout : {"padded", "flat"}
+        ``"padded"``: ``[n_bins, width]`` arrays (``width`` = ``max_len`` rounded up to
+        ``pad_to_multiple_of``). ``"flat"``: 1-D arrays with no padding, plus ``cu_seqlens``
+        and ``bin_offsets``, for variable-length (flash-attention varlen) kernels.
+    attention : {"segments", "binary", None}
+        ``attention_mask`` as segment ids 1..k per bin with 0 for padding (Axolotl's V2
+        collator layout), as 1/0, or left out (None).
+    position_ids : bool
+        Emit ``position_ids``, restarting at 0 for every sequence; the pad tail continues
+        0, 1, 2, ... as Axolotl's collator does.
+    pad_id, label_pad_id : int
+        Fill of ``input_ids`` / ``labels`` in the pad tail.
+    dtype : np.int32 or np.int64
+        Output dtype of the token and generated columns (int64 default, like torch).
+    bins : Bins, optional
+        A previous assignment (or a slice of one) to materialise instead of assigning anew.
+    num_threads : int, optional
+        Threads for materialisation and parallel groups.
+
+    Returns
+    -------
+    Packed
+        A mapping of NumPy arrays with ``.bins`` and ``.stats``.
+    """
+    o = _pack_options(max_len, strategy, layout, attention, overflow, dtype, pad_id, label_pad_id,
+                      pad_to_multiple_of, max_rows_per_bin, group_size, num_threads)
+    ids, lab, extra, pv, bins = _prepare(data, labels, columns, pad_values, bins, o)
+    return _materialise(
+        ids,
+        lab,
+        extra,
+        bins,
+        o["width"],
+        o["layout"],
+        o["attention"],
+        bool(position_ids),
+        o["pad_id"],
+        o["label_pad_id"],
+        pv,
+        o["dt"],
+        o["nt"],
+    )
+
+
+class PackIterator:
+    """Packed rows in chunks of bins (``iter_pack``): iterate for :class:`Packed` chunks;
+    ``bins`` and ``stats`` describe the whole assignment, known before the first chunk."""
+
+    def __init__(self, gen_args: tuple, bins: Bins, chunk_bins: int, reuse_buffers: bool):
+        self._args = gen_args
+        self.bins = bins
+        self.stats = bins.stats
+        self.chunk_bins = chunk_bins
+        self.reuse_buffers = reuse_buffers
+
+    def __len__(self) -> int:
+        return (len(self.bins) + self.chunk_bins - 1) // self.chunk_bins
+
+    def __iter__(self) -> Iterator[Packed]:
+        ids, lab, extra, pv, o, position_ids = self._args
+        pool: dict[str, np.ndarray] | None = {} if self.reuse_buffers else None
+        for chunk in self.bins.chunks(self.chunk_bins):
+            yield _materialise(
+                ids,
+                lab,
+                extra,
+                chunk,
+                o["width"],
+                o["layout"],
+                o["attention"],
+                position_ids,
+                o["pad_id"],
+                o["label_pad_id"],
+                pv,
+                o["dt"],
+                o["nt"],
+                pool,
+            )
+
+
+def iter_pack(
+    data: Any,
+    max_len: int,
+    *,
+    chunk_bins: int = 65536,
+    labels: Any = None,
+    columns: Any = None,
+    pad_values: Mapping[str, Any] | None = None,
+    strategy: str = "bfd",
+    layout: str = "padded",
+    attention: str | None = "segments",
+    position_ids: bool = True,
+    pad_id: int = 0,
+    label_pad_id: int = -100,
+    dtype: Any = np.int64,
+    overflow: str = "error",
+    max_rows_per_bin: int | None = None,
+    group_size: int | None = None,
+    pad_to_multiple_of: int | None = None,
+    bins: Bins | None = None,
+    reuse_buffers: bool = False,
+    num_threads: int | None = None,
+) -> PackIterator:
+    """Like :func:`pack`, but materialises ``chunk_bins`` bins at a time: memory holds one
+    chunk of output, whatever the dataset size. Assignment happens once, up front.
+
+    With ``reuse_buffers=True`` every chunk is written into the same arrays (the previous
+    chunk's arrays are overwritten: consume or copy each chunk before asking for the next).
+    That saves the allocation and first touch of fresh memory per chunk, which on virtual
+    machines costs more than the writing itself."""
+    chunk_bins = positive_int(chunk_bins, "chunk_bins")
+    o = _pack_options(max_len, strategy, layout, attention, overflow, dtype, pad_id, label_pad_id,
+                      pad_to_multiple_of, max_rows_per_bin, group_size, num_threads)
+    ids, lab, extra, pv, bins = _prepare(data, labels, columns, pad_values, bins, o)
+    return PackIterator(
+        (ids, lab, extra, pv, o, bool(position_ids)), bins, chunk_bins, bool(reuse_buffers)
+    )
