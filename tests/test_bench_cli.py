@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from fastaxo._bench import matrix as BM
+from fastaxo._bench.util import Digest
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 KERNELS = ["hash_rows", "pack_bins", "pack", "pad", "read_parquet"]
@@ -169,7 +170,7 @@ def test_unusable_out_or_results_file_exit_2_before_running(tmp_path):
 
 
 def _digest(**arrays) -> dict[str, str]:
-    d = BM.Digest()
+    d = Digest()
     for k, v in arrays.items():
         d.array(k, np.asarray(v))
     return d.result()

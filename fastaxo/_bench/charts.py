@@ -15,15 +15,34 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from fastaxo._bench.matrix import fmt_n, machine_short
+from fastaxo._bench.util import fmt_n, machine_short
 
 COLORS = {
-    "fastaxo": "#1f77b4", "fastaxo_list": "#17becf", "fastaxo_ff": "#9467bd", "fastaxo_nf": "#9467bd",
-    "hashlib": "#ff7f0e", "python": "#ff7f0e", "pyarrow": "#ff7f0e", "numpy": "#8c564b",
-    "fast_axolotl": "#d62728", "axolotl": "#e377c2", "hf_streaming": "#2ca02c",
+    "fastaxo": "#1f77b4",
+    "fastaxo_list": "#17becf",
+    "fastaxo_ff": "#9467bd",
+    "fastaxo_nf": "#9467bd",
+    "hashlib": "#ff7f0e",
+    "python": "#ff7f0e",
+    "pyarrow": "#ff7f0e",
+    "numpy": "#8c564b",
+    "fast_axolotl": "#d62728",
+    "axolotl": "#e377c2",
+    "hf_streaming": "#2ca02c",
 }
-MARKERS = {"fastaxo": "o", "fastaxo_list": "s", "fastaxo_ff": "D", "fastaxo_nf": "D", "hashlib": "^",
-           "python": "^", "pyarrow": "^", "numpy": "v", "fast_axolotl": "X", "axolotl": "P", "hf_streaming": "v"}
+MARKERS = {
+    "fastaxo": "o",
+    "fastaxo_list": "s",
+    "fastaxo_ff": "D",
+    "fastaxo_nf": "D",
+    "hashlib": "^",
+    "python": "^",
+    "pyarrow": "^",
+    "numpy": "v",
+    "fast_axolotl": "X",
+    "axolotl": "P",
+    "hf_streaming": "v",
+}
 MEM_FLOOR_MIB = 0.05
 
 
@@ -39,7 +58,9 @@ def _human(x: float, _pos: Any = None) -> str:
     return f"{x:g}"
 
 
-def _series(results: dict[str, Any], kname: str, value: str) -> list[tuple[str, dict, list[tuple[int, float]], list[str]]]:
+def _series(
+    results: dict[str, Any], kname: str, value: str
+) -> list[tuple[str, dict, list[tuple[int, float]], list[str]]]:
     meta = results["kernels"][kname]
     cells = [c for c in results["cells"] if c["kernel"] == kname]
     out = []
@@ -47,9 +68,14 @@ def _series(results: dict[str, Any], kname: str, value: str) -> list[tuple[str, 
         mine = sorted((c for c in cells if c["impl"] == key), key=lambda c: c["rows"])
         if not mine:
             continue
-        pts = [(c["rows"], c[value]) for c in mine if c["status"] == "ok" and c.get(value) is not None]
-        missing = [f"{fmt_n(c['rows'])}: {(c.get('reason') or c['status']).split(':')[0]}" for c in mine
-                   if c["status"] != "ok"]
+        pts = [
+            (c["rows"], c[value]) for c in mine if c["status"] == "ok" and c.get(value) is not None
+        ]
+        missing = [
+            f"{fmt_n(c['rows'])}: {(c.get('reason') or c['status']).split(':')[0]}"
+            for c in mine
+            if c["status"] != "ok"
+        ]
         out.append((key, im, pts, missing))
     return out
 
@@ -72,7 +98,10 @@ def _figure(results: dict[str, Any], kname: str, what: str) -> tuple[Figure, Any
     title = results["kernels"][kname]["title"]
     how = (f"median of {s['reps']} run(s)" if what == "throughput"
            else "the first run of each cell, fresh process")
-    ax.set_title(f"{title}: {what}\n{machine_short(results['machine'])}; shape {s['shape']}, {how}", fontsize=10)
+    ax.set_title(
+        f"{title}: {what}\n{machine_short(results['machine'])}; shape {s['shape']}, {how}",
+        fontsize=10,
+    )
     ax.grid(True, which="major", alpha=0.35)
     ax.grid(True, which="minor", alpha=0.12)
     return fig, ax
@@ -93,8 +122,16 @@ def _plot(ax: Any, series: list, floor: float | None = None) -> bool:
             clamped |= any(y < floor for y in ys)
             ys = [max(y, floor) for y in ys]
         fx = im["role"] == "fastaxo"
-        ax.plot(xs, ys, label=label, color=COLORS.get(key), marker=MARKERS.get(key, "o"), markersize=7,
-                linewidth=2.2 if fx else 1.6, linestyle="-" if fx else "--")
+        ax.plot(
+            xs,
+            ys,
+            label=label,
+            color=COLORS.get(key),
+            marker=MARKERS.get(key, "o"),
+            markersize=7,
+            linewidth=2.2 if fx else 1.6,
+            linestyle="-" if fx else "--",
+        )
     return clamped
 
 
@@ -103,7 +140,13 @@ def _setup_y(ax: Any) -> None:
     ax.set_yscale("log")
     lo, hi = ax.get_ylim()
     decades = math.log10(hi / lo) if lo > 0 and hi > lo else 1.0
-    subs = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0) if decades <= 1.2 else (1.0, 2.0, 5.0) if decades <= 3.5 else (1.0,)
+    subs = (
+        (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0)
+        if decades <= 1.2
+        else (1.0, 2.0, 5.0)
+        if decades <= 3.5
+        else (1.0,)
+    )
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
     ax.yaxis.set_major_formatter(FuncFormatter(_human))
     ax.yaxis.set_minor_locator(LogLocator(base=10, subs=tuple(range(1, 10))))
@@ -111,7 +154,9 @@ def _setup_y(ax: Any) -> None:
 
 
 def _finish(fig: Figure, ax: Any, path: str) -> None:
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, borderaxespad=0.0)
+    ax.legend(
+        loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, borderaxespad=0.0
+    )
     fig.savefig(path, bbox_inches="tight")
 
 

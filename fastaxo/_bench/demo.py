@@ -17,7 +17,9 @@ def token_lengths(n: int, rng: np.random.Generator, mean: float = 300.0, sigma: 
     return np.clip(rng.lognormal(mu, sigma, n), 1, max_len).astype(np.int64)
 
 
-def token_rows(lengths: np.ndarray, rng: np.random.Generator, vocab: int = 32000) -> pa.LargeListArray | pa.ListArray:
+def token_rows(
+    lengths: np.ndarray, rng: np.random.Generator, vocab: int = 32000
+) -> pa.LargeListArray | pa.ListArray:
     offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
     values = rng.integers(3, vocab, int(offsets[-1]), dtype=np.int32)
@@ -61,11 +63,14 @@ def tokenized_table(n_rows: int = 100_000, dup_fraction: float = 0.1, seed: int 
 
 
 def text_rows(n_rows: int, mean_bytes: int, seed: int = 0, dup_fraction: float = 0.0) -> pa.Array:
-    """n_rows ASCII strings of lognormal length around mean_bytes (string; large_string past 2 GiB)."""
+    """n_rows ASCII strings of lognormal length around mean_bytes (string; large_string past 2 GiB).
+    """
     rng = np.random.default_rng(seed)
     if mean_bytes <= 0:
         raise ValueError("mean_bytes must be > 0")
-    lengths = np.clip(rng.lognormal(np.log(mean_bytes) - 0.045, 0.3, n_rows), 1, 16 * mean_bytes).astype(np.int64)
+    lengths = np.clip(
+        rng.lognormal(np.log(mean_bytes) - 0.045, 0.3, n_rows), 1, 16 * mean_bytes
+    ).astype(np.int64)
     offsets = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     data = rng.integers(32, 127, int(offsets[-1]), dtype=np.uint8)
@@ -73,16 +78,20 @@ def text_rows(n_rows: int, mean_bytes: int, seed: int = 0, dup_fraction: float =
     if offsets[-1] < 2**31:  # string (int32 offsets) where it fits, as most data is
         arr = arr.cast(pa.string())
     if dup_fraction:
-        n_dup = int(round(n_rows * dup_fraction))
+        n_dup = round(n_rows * dup_fraction)
         idx = np.arange(n_rows)
-        idx[rng.choice(np.arange(1, n_rows), n_dup, replace=False)] = rng.integers(0, n_rows // 2, n_dup)
+        idx[rng.choice(np.arange(1, n_rows), n_dup, replace=False)] = rng.integers(
+            0, n_rows // 2, n_dup
+        )
         arr = arr.take(pa.array(idx))
     return arr
 
 
 def chat_text(n_rows: int, rng: np.random.Generator, mean_bytes: int = 1200) -> pa.StringArray:
     """n_rows strings of random printable ASCII, lognormal length around mean_bytes."""
-    lengths = np.clip(rng.lognormal(np.log(mean_bytes) - 0.045, 0.3, n_rows), 1, 16 * mean_bytes).astype(np.int64)
+    lengths = np.clip(
+        rng.lognormal(np.log(mean_bytes) - 0.045, 0.3, n_rows), 1, 16 * mean_bytes
+    ).astype(np.int64)
     total = int(lengths.sum())
     offsets = np.zeros(n_rows + 1, dtype=np.int32 if total < 2**31 else np.int64)
     np.cumsum(lengths, out=offsets[1:])

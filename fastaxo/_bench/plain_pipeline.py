@@ -44,7 +44,8 @@ def _ffd(lengths: list[int], capacity: int) -> list[list[int]]:
 
 
 def plain_prepare(path: str, output: str, seq_len: int, window: int = 100_000) -> dict[str, Any]:
-    """Dedupe + FFD-pack + write, in plain Python. Returns stage times and the kept rows' digests."""
+    """Dedupe + FFD-pack + write, in plain Python. Returns stage times and the kept rows' digests.
+    """
     import pyarrow.parquet as pq
 
     t = {"read": 0.0, "dedupe": 0.0, "pack": 0.0, "build": 0.0, "write": 0.0}
@@ -65,8 +66,14 @@ def plain_prepare(path: str, output: str, seq_len: int, window: int = 100_000) -
         for b in bins:
             ids_rows.append(np.concatenate([pend_ids[i] for i in b]))
             lab_rows.append(np.concatenate([pend_lab[i] for i in b]))
-            pos_rows.append(np.concatenate([np.arange(len(pend_ids[i]), dtype=np.int32) for i in b]))
-            seg_rows.append(np.concatenate([np.full(len(pend_ids[i]), k + 1, np.int32) for k, i in enumerate(b)]))
+            pos_rows.append(
+                np.concatenate([np.arange(len(pend_ids[i]), dtype=np.int32) for i in b])
+            )
+            seg_rows.append(
+                np.concatenate(
+                    [np.full(len(pend_ids[i]), k + 1, np.int32) for k, i in enumerate(b)]
+                )
+            )
         table = pa.table({"input_ids": pa.array(ids_rows, pa.list_(pa.int32())),
                           "labels": pa.array(lab_rows, pa.list_(pa.int32())),
                           "position_ids": pa.array(pos_rows, pa.list_(pa.int32())),
@@ -84,7 +91,9 @@ def plain_prepare(path: str, output: str, seq_len: int, window: int = 100_000) -
         pend_lab.clear()
 
     tr = time.perf_counter()
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=8192, columns=["input_ids", "labels"]):
+    for batch in pq.ParquetFile(path).iter_batches(
+        batch_size=8192, columns=["input_ids", "labels"]
+    ):
         ids, labs = batch.column(0), batch.column(1)
         offs = np.asarray(ids.offsets)
         iv = np.asarray(ids.values)
@@ -114,8 +123,14 @@ def plain_prepare(path: str, output: str, seq_len: int, window: int = 100_000) -
         tw = time.perf_counter()
         writer.close()
         t["write"] += time.perf_counter() - tw
-    return {"seconds": time.perf_counter() - t0, "stages": t, "rows_in": rows_in, "duplicates": dups,
-            "bins": bins_total, "kept": kept}
+    return {
+        "seconds": time.perf_counter() - t0,
+        "stages": t,
+        "rows_in": rows_in,
+        "duplicates": dups,
+        "bins": bins_total,
+        "kept": kept,
+    }
 
 
 def check_packed(path: str, seq_len: int, expected: list[bytes]) -> dict[str, Any]:
@@ -141,6 +156,12 @@ def check_packed(path: str, seq_len: int, expected: list[bytes]) -> dict[str, An
         for a, b in zip(starts.tolist(), ends.tolist()):
             got[_row_digest(iv[a:b], lv[a:b])] += 1
     want = Counter(expected)
-    return {"ok": got == want and over == 0 and not misaligned and all(v == 1 for v in want.values()),
-            "bins": bins, "tokens": tokens, "over_capacity_bins": over, "sequences": sum(got.values()),
-            "missing": sum((want - got).values()), "unexpected": sum((got - want).values())}
+    return {
+        "ok": got == want and over == 0 and not misaligned and all(v == 1 for v in want.values()),
+        "bins": bins,
+        "tokens": tokens,
+        "over_capacity_bins": over,
+        "sequences": sum(got.values()),
+        "missing": sum((want - got).values()),
+        "unexpected": sum((got - want).values()),
+    }
