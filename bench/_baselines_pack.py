@@ -34,16 +34,19 @@ import hashlib
 import math
 from bisect import bisect_left, insort
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from collections.abc import Mapping
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
+# the padding and packing baselines live in fastaxo._bench.baselines (the matrix measures the same
+# code); bench_pack.py and bench_pad.py reach them through this module
+from fastaxo._bench.baselines import numpy_pad, py_pack_build, py_pad, py_pad_lists, torch_pad  # noqa: F401
+from fastaxo._bench.spec import LABEL_PAD_ID, PAD_ID
+
 VOCAB = 32000
 PROMPT_FRACTION = 0.3  # labels: the first floor(0.3 * len) tokens of each row are -100
-PAD_ID = 0
-LABEL_PAD_ID = -100
 BLOCK_ROWS = 65536
 SEED = 20261121
 
@@ -77,7 +80,7 @@ class Shape:
         mu = math.log(self.mean) - self.sigma**2 / 2
         return np.clip(rng.lognormal(mu, self.sigma, n), self.lo, self.hi).astype(np.int64)
 
-    def rows(self, lengths: np.ndarray, start: int = 0, stop: int | None = None) -> "Rows":
+    def rows(self, lengths: np.ndarray, start: int = 0, stop: int | None = None) -> Rows:
         """Token rows [start, stop) of the data set whose lengths are `lengths`."""
         stop = len(lengths) if stop is None else stop
         lens = np.ascontiguousarray(lengths[start:stop], dtype=np.int64)
@@ -130,7 +133,7 @@ class Rows:
     def tokens(self) -> int:
         return int(self.offsets[-1])
 
-    def slice(self, start: int, stop: int) -> "Rows":
+    def slice(self, start: int, stop: int) -> Rows:
         o = self.offsets
         a, b = int(o[start]), int(o[stop])
         return Rows(self.values[a:b], self.labels[a:b], o[start: stop + 1] - a, self.lengths[start:stop])
@@ -318,45 +321,6 @@ def bin_stats(lengths: np.ndarray, n_bins: int, capacity: int, tokens: int | Non
 # Materialisation
 
 
-def py_pack_build(ids: list[list[int]], labels: list[list[int]], bins: list[list[int]], capacity: int,
-                  pad_id: int = PAD_ID, label_pad_id: int = LABEL_PAD_ID) -> dict[str, np.ndarray]:
-    """Plain Python: list concatenation per bin, then np.array (int64; cu_seqlens int32)."""
-    out_ids, out_lab, out_pos, out_seg = [], [], [], []
-    cu = [0]
-    end = 0
-    for b in bins:
-        row: list[int] = []
-        lab: list[int] = []
-        pos: list[int] = []
-        seg: list[int] = []
-        for k, i in enumerate(b, 1):
-            r = ids[i]
-            n = len(r)
-            row += r
-            lab += labels[i]
-            pos += range(n)
-            seg += [k] * n
-            end += n
-            cu.append(end)
-        t = capacity - len(row)
-        if t > 0:
-            row += [pad_id] * t
-            lab += [label_pad_id] * t
-            pos += range(t)
-            seg += [0] * t
-            end += t
-            cu.append(end)
-        out_ids.append(row)
-        out_lab.append(lab)
-        out_pos.append(pos)
-        out_seg.append(seg)
-    return {"input_ids": np.array(out_ids, dtype=np.int64).reshape(-1, capacity),
-            "labels": np.array(out_lab, dtype=np.int64).reshape(-1, capacity),
-            "position_ids": np.array(out_pos, dtype=np.int64).reshape(-1, capacity),
-            "attention_mask": np.array(out_seg, dtype=np.int64).reshape(-1, capacity),
-            "cu_seqlens": np.array(cu, dtype=np.int32)}
-
-
 def numpy_pack_build(rows: Rows, idx: np.ndarray, boff: np.ndarray, capacity: int, b0: int = 0, b1: int | None = None,
                      pad_id: int = PAD_ID, label_pad_id: int = LABEL_PAD_ID) -> dict[str, np.ndarray]:
     """NumPy per-bin copies of bins [b0, b1): np.concatenate of the row slices into preallocated
@@ -388,54 +352,6 @@ def numpy_pack_build(rows: Rows, idx: np.ndarray, boff: np.ndarray, capacity: in
 
 # --------------------------------------------------------------------------------------------
 # Padding
-
-
-def py_pad(ids: list[list[int]], labels: list[list[int]], pad_to: int | None = None, pad_id: int = PAD_ID,
-           label_pad_id: int = LABEL_PAD_ID) -> dict[str, np.ndarray]:
-    """Plain Python right padding: list concatenation, then np.array (int64)."""
-    width = pad_to if pad_to is not None else max(map(len, ids), default=0)
-    out_ids = [r + [pad_id] * (width - len(r)) for r in ids]
-    mask = [[1] * len(r) + [0] * (width - len(r)) for r in ids]
-    out_lab = [r + [label_pad_id] * (width - len(r)) for r in labels]
-    n = len(ids)
-    return {"input_ids": np.array(out_ids, dtype=np.int64).reshape(n, width),
-            "attention_mask": np.array(mask, dtype=np.int64).reshape(n, width),
-            "labels": np.array(out_lab, dtype=np.int64).reshape(n, width)}
-
-
-def py_pad_lists(ids: list[list[int]], labels: list[list[int]], pad_to: int | None = None, pad_id: int = PAD_ID,
-                 label_pad_id: int = LABEL_PAD_ID) -> dict[str, list[list[int]]]:
-    """The same padding with list output (what fast-axolotl returns): no conversion to NumPy."""
-    width = pad_to if pad_to is not None else max(map(len, ids), default=0)
-    return {"input_ids": [r + [pad_id] * (width - len(r)) for r in ids],
-            "attention_mask": [[1] * len(r) + [0] * (width - len(r)) for r in ids],
-            "labels": [r + [label_pad_id] * (width - len(r)) for r in labels]}
-
-
-def numpy_pad(ids: list[np.ndarray], labels: list[np.ndarray], pad_to: int | None = None, pad_id: int = PAD_ID,
-              label_pad_id: int = LABEL_PAD_ID) -> dict[str, np.ndarray]:
-    """NumPy per-row copies into preallocated int64 arrays; the mask from the lengths."""
-    lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-    width = pad_to if pad_to is not None else int(lens.max(initial=0))
-    out_ids = np.full((len(ids), width), pad_id, dtype=np.int64)
-    out_lab = np.full((len(ids), width), label_pad_id, dtype=np.int64)
-    for i, (a, b) in enumerate(zip(ids, labels)):
-        out_ids[i, : len(a)] = a
-        out_lab[i, : len(b)] = b
-    mask = (np.arange(width) < lens[:, None]).astype(np.int64)
-    return {"input_ids": out_ids, "attention_mask": mask, "labels": out_lab}
-
-
-def torch_pad(ids, labels, pad_id: int = PAD_ID, label_pad_id: int = LABEL_PAD_ID) -> dict[str, Any]:
-    """torch.nn.utils.rnn.pad_sequence (batch_first) over lists of tensors; the mask from the lengths."""
-    import torch
-    from torch.nn.utils.rnn import pad_sequence
-
-    out_ids = pad_sequence(ids, batch_first=True, padding_value=pad_id)
-    out_lab = pad_sequence(labels, batch_first=True, padding_value=label_pad_id)
-    lens = torch.tensor([len(t) for t in ids])
-    mask = (torch.arange(out_ids.shape[1]) < lens[:, None]).long()
-    return {"input_ids": out_ids, "attention_mask": mask, "labels": out_lab}
 
 
 def local_tokenizer():
@@ -688,7 +604,7 @@ def import_fast_axolotl(note: Callable[[str], None]) -> Any:
     """fast-axolotl, or None. Import axolotl before calling this: its import shim hides the
     real axolotl package otherwise."""
     try:
-        import fast_axolotl as fa  # type: ignore
+        import fast_axolotl as fa
     except ImportError:  # pragma: no cover
         note("fast-axolotl not installed: its rows are skipped")
         return None

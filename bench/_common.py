@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -12,25 +10,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from fastaxo._bench.util import machine_info, machine_short, malloc_trim
+from fastaxo._core.proc import reset_peak, status_kib  # noqa: F401 (the bench scripts import them from here)
+
 
 def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mem = ""
-    try:
-        with open("/proc/meminfo") as f:
-            kb = int(f.readline().split()[1])
-            mem = f", {kb / 2**20:.0f} GiB RAM"
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} cores{mem}, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    """The machine in one line (CPU, cores, RAM, OS, Python), from fastaxo._bench.util."""
+    m = machine_info()
+    return f"{machine_short(m)}, {m['os']}, {m['python']}"
 
 
 def interleaved(fns: dict[str, Callable[[], Any]], reps: int, min_time: float = 0.0) -> dict[str, list[float]]:
@@ -46,24 +33,6 @@ def interleaved(fns: dict[str, Callable[[], Any]], reps: int, min_time: float = 
 
 def median(xs: list[float]) -> float:
     return statistics.median(xs)
-
-
-def status_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def reset_peak() -> bool:
-    """Reset VmHWM to the current RSS (Linux >= 4.0); False where not possible."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
 
 
 def child_peak(script: str, args: list[str], timeout: float = 3600) -> dict[str, Any]:
@@ -101,9 +70,4 @@ class JsonRecorder(list):
 def release_freed_memory() -> None:
     """Return freed heap memory to the OS (glibc malloc_trim), so a peak measured from the
     current RSS is not hidden by memory freed earlier and reused without raising RSS."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+    malloc_trim()

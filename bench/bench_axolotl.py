@@ -87,8 +87,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -471,8 +472,9 @@ class Ctx:
     """Imports and the in-process dataset (built once)."""
 
     def __init__(self, a: argparse.Namespace, tmp: Path, data: Path):
-        import datasets
         import logging
+
+        import datasets
 
         datasets.disable_progress_bars()
         datasets.logging.set_verbosity_error()
@@ -521,10 +523,10 @@ def table_of(ds):
 
 
 def dedupe_section(ctx: Ctx, a: argparse.Namespace, rec: JsonRecorder, e2e: dict | None) -> dict[str, Any]:
-    import numpy as np
     import pyarrow.compute as pc
-    import fastaxo
     from axolotl.utils.data import utils as du
+
+    import fastaxo
     from fastaxo.integrations.axolotl import patched, select_rows
 
     results = {}
@@ -574,7 +576,7 @@ def dedupe_section(ctx: Ctx, a: argparse.Namespace, rec: JsonRecorder, e2e: dict
                "fx_peak_mib": max(peaks["fastaxo"]) if peaks["fastaxo"] else None}
         res["ratio"] = res["ax_s"] / res["fx_s"]
         # --- where the time goes: fastaxo
-        cs, hs, ss, shas = [], [], [], []
+        cs, ss, shas = [], [], []
         for _ in range(3):
             t0 = time.perf_counter()
             r_ = fastaxo.dedupe(ds, seen=fastaxo.RowSet())
@@ -654,9 +656,9 @@ def caller_label(chain: list[str]) -> str:
 
 def simulate_calls(ds, a: argparse.Namespace, tmp: Path) -> list[dict]:
     """--skip-e2e: the sampler constructions of a train start, in-process, recording pack_parallel."""
+    import axolotl.utils.samplers.multipack as mp
     import numpy as np
     import torch
-    import axolotl.utils.samplers.multipack as mp
     from axolotl.utils.samplers.utils import get_dataset_lengths
 
     orig = mp.pack_parallel
@@ -692,9 +694,10 @@ def simulate_calls(ds, a: argparse.Namespace, tmp: Path) -> list[dict]:
 
 
 def pack_section(ctx: Ctx, a: argparse.Namespace, rec: JsonRecorder, e2e: dict | None, train_ds) -> dict[str, Any]:
-    import numpy as np
-    import fastaxo
     import axolotl.utils.samplers.multipack as mp
+    import numpy as np
+
+    import fastaxo
     from fastaxo.integrations.axolotl import make_pack_parallel
 
     orig = mp.pack_parallel
@@ -800,9 +803,10 @@ def sampler_section(ctx: Ctx, a: argparse.Namespace, rec: JsonRecorder, e2e: dic
     import types
     from unittest import mock
 
-    import torch
     import axolotl.utils.samplers.multipack as mp
+    import torch
     from axolotl.utils.samplers.utils import get_dataset_lengths
+
     from fastaxo.integrations.axolotl import patched
 
     tr = next((ev for ev in (e2e or {}).get("calls", []) if ev.get("event") == "trainer"), {})
@@ -900,6 +904,7 @@ def collate_section(ctx: Ctx, a: argparse.Namespace, rec: JsonRecorder, e2e: dic
     from axolotl.utils.collators.batching import V2BatchSamplerDataCollatorForSeq2Seq
     from axolotl.utils.samplers.multipack import MultipackBatchSampler
     from axolotl.utils.samplers.utils import get_dataset_lengths
+
     from fastaxo.integrations.axolotl import FastaxoCollator
 
     # the trainer's packing parameters (read from the real run where it ran)
@@ -1309,6 +1314,7 @@ def main() -> None:
     os.environ.update(HF_HOME=str(tmp / "hf_home"), HF_DATASETS_CACHE=str(tmp / "hf_home" / "datasets"),
                       NUMBA_CACHE_DIR=str(tmp / "numba"))
     import numpy as np  # noqa: F401
+
     import fastaxo
 
     if Path(fastaxo.__file__).resolve().is_relative_to(REPO):
@@ -1374,6 +1380,7 @@ def main() -> None:
         dedup_out = results["dedupe"].pop("dedup_out")
     else:
         from axolotl.utils.data import utils as du
+
         from fastaxo.integrations.axolotl import patched
 
         with patched(parts=("dedupe",)):

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,16 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import JsonRecorder, child_peak, fmt_table, interleaved, machine, median, reset_peak, status_kib  # noqa: E402
+from _common import (  # noqa: E402
+    JsonRecorder,
+    child_peak,
+    fmt_table,
+    interleaved,
+    machine,
+    median,
+    reset_peak,
+    status_kib,
+)
 
 import fastaxo  # noqa: E402
 from fastaxo._bench.demo import text_rows, tokenized_table  # noqa: E402
@@ -50,13 +58,13 @@ def load_baselines(want_axolotl: bool) -> None:
     global fast_axolotl, AXOLOTL_DEDUPE
     if want_axolotl:
         try:
-            from axolotl.utils.data.utils import _deduplicate_dataset  # type: ignore
+            from axolotl.utils.data.utils import _deduplicate_dataset
 
             AXOLOTL_DEDUPE = _deduplicate_dataset
         except Exception as exc:  # pragma: no cover
             print(f"# Axolotl not importable ({exc!r}); its dedupe baseline is skipped", file=sys.stderr)
     try:
-        import fast_axolotl as fa  # type: ignore
+        import fast_axolotl as fa
 
         fast_axolotl = fa
     except ImportError:  # pragma: no cover

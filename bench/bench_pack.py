@@ -58,16 +58,25 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _baselines_pack as B  # noqa: E402
 from _baselines_pack import Table, fmt_n, ms, rate, yesno  # noqa: E402
-from _common import (JsonRecorder, child_peak, interleaved, machine, median,  # noqa: E402
-                     release_freed_memory, reset_peak, status_kib)
+from _common import (  # noqa: E402
+    JsonRecorder,
+    child_peak,
+    interleaved,
+    machine,
+    median,
+    release_freed_memory,
+    reset_peak,
+    status_kib,
+)
 
 KEYS = ["input_ids", "labels", "position_ids", "attention_mask", "cu_seqlens"]
 PREFIX_NOTE = ("rows \"m of n\": the row ran on the first m of the n rows only (that baseline's limit at this size); "
@@ -95,15 +104,15 @@ def load_baselines(want_bins: bool, want_pack: bool) -> None:
     global fast_axolotl, AX_PACK_PARALLEL
     if want_bins:
         try:
-            from axolotl.utils.samplers.multipack import pack_parallel  # type: ignore
+            from axolotl.utils.samplers.multipack import pack_parallel
 
             AX_PACK_PARALLEL = pack_parallel
         except Exception as exc:  # pragma: no cover
             note(f"Axolotl not importable ({exc!r}): its pack_parallel baseline is skipped")
         try:
-            import datasets  # type: ignore
-            from trl import pack_dataset  # type: ignore
-            from trl.data_utils import _pack_bfd  # type: ignore
+            import datasets
+            from trl import pack_dataset
+            from trl.data_utils import _pack_bfd
 
             datasets.disable_progress_bars()
             datasets.logging.set_verbosity_error()

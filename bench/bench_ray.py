@@ -131,8 +131,9 @@ def main() -> None:
                    help="pack_window values of the quality/parallelism sweep (single machine, same data)")
     p.add_argument("--out", default=str(HERE / "results" / "bench_ray"))
     a = p.parse_args()
-    import fastaxo
     import ray
+
+    import fastaxo
 
     t_run = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="fastaxo-bench-ray-"))

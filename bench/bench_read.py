@@ -61,13 +61,21 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _baselines_pack import fmt_n, rate, versions  # noqa: E402
-from _common import (JsonRecorder, fmt_table, machine, median, release_freed_memory,  # noqa: E402
-                     reset_peak, status_kib)
+from _common import (  # noqa: E402
+    JsonRecorder,
+    fmt_table,
+    machine,
+    median,
+    release_freed_memory,
+    reset_peak,
+    status_kib,
+)
 
 PARQUET_READERS = ["fastaxo", "pyarrow_iter_batches", "pyarrow_iter_batches_nopre", "pyarrow_scanner",
                    "hf_stream_rows", "hf_stream_arrow", "fast_axolotl"]
@@ -692,8 +700,8 @@ def run(a: argparse.Namespace, d: str, env: dict[str, str], rec: JsonRecorder) -
     print(f"# date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}; data dir {d}; "
           f"reps {a.reps} (fresh process each, interleaved); memory limit {a.mem_limit_gib:g} GiB, "
           f"timeout {a.timeout:g} s per child")
-    print("# data: fastaxo._bench.demo.chat_batches(seed=%d): id int64, text ~1.2 kB, input_ids list<int32> ~300 tokens"
-          % a.seed)
+    print(f"# data: fastaxo._bench.demo.chat_batches(seed={a.seed}): id int64, text ~1.2 kB, "
+          "input_ids list<int32> ~300 tokens")
     rec.append({"bench": "read_env", "machine": machine(), "versions": versions(
         ['pyarrow', 'fastaxo', 'datasets', 'fast-axolotl']), "python": sys.version.split()[0], "argv": sys.argv[1:],
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds")})
@@ -759,7 +767,7 @@ def run(a: argparse.Namespace, d: str, env: dict[str, str], rec: JsonRecorder) -
         t0 = time.perf_counter()
         files = gen_formats(d, a.formats, a.format_rows, a.seed)
         print(f"# formats: {a.format_rows:,} rows each ({time.perf_counter() - t0:.1f} s to write)", flush=True)
-        for fmt, (path, kind, reused) in files.items():
+        for fmt, (path, _kind, reused) in files.items():
             size = os.path.getsize(path)
             line = f"{os.path.basename(path)}: {size / 2**20:,.1f} MiB{' (reused)' if reused else ''}"
             data_lines.append(line)

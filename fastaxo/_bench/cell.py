@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from fastaxo._bench.baselines import numpy_pad, py_pack_build, py_pad
 from fastaxo._bench.spec import (
     AX_BIN_SIZE,
     AX_GROUP,
@@ -112,79 +113,6 @@ def _with_eos_pad(col, pad_value: int):
         out[new_offs[1:] - 1] = pad_value
         parts.append(pa.ListArray.from_arrays(pa.array(new_offs.astype(np.int32)), pa.array(out)))
     return pa.chunked_array(parts, type=pa.list_(pa.int32()))
-
-
-# ============================================================================ child: baselines in
-# plain Python
-
-
-def py_pack_build(
-    ids: list[list[int]], labels: list[list[int]], bins: list[list[int]], capacity: int
-) -> dict:
-    """Plain Python materialisation: list concatenation per bin, then np.array (int64; cu_seqlens
-    int32)."""
-    out_ids, out_lab, out_pos, out_seg = [], [], [], []
-    cu = [0]
-    end = 0
-    for b in bins:
-        row: list[int] = []
-        lab: list[int] = []
-        pos: list[int] = []
-        seg: list[int] = []
-        for k, i in enumerate(b, 1):
-            r = ids[i]
-            n = len(r)
-            row += r
-            lab += labels[i]
-            pos += range(n)
-            seg += [k] * n
-            end += n
-            cu.append(end)
-        t = capacity - len(row)
-        if t > 0:
-            row += [PAD_ID] * t
-            lab += [LABEL_PAD_ID] * t
-            pos += range(t)
-            seg += [0] * t
-            end += t
-            cu.append(end)
-        out_ids.append(row)
-        out_lab.append(lab)
-        out_pos.append(pos)
-        out_seg.append(seg)
-    return {"input_ids": np.array(out_ids, dtype=np.int64).reshape(-1, capacity),
-            "labels": np.array(out_lab, dtype=np.int64).reshape(-1, capacity),
-            "position_ids": np.array(out_pos, dtype=np.int64).reshape(-1, capacity),
-            "attention_mask": np.array(out_seg, dtype=np.int64).reshape(-1, capacity),
-            "cu_seqlens": np.array(cu, dtype=np.int32)}
-
-
-def py_pad(ids: list[list[int]], labels: list[list[int]]) -> dict:
-    width = max(map(len, ids), default=0)
-    n = len(ids)
-    return {
-        "input_ids": np.array(
-            [r + [PAD_ID] * (width - len(r)) for r in ids], dtype=np.int64
-        ).reshape(n, width),
-        "attention_mask": np.array(
-            [[1] * len(r) + [0] * (width - len(r)) for r in ids], dtype=np.int64
-        ).reshape(n, width),
-        "labels": np.array(
-            [r + [LABEL_PAD_ID] * (width - len(r)) for r in labels], dtype=np.int64
-        ).reshape(n, width),
-    }
-
-
-def numpy_pad(ids: list[np.ndarray], labels: list[np.ndarray]) -> dict:
-    lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-    width = int(lens.max(initial=0))
-    out_ids = np.full((len(ids), width), PAD_ID, dtype=np.int64)
-    out_lab = np.full((len(ids), width), LABEL_PAD_ID, dtype=np.int64)
-    for i, (a, b) in enumerate(zip(ids, labels)):
-        out_ids[i, : len(a)] = a
-        out_lab[i, : len(b)] = b
-    mask = (np.arange(width) < lens[:, None]).astype(np.int64)
-    return {"input_ids": out_ids, "attention_mask": mask, "labels": out_lab}
 
 
 def _bins_digest(d: Digest, indices: Any, offsets: Any) -> None:

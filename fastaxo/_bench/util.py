@@ -37,6 +37,11 @@ def release_memory() -> None:
                 pass
     except ImportError:
         pass
+    malloc_trim()
+
+
+def malloc_trim() -> None:
+    """Return freed heap memory to the OS (glibc's malloc_trim; nothing elsewhere)."""
     try:
         import ctypes
 
