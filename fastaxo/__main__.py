@@ -27,6 +27,7 @@ import threading
 import time
 from typing import Any
 
+from fastaxo._core.checks import cli_positive_float, cli_positive_int
 from fastaxo._core.proc import peak_rss_mib
 
 
@@ -317,26 +318,6 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return cmd_bench(args, args.argv[1:])
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
-    return v
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="fastaxo", description="Fast, memory-bounded data preparation for Axolotl."
@@ -359,7 +340,9 @@ def main(argv: list[str] | None = None) -> int:
         required=True,
         help="the packed Parquet file to write (with --ray: a directory for the shards)",
     )
-    p_p.add_argument("--seq-len", type=_positive_int, required=True, help="tokens per packed row")
+    p_p.add_argument(
+        "--seq-len", type=cli_positive_int, required=True, help="tokens per packed row"
+    )
     p_p.add_argument(
         "--strategy",
         choices=("bfd", "ffd", "ff", "nf"),
@@ -369,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_p.add_argument(
         "--pack-window",
-        type=_positive_int,
+        type=cli_positive_int,
         default=100_000,
         help="kept rows packed together (default 100000, Axolotl's group size; the memory bound)",
     )
@@ -401,11 +384,14 @@ def main(argv: list[str] | None = None) -> int:
     p_p.add_argument("--format", choices=("parquet", "arrow", "jsonl", "csv", "tsv", "text"),
                      help="input format (default: from the file names)")
     p_p.add_argument(
-        "--batch-rows", type=_positive_int, default=8192, help="rows per batch read (default 8192)"
+        "--batch-rows",
+        type=cli_positive_int,
+        default=8192,
+        help="rows per batch read (default 8192)",
     )
     p_p.add_argument(
         "--threads",
-        type=_positive_int,
+        type=cli_positive_int,
         default=None,
         help="threads (default: FASTAXO_NUM_THREADS, OMP_NUM_THREADS, CPUs)",
     )
@@ -419,11 +405,11 @@ def main(argv: list[str] | None = None) -> int:
         "read "
         "in order equal the single-machine output (pip install 'fastaxo[ray]')",
     )
-    p_p.add_argument("--ray-cpus-per-task", type=_positive_float, default=1.0, metavar="C",
+    p_p.add_argument("--ray-cpus-per-task", type=cli_positive_float, default=1.0, metavar="C",
                      help="CPUs each Ray task reserves (default 1; --threads defaults to the same)")
     p_p.add_argument(
         "--ray-unit-rows",
-        type=_positive_int,
+        type=cli_positive_int,
         default=16_384,
         metavar="N",
         help="input rows per Ray scan task (Parquet: whole row groups up to about N; "
@@ -435,15 +421,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_demo.add_argument(
         "--rows",
-        type=_positive_int,
+        type=cli_positive_int,
         default=200_000,
         help="rows of the built-in dataset (default 200000)",
     )
     p_demo.add_argument(
-        "--seq-len", type=_positive_int, default=4096, help="tokens per packed row (default 4096)"
+        "--seq-len",
+        type=cli_positive_int,
+        default=4096,
+        help="tokens per packed row (default 4096)",
     )
     p_demo.add_argument("--strategy", choices=("bfd", "ffd", "ff", "nf"), default="bfd")
-    p_demo.add_argument("--threads", type=_positive_int, default=None)
+    p_demo.add_argument("--threads", type=cli_positive_int, default=None)
     p_demo.add_argument(
         "--dir", help="where to make the temporary directory (default: the system's)"
     )

@@ -67,6 +67,7 @@ from fastaxo._bench.util import (
     secs,
     versions_info,
 )
+from fastaxo._core.checks import cli_positive_float, cli_positive_int
 from fastaxo._core.proc import mem_available_bytes, status_kib
 
 
@@ -582,24 +583,6 @@ def exit_code(results: dict[str, Any]) -> int:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    def positive_int(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
-        return v
-
-    def positive_float(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not v > 0 or math.isinf(v):
-            raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-        return v
-
     p.add_argument("--quick", action="store_true",
                    help="sizes 10k and 100k, 1 timed run per cell (under two minutes on 2 cores)")
     p.add_argument(
@@ -622,7 +605,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--reps",
-        type=positive_int,
+        type=cli_positive_int,
         metavar="N",
         help="timed runs per cell, median reported (default 3; --quick: 1)",
     )
@@ -634,27 +617,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "chat = lognormal ~300 tokens into 4096-token bins, ~1.2 kB text",
     )
     p.add_argument(
-        "--threads", type=positive_int, metavar="T", help="fastaxo threads (default: its default)"
+        "--threads",
+        type=cli_positive_int,
+        metavar="T",
+        help="fastaxo threads (default: its default)",
     )
     p.add_argument(
         "--pad-batch",
-        type=positive_int,
+        type=cli_positive_int,
         default=16,
         metavar="N",
         help="rows per collator batch in `pad` (default 16)",
     )
     p.add_argument(
         "--max-cell-seconds",
-        type=positive_float,
+        type=cli_positive_float,
         default=60.0,
         metavar="S",
         help="skip a cell whose run is estimated (from the smaller sizes) to take longer "
         "(default 60)",
     )
-    p.add_argument("--memory-budget-gib", type=positive_float, metavar="GIB",
+    p.add_argument("--memory-budget-gib", type=cli_positive_float, metavar="GIB",
                    help="skip cells estimated to peak above this, kill those that reach it "
                         "(default: half of MemAvailable)")
-    p.add_argument("--cell-timeout", type=positive_float, default=1800.0, metavar="S",
+    p.add_argument("--cell-timeout", type=cli_positive_float, default=1800.0, metavar="S",
                    help="kill a cell after this many seconds (default 1800)")
     p.add_argument(
         "--markdown-doc",

@@ -10,7 +10,7 @@ import numpy as np
 
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 
-__all__ = ["choice", "count", "int_arg", "positive_int"]
+__all__ = ["choice", "cli_positive_float", "cli_positive_int", "count", "int_arg", "positive_int"]
 
 
 def _type_name(value: Any) -> str:
@@ -53,3 +53,30 @@ def choice(value: Any, name: str, options: Sequence[str]) -> str:
             f"{name} must be one of {', '.join(map(repr, options))}; got {value!r:.40}"
         )
     return value
+
+
+def cli_positive_int(text: str) -> int:
+    """An argparse ``type=``: the text as an int >= 1, else a usage error naming what came."""
+    import argparse
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
+    return v
+
+
+def cli_positive_float(text: str) -> float:
+    """An argparse ``type=``: the text as a finite number > 0, else a usage error."""
+    import argparse
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
+    if not v > 0 or math.isinf(v):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
+    return v
