@@ -111,7 +111,7 @@ def analyse(m: Module, mods: dict[str, Module]) -> None:
                 continue
             for a in node.names:
                 sub = f"{src}.{a.name}"
-                if sub in mods:  # a submodule
+                if sub in mods or sub in EXTENSIONS:  # a submodule
                     m.imports.append((sub, node.lineno))
                     aliases[a.asname or a.name] = sub
                 else:
@@ -119,7 +119,8 @@ def analyse(m: Module, mods: dict[str, Module]) -> None:
                     if a.name.startswith("_") and not a.name.startswith("__"):
                         m.private.append((f"from {src} import {a.name}", node.lineno))
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__")):
             target = _module_of(node.value, aliases)
             if target is not None and f"{target}.{node.attr}" not in mods and target != m.name:
                 m.private.append((f"{ast.unparse(node)}", node.lineno))

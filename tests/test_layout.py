@@ -1,0 +1,68 @@
+"""The package's shape (scripts/check_layout.py): the source tree passes, and each rule fails
+on a tree that breaks it (a gate that cannot fail would prove nothing)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+SCRIPT = REPO / "scripts" / "check_layout.py"
+
+
+def _checker():
+    spec = importlib.util.spec_from_file_location("check_layout", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    for d in {(root / rel).parent for rel in files}:  # every package dir gets an __init__
+        while d != root:
+            (d / "__init__.py").touch()
+            d = d.parent
+    return root
+
+
+def test_the_source_tree_passes():
+    r = subprocess.run([sys.executable, str(SCRIPT), "--root", str(REPO)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"fastaxo/_core/a.py": "from fastaxo.pipeline import b\n", "fastaxo/pipeline/b.py": ""},
+     "a layer above it"),
+    ({"fastaxo/readers/a.py": "import fastaxo.readers.b\n",
+      "fastaxo/readers/b.py": "def f():\n    import fastaxo.readers.a\n"},
+     "import cycle: fastaxo.readers.a <-> fastaxo.readers.b"),
+    ({"fastaxo/readers/a.py": "from fastaxo.readers.b import _helper\n",
+      "fastaxo/readers/b.py": "def _helper():\n    pass\n"},
+     "underscore name from another module: from fastaxo.readers.b import _helper"),
+    ({"fastaxo/readers/a.py": "from fastaxo.readers import b\nb._helper()\n",
+      "fastaxo/readers/b.py": "def _helper():\n    pass\n"},
+     "underscore name from another module: b._helper"),
+    ({"fastaxo/readers/a.py": "x = 1\n" * 801}, "801 lines (at most 800)"),
+    ({"fastaxo/hashing.py": "from fastaxo import _hash\n"}, "imports the extension fastaxo._hash"),
+    ({"fastaxo/__init__.py": "from fastaxo._bench import x\n", "fastaxo/_bench/x.py": ""},
+     "import fastaxo reaches fastaxo._bench"),
+])
+def test_each_rule_fails_a_tree_that_breaks_it(tmp_path, files, expected):
+    problems = _checker().check(_tree(tmp_path, files))
+    assert any(expected in p for p in problems), problems
+
+
+def test_a_clean_tree_has_no_problems(tmp_path):
+    files = {"fastaxo/_core/a.py": "from fastaxo.errors import InvalidInputError\n",
+             "fastaxo/errors.py": "class InvalidInputError(ValueError):\n    pass\n",
+             "fastaxo/readers/b.py": "from fastaxo._core import a\nfrom fastaxo._core.a import x\n"}
+    assert _checker().check(_tree(tmp_path, files)) == []
