@@ -8,7 +8,7 @@
 #   make full                     what CI runs: bash .ci/run (fresh venv, wheel, every test)
 PYTHON ?= python3
 DEV ?= .venv-dev
-VPY := $(DEV)/bin/python
+VPY := $(abspath $(DEV))/bin/python
 T ?= tests
 # The quick loop imports the source tree (an editable install); this test exists to make sure
 # CI tests the installed wheel instead, so it cannot pass here.
