@@ -360,21 +360,8 @@ def pad(
                     arrays["labels"] = lab_out
                 return Padded(arrays, ids_out.shape[1])
     buffers, bo, widths, _bases, tr, trt = _pad(
-        data,
-        None,
-        labels,
-        position_ids,
-        pad_to,
-        multiple_of,
-        pad_id,
-        label_pad_id,
-        position_pad_id,
-        side,
-        truncate,
-        attention_mask,
-        dtype,
-        num_threads,
-    )
+        data, None, labels, position_ids, pad_to, multiple_of, pad_id, label_pad_id,
+        position_pad_id, side, truncate, attention_mask, dtype, num_threads)
     n, w = int(bo[-1]), int(widths[0])
     return Padded({k: v.reshape(n, w) for k, v in buffers.items()}, w, tr, trt)
 
@@ -396,21 +383,8 @@ def pad_batches(data: Any, batch_offsets: Any, *, labels: Any = None, position_i
             "batch_offsets: expected n_batches + 1 row boundaries, got None (use pad())"
         )
     buffers, bo, widths, bases, tr, trt = _pad(
-        data,
-        batch_offsets,
-        labels,
-        position_ids,
-        pad_to,
-        multiple_of,
-        pad_id,
-        label_pad_id,
-        position_pad_id,
-        side,
-        truncate,
-        attention_mask,
-        dtype,
-        num_threads,
-    )
+        data, batch_offsets, labels, position_ids, pad_to, multiple_of, pad_id, label_pad_id,
+        position_pad_id, side, truncate, attention_mask, dtype, num_threads)
     return PaddedBatches(buffers, bo, widths, bases, tr, trt)
 
 
