@@ -185,11 +185,14 @@ def hash_objects(list rows, Py_ssize_t start, Py_ssize_t stop, uint8_t[:, ::1] o
     cdef int impl = fx_sha256_current()
     cdef int64_t c, a, nchunks = (n + CHUNK - 1) // CHUNK
     keep = []  # temporaries (non-ASCII str encoded to UTF-8) alive until hashed
+    # our own list of the rows: another thread may empty or change the caller's list while the
+    # GIL is released below, and the objects the pointers point into must outlive the hashing
+    cdef list held = rows[start:stop]
     try:
         if ptrs is NULL or lens is NULL:
             raise MemoryError()
         for i in range(n):
-            row = rows[start + i]
+            row = held[i]
             if PyUnicode_CheckExact(row) or isinstance(row, str):
                 if PyUnicode_IS_ASCII(row):
                     p = PyUnicode_AsUTF8AndSize(row, &size)

@@ -6,7 +6,7 @@ This module trusts them for types but re-checks every invariant that protects me
 sizes, row widths) and reports a violation instead of writing out of bounds.
 """
 from cython.parallel cimport prange
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
 from libc.string cimport memcpy
 from cpython.list cimport PyList_GET_SIZE, PyList_GET_ITEM
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
@@ -440,7 +440,7 @@ def fill_bins(char[::1] out, int dt, int64_t width, object flat_base, const int6
         raise ValueError("fill_bins: generated columns are int32 or int64")
     cdef int64_t total
     if padded:
-        if nb * width > out.shape[0] // dsize:
+        if nb and width > (out.shape[0] // dsize) // nb:  # (no nb * width: it could wrap)
             raise ValueError("fill_bins: output too small")
         total = nb * width
     else:
@@ -546,11 +546,16 @@ def pad_fill(char[::1] out, int dt, const int64_t[::1] boff, const int64_t[::1] 
         raise ValueError("pad_fill: generated columns are int32 or int64")
     if not pad_range and len(pad) != dsize:
         raise ValueError("pad_fill: pad must be one output element")
-    cdef int64_t b, need = 0
+    cdef int64_t b, rows_b, need = 0
     for b in range(nbatch):
         if widths[b] < 0 or boff[b + 1] < boff[b] or obase[b] < 0:
             raise ValueError("pad_fill: inconsistent batches")
-        need = max(need, obase[b] + (boff[b + 1] - boff[b]) * widths[b])
+        rows_b = boff[b + 1] - boff[b]
+        # checked: rows x width must not wrap (a wrapped size once let a huge pad_to write past
+        # a small buffer)
+        if rows_b and widths[b] > (INT64_MAX - obase[b]) // rows_b:
+            raise ValueError("pad_fill: batch sizes overflow")
+        need = max(need, obase[b] + rows_b * widths[b])
     if need > out.shape[0] // dsize:
         raise ValueError("pad_fill: output too small")
     cdef char *base = &out[0] if out.shape[0] else NULL
@@ -686,6 +691,8 @@ def pad_list(list ids, object labels, object dtype, int64_t pad_id, int64_t labe
             if il[i] > width:
                 width = il[i]
         if multiple_of > 0:
+            if multiple_of > INT64_MAX // 4 or width > INT64_MAX // 4:
+                raise ValueError(f"pad_list: multiple_of {multiple_of} is too large")
             width = (width + multiple_of - 1) // multiple_of * multiple_of
         dims[0] = n
         dims[1] = width

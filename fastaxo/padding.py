@@ -17,7 +17,7 @@ import numpy as np
 
 from fastaxo._core import backend
 from fastaxo._core.checks import choice, int_arg, positive_int
-from fastaxo._core.outputs import ArrayMap, check_fits, out_dtype
+from fastaxo._core.outputs import MAX_BYTES, ArrayMap, check_fits, out_dtype
 from fastaxo._core.ragged import (
     Rows,
     as_ragged,
@@ -28,7 +28,12 @@ from fastaxo._core.ragged import (
 )
 from fastaxo._core.threads import resolve_num_threads
 from fastaxo._reference import packing as reference
-from fastaxo.errors import InvalidInputError, InvalidTypeError, SequenceTooLongError
+from fastaxo.errors import (
+    CapacityError,
+    InvalidInputError,
+    InvalidTypeError,
+    SequenceTooLongError,
+)
 
 __all__ = ["pad", "pad_batches", "Padded", "PaddedBatches"]
 
@@ -145,7 +150,8 @@ def _batch_offsets(batch_offsets: Any, n: int) -> np.ndarray:
             f"batch_offsets must start at 0 and end at the number of rows ({n}); "
             f"got {int(bo[0])} ... {int(bo[-1])}"
         )
-    dec = np.flatnonzero(np.diff(bo) < 0)
+    # consecutive values compared, never subtracted (a difference can wrap)
+    dec = np.flatnonzero(bo[1:] < bo[:-1])
     if len(dec):
         i = int(dec[0])
         raise InvalidInputError(
@@ -198,6 +204,15 @@ def _pad(
         nonempty = bo[1:] > bo[:-1]
         if n:
             widths[nonempty] = np.maximum.reduceat(lengths, bo[:-1][nonempty])
+    widest = int(widths.max()) if nbatch else 0
+    if mult is not None:
+        widest = -(-widest // mult) * mult  # Python ints: no wrap
+    # every size below is computed in int64: check in Python ints first that none can wrap
+    # (a huge pad_to once made a small buffer that the kernel then overran)
+    if widest * max(n, 1) * dt.itemsize > MAX_BYTES:
+        raise CapacityError(
+            f"pad_to/multiple_of give rows {widest:,} wide: {n:,} rows x {widest:,} x "
+            f"{dt.itemsize} bytes is more than fastaxo allocates ({MAX_BYTES:,} bytes)")
     if mult is not None:
         widths = -(-widths // mult) * mult
     truncated = truncated_tokens = 0

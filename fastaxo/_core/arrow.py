@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from fastaxo.errors import InvalidTypeError, NullValueError
+from fastaxo.errors import InvalidInputError, InvalidTypeError, NullValueError
 
 
 def has_type(name: str, t: pa.DataType) -> bool:
@@ -307,3 +307,59 @@ def _canonical_type(t: pa.DataType) -> str:
             + ">"
         )
     return str(t)
+
+
+def check_structure(arr: pa.Array, what: str) -> None:
+    """Raise InvalidInputError when ``arr``'s buffers or offsets could make a reader of it
+    step outside them: buffer sizes (pyarrow's O(1) validate), then, recursively, every
+    list/string/binary offsets array (first >= 0, non-decreasing, last within the child or
+    the data buffer) and every dictionary's indices. For data that pyarrow did not build
+    itself (Arrow IPC files: their buffers are taken as they are)."""
+    try:
+        arr.validate()
+    except pa.ArrowInvalid as e:
+        raise InvalidInputError(f"{what}: {e}") from None
+    _check_tree(arr, what)
+
+
+def _check_tree(arr: pa.Array, what: str) -> None:
+    from fastaxo._core.checks import offsets_problem
+
+    t = arr.type
+    if len(arr) == 0:
+        return
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        child = arr.values
+        bad = offsets_problem(offsets_of(arr, pa.types.is_large_list(t)), len(child))
+        if bad is not None:
+            raise InvalidInputError(f"{what}: list offsets are corrupt at row {bad[0]}: {bad[1]}")
+        _check_tree(child, what)
+    elif is_binary_like(t):
+        data = arr.buffers()[2]
+        large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+        bad = offsets_problem(offsets_of(arr, large), 0 if data is None else data.size)
+        if bad is not None:
+            raise InvalidInputError(
+                f"{what}: string offsets are corrupt at row {bad[0]}: {bad[1]}")
+    elif pa.types.is_fixed_size_list(t):
+        _check_tree(arr.values, what)
+    elif pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            _check_tree(arr.field(i), what)
+    elif pa.types.is_dictionary(t):
+        idx = arr.indices
+        n = len(arr.dictionary)
+        valid = idx.drop_null() if idx.null_count else idx
+        if len(valid):
+            v = fixed_view(valid.combine_chunks() if hasattr(valid, "combine_chunks") else valid)
+            if int(v.min()) < 0 or int(v.max()) >= n:
+                raise InvalidInputError(
+                    f"{what}: a dictionary index is out of range (the dictionary has {n} values)")
+        _check_tree(arr.dictionary, what)
+    elif (has_type("is_string_view", t) or has_type("is_binary_view", t)
+          or has_type("is_list_view", t) or has_type("is_large_list_view", t)
+          or has_type("is_run_end_encoded", t) or pa.types.is_union(t) or pa.types.is_map(t)):
+        try:  # rarer layouts: pyarrow's full validation
+            arr.validate(full=True)
+        except pa.ArrowInvalid as e:
+            raise InvalidInputError(f"{what}: {e}") from None

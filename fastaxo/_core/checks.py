@@ -10,7 +10,8 @@ import numpy as np
 
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 
-__all__ = ["choice", "cli_positive_float", "cli_positive_int", "count", "int_arg", "positive_int"]
+__all__ = ["choice", "cli_positive_float", "cli_positive_int", "count", "int_arg",
+           "offsets_problem", "positive_int"]
 
 
 def _type_name(value: Any) -> str:
@@ -80,3 +81,23 @@ def cli_positive_float(text: str) -> float:
     if not v > 0 or math.isinf(v):
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
     return v
+
+
+def offsets_problem(offsets: np.ndarray, n_values: int) -> tuple[int, str] | None:
+    """``(row, what is wrong)`` for the first bad row of ragged ``offsets`` (n+1 entries over
+    ``n_values`` values), or None. Consecutive values are compared (never subtracted: a
+    difference can wrap), the first must be >= 0 and the last <= ``n_values``, so every row
+    lies inside the values whatever the offsets' width."""
+    if len(offsets) == 0:
+        return 0, "there are no offsets (a ragged column has n+1 of them)"
+    first, last = int(offsets[0]), int(offsets[-1])
+    if first < 0:
+        return 0, f"the first offset is {first} (< 0)"
+    if last > n_values:
+        return len(offsets) - 2, f"the last offset is {last}, beyond the {n_values} values"
+    down = np.flatnonzero(offsets[1:] < offsets[:-1])
+    if len(down):
+        i = int(down[0])
+        return i, (f"offset {int(offsets[i + 1])} follows {int(offsets[i])} (offsets must not "
+                   "decrease)")
+    return None

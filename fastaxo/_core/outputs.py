@@ -11,7 +11,11 @@ import numpy as np
 from fastaxo._core.ragged import Rows
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 
-__all__ = ["I32", "I64", "ArrayMap", "check_fits", "out_dtype"]
+__all__ = ["I32", "I64", "MAX_BYTES", "ArrayMap", "check_fits", "out_dtype"]
+
+#: The largest output fastaxo allocates for one column (256 TiB): sizes are checked against it
+#: in Python ints before any int64 arithmetic, so no size computed after can wrap.
+MAX_BYTES = 1 << 48
 
 class ArrayMap(Mapping):
     """A read-only mapping of named NumPy arrays (the result type of pack and pad)."""

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastaxo._core import arrow, backend
+from fastaxo._core.checks import offsets_problem
 from fastaxo.errors import ColumnNotFoundError, InvalidInputError, InvalidTypeError
 
 _INT64 = np.dtype(np.int64)
@@ -45,12 +46,10 @@ class Ragged:
         if lengths is None:
             for (values, offsets), base in zip(chunks, self.bases):
                 if len(offsets) > 1:
-                    bad = _first_bad_offsets(values, offsets)
+                    bad = offsets_problem(offsets, len(values))
                     if bad is not None:
                         raise InvalidInputError(
-                            f"{name}: offsets are corrupt at row {base + bad}: "
-                            f"{_why_bad(values, offsets, bad)}"
-                        )
+                            f"{name}: offsets are corrupt at row {base + bad[0]}: {bad[1]}")
             if chunks:
                 lengths = np.concatenate(
                     [np.diff(o).astype(np.int64, copy=False) for _, o in chunks]
@@ -150,29 +149,15 @@ class ArrayRows:
 Rows = Ragged | ArrayRows  # what the kernels read a ragged column from
 
 
-def _first_bad_offsets(values: np.ndarray, offsets: np.ndarray) -> int | None:
-    if offsets[0] < 0 or offsets[-1] > len(values):
-        return 0 if offsets[0] < 0 else len(offsets) - 2
-    d = np.diff(offsets)
-    neg = np.flatnonzero(d < 0)
-    return int(neg[0]) if len(neg) else None
-
-
-def _why_bad(values: np.ndarray, offsets: np.ndarray, row: int) -> str:
-    if offsets[0] < 0:
-        return f"the first offset is {int(offsets[0])} (< 0)"
-    if offsets[-1] > len(values):
-        return f"the last offset is {int(offsets[-1])}, beyond the {len(values)} values"
-    return f"offset {int(offsets[row + 1])} follows {int(offsets[row])} (offsets must not decrease)"
-
-
 def _check_value_dtype(name: str, dtype: np.dtype, integer: bool) -> np.dtype:
+    """The dtype the kernels read the values as: native byte order (other orders are
+    converted by _native, a copy)."""
     dtype = np.dtype(dtype)
     ok = dtype.kind in "iu" or (not integer and dtype.kind == "f")
     if not ok or dtype.itemsize > 8:
         want = "integers" if integer else "numbers (integers or floats)"
         raise InvalidTypeError(f"{name}: expected rows of {want}, got values of dtype {dtype}")
-    return dtype
+    return dtype if dtype.isnative else dtype.newbyteorder("=")
 
 
 def _native(a: np.ndarray) -> np.ndarray:
@@ -222,9 +207,12 @@ def _from_rows(data: list | tuple | np.ndarray, name: str, integer: bool) -> Row
             from fastaxo._core.backend import pack_ext
 
             if pack_ext is not None:
-                got = pack_ext.row_ptrs(data if type(data) is list else list(data), dt0)
+                # a snapshot: the kernels read these rows with the GIL released, and the
+                # caller's list may be changed meanwhile by another thread
+                held = tuple(data)
+                got = pack_ext.row_ptrs(list(held), dt0)
                 if got is not None:
-                    return ArrayRows(name, data, got[0], got[1], dt0)
+                    return ArrayRows(name, held, got[0], got[1], dt0)
     if n and all(isinstance(r, np.ndarray) for r in data):
         bad = next((i for i, r in enumerate(data) if r.ndim != 1), None)
         if bad is not None:

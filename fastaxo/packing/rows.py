@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from fastaxo._core import backend
-from fastaxo._core.checks import choice, int_arg, positive_int
-from fastaxo._core.outputs import ArrayMap, check_fits, out_dtype
+from fastaxo._core.checks import choice, int_arg, offsets_problem, positive_int
+from fastaxo._core.outputs import MAX_BYTES, ArrayMap, check_fits, out_dtype
 from fastaxo._core.ragged import (
     Rows,
     as_ragged,
@@ -22,7 +22,7 @@ from fastaxo._core.ragged import (
 )
 from fastaxo._core.threads import resolve_num_threads
 from fastaxo._reference import packing as reference
-from fastaxo.errors import InvalidInputError, InvalidTypeError
+from fastaxo.errors import CapacityError, InvalidInputError, InvalidTypeError
 from fastaxo.packing.bins import BFD_MAX_CAPACITY, OVERFLOW_MODES, STRATEGIES, Bins, assign_bins
 
 __all__ = ["PackIterator", "Packed", "iter_pack", "pack"]
@@ -92,11 +92,38 @@ def _resolve_columns(
     return ids, lab, extra
 
 
+def _check_bins_arrays(bins: Bins) -> int:
+    """The number of entries of ``bins``, after checking its arrays: 1-D integer arrays, one
+    length (and start) per index, n_bins + 1 offsets."""
+    arrays = {"indices": bins.indices, "offsets": bins.offsets, "lengths": bins.lengths}
+    if bins.has_starts:
+        arrays["starts"] = bins.starts
+    for name, a in arrays.items():
+        if not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype.kind not in "iu":
+            got = f"{a.ndim}-D {a.dtype}" if isinstance(a, np.ndarray) else type(a).__name__
+            raise InvalidTypeError(f"bins.{name} must be a 1-D integer NumPy array, got {got}")
+    n = len(bins.indices)
+    for name in ("lengths", "starts"):
+        if name in arrays and len(arrays[name]) != n:
+            raise InvalidInputError(
+                f"bins.{name} has {len(arrays[name]):,} entries; bins.indices has {n:,}")
+    if len(bins.offsets) < 1:
+        raise InvalidInputError("bins.offsets is empty; it holds n_bins + 1 boundaries")
+    return n
+
+
 def _check_bins(bins: Any, ids: Rows, width: int, layout: str) -> Bins:
     if not isinstance(bins, Bins):
         raise InvalidTypeError(
             f"bins must be a fastaxo.Bins (from pack_bins), got {type(bins).__name__}"
         )
+    n_entries = _check_bins_arrays(bins)
+    bad_off = offsets_problem(bins.offsets, n_entries)
+    if bad_off is not None or int(bins.offsets[0]) != 0 or int(bins.offsets[-1]) != n_entries:
+        why = bad_off[1] if bad_off is not None else (
+            f"they run from {int(bins.offsets[0])} to {int(bins.offsets[-1])}, not from 0 to the "
+            f"{n_entries:,} entries")
+        raise InvalidInputError(f"bins.offsets are corrupt: {why}")
     if len(bins.indices):
         lo, hi = int(bins.indices.min()), int(bins.indices.max())
         if lo < 0 or hi >= len(ids):
@@ -104,13 +131,15 @@ def _check_bins(bins: Any, ids: Rows, width: int, layout: str) -> Bins:
                 f"bins refer to row {hi if hi >= len(ids) else lo}; the data has {len(ids):,} rows"
             )
         row_len = ids.lengths[bins.indices]
-        end = bins.starts + bins.lengths
-        bad = np.flatnonzero((bins.lengths < 0) | (bins.starts < 0) | (end > row_len))
+        starts, lens = bins.starts, bins.lengths
+        # compared, never added: starts + lengths can wrap
+        bad = np.flatnonzero((lens < 0) | (starts < 0) | (starts > row_len)
+                             | (lens > row_len - np.minimum(starts, row_len)))
         if len(bad):
             e = int(bad[0])
             raise InvalidInputError(
-                f"bins entry {e} takes tokens {int(bins.starts[e])}:{int(end[e])} of row "
-                f"{int(bins.indices[e])}, "
+                f"bins entry {e} takes tokens {int(starts[e])}:{int(starts[e]) + int(lens[e])} "
+                f"of row {int(bins.indices[e])}, "
                 f"which has {int(row_len[e])} tokens (were the bins made for other data?)"
             )
     if layout == "padded" and len(bins):
@@ -155,6 +184,13 @@ def _materialise(
     nt: int,
     pool: dict[str, np.ndarray] | None = None,
 ) -> Packed:
+    # the output's size in Python ints, before any int64 arithmetic on it (no wrap)
+    elems = len(bins) * int(width) if layout == "padded" else int(bins.lengths.sum())
+    if elems * max(dt.itemsize, 8) > MAX_BYTES:
+        raise CapacityError(
+            f"the packed output would hold {elems:,} tokens per column ({len(bins):,} bins"
+            + (f" x {int(width):,}" if layout == "padded" else "")
+            + f"): more than fastaxo allocates ({MAX_BYTES:,} bytes)")
     ext = backend.pack_ext
     if ext is None:
         arrays = reference.materialise(

@@ -8,10 +8,11 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from fastaxo.errors import FileFormatError
+from fastaxo._core.arrow import check_structure
+from fastaxo.errors import FileFormatError, InvalidInputError
 from fastaxo.readers.options import Options, file_error, project
 
-__all__ = ["IpcFileDecoder", "IpcStreamDecoder", "open_ipc"]
+__all__ = ["IpcFileDecoder", "IpcStreamDecoder", "checked", "open_ipc"]
 
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 
@@ -41,7 +42,7 @@ class IpcFileDecoder:
                 b = b.slice(offset)
             if self.opts.columns is not None:
                 b = b.select(list(self.opts.columns))
-            yield b, i + 1, 0
+            yield checked(b, self.path, f"record batch {i} of {nb}"), i + 1, 0
 
     def close(self) -> None:
         self.fh.close()
@@ -103,7 +104,7 @@ class IpcStreamDecoder:
                 first = False
                 if cols is not None:
                     b = b.select(cols)
-                yield b, self.fh.tell(), 0
+                yield checked(b, self.path, f"message at byte {pos}"), self.fh.tell(), 0
         except (pa.ArrowException, OSError) as e:
             raise file_error(self.path, f"message at byte {pos}", e) from None
         self._check_end(f"after byte {pos}")
@@ -123,7 +124,8 @@ class IpcStreamDecoder:
                     continue
                 if i - 1 == unit and offset:
                     b = b.slice(offset)
-                yield (b.select(cols) if cols is not None else b), i, 0
+                b = b.select(cols) if cols is not None else b
+                yield checked(b, self.path, f"record batch {i}"), i, 0
         except (pa.ArrowException, OSError) as e:
             raise file_error(self.path, f"record batch {i}", e) from None
         self._check_end(f"after record batch {i}")
@@ -136,3 +138,17 @@ def open_ipc(path: str, opts: Options):
     with open(path, "rb") as fh:
         magic = fh.read(6)
     return IpcFileDecoder(path, opts) if magic == b"ARROW1" else IpcStreamDecoder(path, opts)
+
+
+def checked(batch: pa.RecordBatch, path: str, where: str) -> pa.RecordBatch:
+    """``batch`` after checking what could make a reader of it step outside its buffers:
+    pyarrow takes an IPC file's buffers as they are, so a corrupt or crafted file would
+    otherwise reach the kernels (the checks are O(1) per column and one vectorised pass over
+    each offsets array)."""
+    for name, col in zip(batch.schema.names, batch.columns):
+        try:
+            check_structure(col, f"column {name!r}")
+        except InvalidInputError as e:
+            raise FileFormatError(f"{path} ({where}): {e}: the file is corrupt", path,
+                                  where) from None
+    return batch
