@@ -19,6 +19,7 @@ check), 2 bad arguments.
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
 import os
 import signal
@@ -84,33 +85,68 @@ def _dedupe_builtin(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _parquet_batches(path: str, batch_rows: int) -> Any:
+    """The record batches of a Parquet file; a corrupt or truncated file is a FileFormatError
+    that names it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fastaxo.errors import FileFormatError
+
+    try:
+        pf = pq.ParquetFile(path, pre_buffer=False)
+        yield from pf.iter_batches(batch_size=batch_rows)
+    except (pa.ArrowInvalid, pa.ArrowIOError) as e:
+        if isinstance(e, OSError) and e.errno is not None:
+            raise  # permission denied, ...: the OS error names the file
+        msg = (str(e).splitlines() or [""])[0]
+        raise FileFormatError(f"{path}: not a readable Parquet file: {msg}", path) from None
+
+
 def _cmd_dedupe(args: argparse.Namespace) -> int:
     if not args.inputs:
         return _dedupe_builtin(args)
     import pyarrow.parquet as pq
 
     import fastaxo
+    from fastaxo._core.files import TempOutput, check_not_an_input
 
     seen = fastaxo.Seen()
-    writer = None
     n_in = n_out = 0
     t0 = time.perf_counter()
     columns = args.columns.split(",") if args.columns else None
+    for path in args.inputs:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(errno.ENOENT, "no such input file", path)
+    tmp = None
+    if args.output:
+        check_not_an_input(args.output, args.inputs)
+        tmp = TempOutput(args.output)
+    writer = None
     try:
         for path in args.inputs:
-            pf = pq.ParquetFile(path, pre_buffer=False)
-            for batch in pf.iter_batches(batch_size=args.batch_rows):
+            for batch in _parquet_batches(path, args.batch_rows):
                 res = fastaxo.dedupe(batch, columns=columns, seen=seen, num_threads=args.threads)
                 n_in += res.n_rows
                 n_out += len(res.keep)
-                if args.output:
-                    kept = res.apply(batch)
+                if tmp is not None:
                     if writer is None:
-                        writer = pq.ParquetWriter(args.output, kept.schema)
-                    writer.write_batch(kept)
+                        writer = pq.ParquetWriter(tmp.path, batch.schema)
+                    writer.write_batch(res.apply(batch))
+        if tmp is not None:
+            if writer is None:  # no rows at all: an empty file with the first input's columns
+                writer = pq.ParquetWriter(tmp.path, pq.read_schema(args.inputs[0]))
+            writer.close()
+            writer = None
+            tmp.commit()  # only a complete file ever appears at OUT
     finally:
         if writer is not None:
-            writer.close()
+            try:
+                writer.close()
+            except Exception:
+                pass
+        if tmp is not None:
+            tmp.abort()  # (nothing left to remove after a commit)
     dt = time.perf_counter() - t0
     print(
         f"fastaxo dedupe: {n_in:,} rows in, {n_out:,} kept, {n_in - n_out:,} duplicates dropped, "
@@ -121,8 +157,55 @@ def _cmd_dedupe(args: argparse.Namespace) -> int:
 
 
 def _fail(cmd: str, exc: BaseException) -> int:
-    print(f"fastaxo {cmd}: error: {exc}", file=sys.stderr)
+    print(f"fastaxo {cmd}: error: {_describe(exc)}", file=sys.stderr)
     return 1
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for an error that ends a command: what went wrong, and where."""
+    if isinstance(exc, MemoryError):
+        return ("out of memory" + (f" ({exc})" if str(exc) else "")
+                + "; try smaller --batch-rows / --pack-window, or fewer --threads")
+    if isinstance(exc, OSError) and exc.strerror:  # "Permission denied: 'out.parquet'"
+        return exc.strerror + (f": {exc.filename!r}" if exc.filename else "")
+    text = str(exc).strip() or type(exc).__name__
+    # pyarrow's messages can run to a C++ backtrace: its first line is the message
+    return text.splitlines()[0] if type(exc).__module__.startswith("pyarrow") else text
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run a command: a user error ends in one line on stderr and exit 1 (argparse's own errors
+    are exit 2); Ctrl-C is 130; SIGTERM / SIGHUP remove this run's temporary files and exit
+    128 + the signal; a closed stdout (``| head``) is not an error."""
+    from fastaxo._core.files import Terminated, signals_remove_temporaries
+    from fastaxo.errors import FastaxoError
+
+    cmd = args.command
+    previous = signals_remove_temporaries()
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print(f"fastaxo {cmd}: interrupted; no output written", file=sys.stderr)
+        return 130
+    except Terminated as t:
+        name = signal.Signals(t.signum).name
+        print(f"fastaxo {cmd}: stopped by {name}; no output written", file=sys.stderr)
+        return 128 + t.signum
+    except BrokenPipeError:
+        # the reader of stdout went away (| head): say nothing more, and keep Python's exit
+        # flush from failing on the same pipe
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except (FastaxoError, OSError, MemoryError, ImportError) as e:
+        return _fail(cmd, e)
+    except Exception as e:
+        if type(e).__module__.startswith("pyarrow"):  # ArrowInvalid & co: a data error
+            return _fail(cmd, e)
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
@@ -138,6 +221,11 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
         interrupted.set()
         raise KeyboardInterrupt
 
+    if args.report_json:  # now, not after the run: a bad path must not cost the whole run
+        from fastaxo._core.files import check_not_an_input, check_writable_dir
+
+        check_writable_dir(args.report_json, "--report-json")
+        check_not_an_input(args.report_json, [*args.inputs, args.output], "--report-json")
     previous = (
         signal.signal(signal.SIGINT, on_sigint)
         if threading.current_thread() is threading.main_thread()
@@ -448,16 +536,22 @@ def main(argv: list[str] | None = None) -> int:
     p_d.add_argument("-o", "--output", help="write the kept rows to this Parquet file")
     p_d.add_argument("--columns", help="comma-separated columns to compare (default: all)")
     p_d.add_argument(
-        "--batch-rows", type=int, default=65536, help="rows per batch read (default 65536)"
+        "--batch-rows",
+        type=cli_positive_int,
+        default=65536,
+        help="rows per batch read (default 65536)",
     )
     p_d.add_argument(
         "--threads",
-        type=int,
+        type=cli_positive_int,
         default=None,
         help="threads (default: FASTAXO_NUM_THREADS, OMP_NUM_THREADS, CPUs)",
     )
     p_d.add_argument(
-        "--rows", type=int, default=200_000, help="rows of the built-in dataset (default 200000)"
+        "--rows",
+        type=cli_positive_int,
+        default=200_000,
+        help="rows of the built-in dataset (default 200000)",
     )
     p_d.set_defaults(func=_cmd_dedupe)
     from fastaxo._bench.matrix import add_arguments as _bench_arguments
@@ -477,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     args.argv = argv
-    return int(args.func(args))
+    return _run(args)
 
 
 if __name__ == "__main__":

@@ -28,9 +28,10 @@ import pyarrow as pa
 
 from fastaxo._core import arrow
 from fastaxo._core.checks import positive_int
+from fastaxo._core.files import check_not_an_input, check_writable_dir
 from fastaxo._core.proc import io_counters, status_kib
 from fastaxo._core.threads import resolve_num_threads
-from fastaxo.errors import FileFormatError, InvalidInputError, InvalidTypeError
+from fastaxo.errors import FileFormatError, InvalidTypeError
 from fastaxo.hashing import Seen
 from fastaxo.hashing import dedupe as dedupe_rows
 from fastaxo.pipeline.columns import compact, load_tokenizer
@@ -128,10 +129,8 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
         raise InvalidTypeError(f"output must be a path, got {type(output).__name__}")
     output = os.fspath(output)
     files = resolve_source(inputs, format)
-    out_abs = os.path.abspath(output)
-    for p, _, _ in files:
-        if os.path.abspath(p) == out_abs:
-            raise InvalidInputError(f"output: {output!r} is also an input")
+    check_not_an_input(output, [p for p, _, _ in files])
+    check_writable_dir(output)  # before any work: a bad path fails now, not after the run
     tok = load_tokenizer(tokenizer) if tokenizer is not None else None
     # Read-ahead: 64 MiB is plenty to keep the packer fed and keeps the peak down.
     ropts = {"prefetch_bytes": 64 << 20, **(reader_options or {})}

@@ -7,6 +7,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fastaxo._core.files import TempOutput
+
 __all__ = ["PrepareReport", "ReportCounts"]
 
 
@@ -54,7 +56,8 @@ class ReportCounts:
         return asdict(self)
 
     def to_json(self, path: str) -> None:
-        with open(path, "w") as fh:
+        """Write :meth:`as_dict` as JSON to ``path`` (a temporary file, renamed when complete)."""
+        with TempOutput(path) as tmp, open(tmp.path, "w") as fh:
             json.dump(self.as_dict(), fh, indent=2)
             fh.write("\n")
 

@@ -7,7 +7,7 @@ import time
 
 import pyarrow as pa
 
-from fastaxo.errors import InvalidInputError
+from fastaxo._core.files import TempOutput
 
 __all__ = ["Writer"]
 
@@ -21,13 +21,9 @@ class Writer:
     def __init__(self, output: str, schema: pa.Schema):
         import pyarrow.parquet as pq
 
-        out_dir = os.path.dirname(os.path.abspath(output)) or "."
-        if not os.path.isdir(out_dir):
-            raise InvalidInputError(f"output: directory {out_dir!r} does not exist")
-        if os.path.isdir(output):
-            raise InvalidInputError(f"output: {output!r} is a directory; expected a file name")
         self.output = output
-        self.tmp = os.path.join(out_dir, f".{os.path.basename(output)}.fastaxo-tmp-{os.getpid()}")
+        self._tmp = TempOutput(output)  # also removes temporaries of killed runs
+        self.tmp = self._tmp.path
         self.schema = schema
         # Token columns are high-entropy ints: dictionary encoding and statistics cost time and
         # gain nothing. zstd level 1: as fast as snappy here, ~40% smaller.
@@ -46,7 +42,7 @@ class Writer:
     def commit(self) -> int:
         t = time.perf_counter()
         self._w.close()
-        os.replace(self.tmp, self.output)
+        self._tmp.commit()
         self.seconds += time.perf_counter() - t
         return os.path.getsize(self.output)
 
@@ -55,7 +51,4 @@ class Writer:
             self._w.close()
         except BaseException:
             pass
-        try:
-            os.unlink(self.tmp)
-        except OSError:
-            pass
+        self._tmp.abort()

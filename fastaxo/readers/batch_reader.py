@@ -259,6 +259,14 @@ class BatchReader:
                     f"state: it was saved for {key}={theirs.get(key)!r:.300}, this reader has "
                     f"{key}={val!r:.300}; a state resumes only the same source and options"
                 )
+        for key in ("epoch", "rows"):
+            v = state.get(key)
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+                raise InvalidInputError(f"state: {key} must be an integer >= 0, got {v!r:.100}")
+        problem = self._src.position_problem(state.get("position"))
+        if problem is not None:
+            raise InvalidInputError(f"state: {problem}; it does not fit this source (was it "
+                                    "saved by another reader, or edited?)")
         self._stop_pipeline()
         self._src.epoch = int(state["epoch"])
         self._state = dict(state["position"])

@@ -135,6 +135,52 @@ class Source:
             acc += n
         return -1, None, 0, g
 
+    def position_problem(self, pos: Any) -> str | None:
+        """Why ``pos`` (the ``position`` of a state_dict) is not a position in this source, or
+        None. A position is (file, unit, offset) plus the global row it stands for: with
+        Parquet every field is checked against the footers and against each other."""
+        keys = ("file", "unit", "offset", "row", "window", "skip", "done")
+        if not isinstance(pos, dict) or sorted(pos) != sorted(keys):
+            return f"position must be a dict with the fields {list(keys)}, got {pos!r:.200}"
+
+        def count(v: Any) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+        for k in ("offset", "row", "window", "skip"):
+            if not count(pos[k]):
+                return f"position {k} must be an integer >= 0, got {pos[k]!r}"
+        if not isinstance(pos["done"], bool):
+            return f"position done must be True or False, got {pos['done']!r}"
+        f, unit, nfiles = pos["file"], pos["unit"], len(self.files)
+        if not (isinstance(f, int) and not isinstance(f, bool) and -1 <= f <= nfiles):
+            return f"position file must be -1 (the end) or 0..{nfiles}, got {f!r}"
+        if unit is not None and not count(unit):
+            return f"position unit must be None or an integer >= 0, got {unit!r}"
+        if f == -1 and not pos["done"]:
+            return "position file -1 (the end of this rank's rows) needs done=True"
+        if self.format != "parquet":
+            return None
+        counts = self.counts()
+        total = sum(counts)
+        if pos["row"] > total:
+            return f"position row {pos['row']:,} is past the source's {total:,} rows"
+        if self.range is not None and not self.range[0] <= pos["row"] <= self.range[1]:
+            return (f"position row {pos['row']:,} is outside rank {self.rank}'s rows "
+                    f"[{self.range[0]:,}, {self.range[1]:,})")
+        if f == -1 or f == nfiles:
+            return None
+        rows = self._units(f)
+        u = 0 if unit is None else unit
+        if u > len(rows) or (u == len(rows) and pos["offset"]) or \
+                (u < len(rows) and pos["offset"] >= rows[u] and pos["offset"]):
+            return (f"position unit {unit}, offset {pos['offset']:,} is not in "
+                    f"{self.files[f][0]} ({len(rows)} row groups)")
+        g = sum(counts[:f]) + sum(rows[:u]) + pos["offset"]
+        if g != pos["row"]:
+            return (f"position row {pos['row']:,} does not match file {f}, unit {unit}, offset "
+                    f"{pos['offset']:,} (which is row {g:,})")
+        return None
+
     def _initial_state(self) -> dict[str, Any]:
         if self.range is not None:
             f, unit, off, g = self._locate(self.range[0])

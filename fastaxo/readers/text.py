@@ -103,7 +103,7 @@ class TextDecoder:
             mv[: len(carry)] = carry
             have = len(carry)
             while have < need and not eof:
-                k = self.fh.readinto(mv[have:])
+                k = self._io(pos + have, self.fh.readinto, mv[have:])
                 if not k:
                     eof = True
                 have += k
@@ -119,7 +119,7 @@ class TextDecoder:
                     cut = have
                 else:
                     seen = have
-                    more = self.fh.read(size)
+                    more = self._io(pos + have, self.fh.read, size)
                     if not more:
                         eof = True
                     mv.release()
@@ -131,6 +131,16 @@ class TextDecoder:
             yield pos, mv[:cut]
             pos += cut
         self.pos = -1
+
+    def _io(self, at: int, read: Any, *args: Any) -> Any:
+        """``read(*args)`` at byte ``at``; a failure (a truncated .gz/.bz2/.zst stream, corrupt
+        data, an I/O error) is a FileFormatError that names the file and where."""
+        try:
+            return read(*args)
+        except (pa.ArrowException, OSError, EOFError) as e:
+            what = f"corrupt or truncated {self.comp} data: " if self.comp else "read failed: "
+            where = None if self.comp else f"byte {at:,}"
+            raise file_error(self.path, where, e, what) from None
 
     def count_lines(self, pos: int) -> int:
         """Newlines in the first ``pos`` bytes (for error messages; reads on its own handle)."""

@@ -1,0 +1,300 @@
+"""Files (issue 18, class 4): no input overwritten, no partial output, nothing left behind, one
+clear line and the documented exit code for every user error. Each test failed before its fix
+(``fastaxo dedupe X -o X`` destroyed X; a symlinked input was overwritten; Ctrl-C or a full disk
+left a partial file; a truncated .gz ended in a message without the file's name; an edited
+reader state resumed silently at the wrong place)."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import fastaxo
+from fastaxo.errors import InvalidInputError
+
+ENV = {**os.environ, "FASTAXO_REQUIRE_EXTENSION": os.environ.get("FASTAXO_REQUIRE_EXTENSION", "0")}
+
+
+def _cli(*args: str, preexec=None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fastaxo", *args], capture_output=True, text=True,
+                          cwd="/", env=ENV, timeout=timeout, preexec_fn=preexec)
+
+
+def _one_line_error(r: subprocess.CompletedProcess, code: int, *needles: str) -> None:
+    """Exit ``code``, no traceback, one line on stderr that says each needle."""
+    assert r.returncode == code, (r.returncode, r.stderr[-3000:])
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    for n in needles:
+        assert n.lower() in lines[0].lower(), (n, lines[0])
+
+
+def _table(n: int = 6_000, seed: int = 0) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    rows = [rng.integers(0, 1000, int(k)).tolist() for k in rng.integers(1, 60, n)]
+    rows += rows[: n // 10]  # duplicates
+    return pa.table({"input_ids": rows})
+
+
+def _md5(p) -> str:
+    return hashlib.md5(open(p, "rb").read()).hexdigest()
+
+
+def _temporaries(d) -> list[str]:
+    return sorted(n for n in os.listdir(d) if ".fastaxo-tmp-" in n)
+
+
+@pytest.fixture
+def src(tmp_path):
+    p = tmp_path / "in.parquet"
+    pq.write_table(_table(), p, row_group_size=500)
+    return p
+
+
+# ------------------------------------------------------------------ outputs that are inputs
+@pytest.mark.parametrize("how", ["same", "symlink_in", "symlink_out", "hardlink"])
+@pytest.mark.parametrize("cmd", ["dedupe", "prepare"])
+def test_an_output_that_is_an_input_is_refused_and_the_input_kept(tmp_path, src, how, cmd):
+    before = _md5(src)
+    inp, out = str(src), str(src)
+    if how == "symlink_in":
+        inp = str(tmp_path / "link.parquet")
+        os.symlink(src, inp)
+    elif how == "symlink_out":
+        out = str(tmp_path / "link.parquet")
+        os.symlink(src, out)
+    elif how == "hardlink":
+        out = str(tmp_path / "hard.parquet")
+        os.link(src, out)
+    extra = ["--seq-len", "128", "-q"] if cmd == "prepare" else []
+    r = _cli(cmd, inp, "-o", out, *extra)
+    _one_line_error(r, 1, "is also an input")
+    assert _md5(src) == before
+    assert _temporaries(tmp_path) == []
+
+
+def test_report_json_that_is_an_input_is_refused_before_the_run(tmp_path, src):
+    out = tmp_path / "out.parquet"
+    r = _cli("prepare", str(src), "-o", str(out), "--seq-len", "128", "-q",
+             "--report-json", str(src))
+    _one_line_error(r, 1, "--report-json", "is also an input")
+    assert not out.exists()
+
+
+def test_dedupe_output_is_complete_and_equals_the_library(tmp_path, src):
+    out = tmp_path / "out.parquet"
+    r = _cli("dedupe", str(src), "-o", str(out), "--batch-rows", "700")
+    assert r.returncode == 0, r.stderr
+    t = pq.read_table(src)
+    want = fastaxo.dedupe(t).apply(t)
+    assert pq.read_table(out).equals(want)
+    assert _temporaries(tmp_path) == []
+
+
+def test_dedupe_of_no_rows_writes_an_empty_file_with_the_columns(tmp_path):
+    src = tmp_path / "empty.parquet"
+    pq.write_table(pa.table({"input_ids": pa.array([], pa.list_(pa.int64()))}), src)
+    out = tmp_path / "out.parquet"
+    r = _cli("dedupe", str(src), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    t = pq.read_table(out)
+    assert t.num_rows == 0 and t.column_names == ["input_ids"]
+
+
+# ------------------------------------------------------------------ signals, kills, full disk
+def _start(cmd: list[str], tmp_path) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, "-m", "fastaxo", *cmd], cwd="/", env=ENV,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and p.poll() is None:
+        if _temporaries(tmp_path):
+            time.sleep(0.05)
+            return p
+        time.sleep(0.005)
+    p.kill()
+    out, err = p.communicate()
+    raise AssertionError(f"no temporary file appeared; make the input bigger\n{err[-2000:]}")
+
+
+def _long_run(tmp_path, cmd: str) -> list[str]:
+    src = tmp_path / "big.parquet"
+    if not src.exists():
+        pq.write_table(_table(60_000, seed=3), src, row_group_size=500)
+    out = str(tmp_path / "out.parquet")
+    if cmd == "dedupe":
+        return ["dedupe", str(src), "-o", out, "--batch-rows", "200", "--threads", "1"]
+    return ["prepare", str(src), "-o", out, "--seq-len", "128", "--batch-rows", "200",
+            "--pack-window", "200", "-q", "--threads", "1"]
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT"])
+@pytest.mark.parametrize("cmd", ["dedupe", "prepare"])
+def test_a_signal_mid_write_leaves_the_old_output_and_no_temporary(tmp_path, cmd, sig):
+    argv = _long_run(tmp_path, cmd)
+    out = tmp_path / "out.parquet"
+    out.write_bytes(b"old")
+    p = _start(argv, tmp_path)
+    signum = getattr(signal, sig)
+    p.send_signal(signum)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 128 + signum, (p.returncode, err[-3000:])
+    assert "Traceback" not in err, err[-3000:]
+    assert "no output written" in err
+    assert out.read_bytes() == b"old"
+    assert _temporaries(tmp_path) == []
+
+
+@pytest.mark.parametrize("cmd", ["dedupe", "prepare"])
+def test_after_sigkill_the_next_run_removes_the_dead_process_temporary(tmp_path, cmd):
+    argv = _long_run(tmp_path, cmd)
+    p = _start(argv, tmp_path)
+    p.kill()
+    p.communicate(timeout=60)
+    stale = _temporaries(tmp_path)
+    assert stale, "SIGKILL leaves the temporary behind (nothing can remove it then)"
+    # a temporary of a process that still runs is not touched
+    alive = tmp_path / f".out.parquet.fastaxo-tmp-{os.getpid()}-0badc0de"
+    alive.write_bytes(b"x")
+    small = tmp_path / "small.parquet"
+    pq.write_table(_table(100), small)
+    argv[1] = str(small)
+    r = _cli(*argv)
+    assert r.returncode == 0, r.stderr
+    assert _temporaries(tmp_path) == [alive.name]
+    assert pq.read_metadata(tmp_path / "out.parquet").num_rows > 0
+
+
+def _file_size_limit(nbytes: int):
+    def apply() -> None:
+        import resource
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+    return apply
+
+
+@pytest.mark.parametrize("cmd", ["dedupe", "prepare"])
+def test_a_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, cmd):
+    # RLIMIT_FSIZE makes every write past 64 KiB fail as a full disk would (EFBIG)
+    argv = _long_run(tmp_path, cmd)
+    r = _cli(*argv, preexec=_file_size_limit(64 << 10))
+    _one_line_error(r, 1, "fastaxo " + cmd, "too large")
+    assert not (tmp_path / "out.parquet").exists()
+    assert _temporaries(tmp_path) == []
+
+
+# ------------------------------------------------------------------ one line per user error
+@pytest.mark.parametrize("ext", ["gz", "bz2", "zst"])
+def test_a_truncated_compressed_file_names_the_file(tmp_path, ext):
+    lines = "".join(json.dumps({"input_ids": list(range(i % 50 + 1))}) + "\n"
+                    for i in range(20_000)).encode()
+    if ext == "gz":
+        data = gzip.compress(lines)
+    elif ext == "bz2":
+        data = bz2.compress(lines)
+    else:
+        buf = pa.BufferOutputStream()
+        with pa.CompressedOutputStream(buf, "zstd") as f:
+            f.write(lines)
+        data = buf.getvalue().to_pybytes()
+    p = tmp_path / f"chat.jsonl.{ext}"
+    p.write_bytes(data[: len(data) // 2])
+    out = tmp_path / "out.parquet"
+    r = _cli("prepare", str(p), "-o", str(out), "--seq-len", "128", "-q")
+    _one_line_error(r, 1, str(p), "truncated")
+    assert not out.exists() and _temporaries(tmp_path) == []
+
+
+def test_a_truncated_parquet_file_names_the_file_in_dedupe(tmp_path, src):
+    bad = tmp_path / "cut.parquet"
+    bad.write_bytes(src.read_bytes()[:3000])
+    r = _cli("dedupe", str(bad), "-o", str(tmp_path / "o.parquet"))
+    _one_line_error(r, 1, str(bad), "not a readable parquet file")
+
+
+def test_an_unwritable_output_says_so_before_the_run(tmp_path, src):
+    # /sys refuses new files even to root (chmod does not stop root)
+    if os.access("/sys", os.W_OK) and os.geteuid() != 0:
+        pytest.fail("expected /sys to be unwritable")
+    for argv in (["dedupe", str(src), "-o", "/sys/out.parquet"],
+                 ["prepare", str(src), "-o", "/sys/out.parquet", "--seq-len", "128", "-q"],
+                 ["prepare", str(src), "-o", str(tmp_path / "o.parquet"), "--seq-len", "128",
+                  "-q", "--report-json", "/sys/r.json"]):
+        r = _cli(*argv)
+        _one_line_error(r, 1, "cannot write in '/sys'")
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_a_missing_input_and_bad_arguments(tmp_path, src):
+    r = _cli("dedupe", str(tmp_path / "nope.parquet"), "-o", str(tmp_path / "o.parquet"))
+    _one_line_error(r, 1, "nope.parquet")
+    r = _cli("prepare", str(src), "-o", str(tmp_path / "o.parquet"), "--seq-len", "128",
+             "--format", "xml")
+    assert r.returncode == 2 and "--format" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("dedupe", str(src), "--threads", "0")
+    assert r.returncode == 2 and "--threads" in r.stderr
+    r = _cli("dedupe", str(src), "--threads", "100000")
+    _one_line_error(r, 1, "at most")
+
+
+def test_out_of_memory_is_one_line(tmp_path):
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (1200 << 20, 1200 << 20))
+    r = _cli("dedupe", "--rows", "3000000", preexec=limit)
+    _one_line_error(r, 1, "out of memory")
+
+
+def test_a_closed_pipe_is_not_an_error():
+    p = subprocess.Popen(f"{sys.executable} -m fastaxo info | head -c 10", shell=True, cwd="/",
+                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=120)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+# ------------------------------------------------------------------ reader state
+def test_a_state_that_does_not_fit_the_source_is_refused(tmp_path):
+    a = tmp_path / "a.parquet"
+    pq.write_table(_table(3_000), a, row_group_size=400)
+    r = fastaxo.BatchReader(str(a), batch_rows=256)
+    next(iter(r))
+    next(iter(r))
+    good = r.state_dict()
+    bad_cases = {
+        "row past the end": {"row": 10**9},
+        "inconsistent row": {"row": good["position"]["row"] + 1},
+        "unit past the file": {"unit": 99, "offset": 0},
+        "offset past the unit": {"offset": 10_000},
+        "negative skip": {"skip": -1},
+        "missing field": None,
+    }
+    for name, change in bad_cases.items():
+        st = json.loads(json.dumps(good))
+        if change is None:
+            del st["position"]["window"]
+        else:
+            st["position"].update(change)
+        fresh = fastaxo.BatchReader(str(a), batch_rows=256)
+        with pytest.raises(InvalidInputError, match="state: "):
+            fresh.load_state_dict(st)
+        fresh.close()
+    # the saved state itself resumes where it was
+    fresh = fastaxo.BatchReader(str(a), batch_rows=256)
+    fresh.load_state_dict(good)
+    rest = pa.Table.from_batches(list(fresh)).column("input_ids").to_pylist()
+    whole = pq.read_table(a).column("input_ids").to_pylist()
+    assert rest == whole[good["rows"]:]
