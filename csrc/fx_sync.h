@@ -33,6 +33,7 @@ static __forceinline void fx_publish(volatile int64_t *p, int64_t v)
 }
 #define FX_CPU_RELAX() YieldProcessor()
 #define FX_THREAD_YIELD() SwitchToThread()
+#define FX_THREAD_NAP() Sleep(0)
 #else
 #define fx_acquire_load(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define fx_publish(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
@@ -44,23 +45,35 @@ static __forceinline void fx_publish(volatile int64_t *p, int64_t v)
 #define FX_CPU_RELAX() ((void)0)
 #endif
 #include <sched.h>
+#include <time.h>
 #define FX_THREAD_YIELD() sched_yield()
+static inline void fx_thread_nap(void)
+{
+    struct timespec ts = {0, 50000}; /* 50 us */
+    nanosleep(&ts, NULL);
+}
+#define FX_THREAD_NAP() fx_thread_nap()
 #define FX_SYNC_INLINE static inline
 #endif
 
 /* Wait until *p > k; returns the value seen. Spins briefly (the producer is normally
- * ahead), then yields the CPU between checks, so that a consumer whose producer was
- * descheduled on a busy machine lets it run. */
+ * ahead), yields a few times, then naps (50 us) between checks: on a machine whose cores are
+ * busy the producer may be descheduled, and a consumer that kept spinning or yielding (still
+ * runnable: CFS gives it its share) took the time the producer needed (the 2-thread sampler
+ * ran 5x slower than one thread with the other core busy; bench/bench_contention.py). */
 FX_SYNC_INLINE int64_t fx_wait_progress(const volatile int64_t *p, int64_t k)
 {
     int64_t v = fx_acquire_load(p);
     int spins = 0;
     while (v <= k) {
-        if (++spins < 256) {
+        if (spins < 256) {
             FX_CPU_RELAX();
-        } else {
+        } else if (spins < 256 + 16) {
             FX_THREAD_YIELD();
+        } else {
+            FX_THREAD_NAP();
         }
+        spins++;
         v = fx_acquire_load(p);
     }
     return v;

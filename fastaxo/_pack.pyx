@@ -216,7 +216,9 @@ def ff_in_order(const int32_t[::1] lengths, object index, uint64_t seed, int64_t
     cdef int64_t progress = 0
     cdef int t
     cdef uint32_t s32 = <uint32_t>(seed & 0xffffffffu)
-    cdef bint pipeline = index is None and G == 1 and num_threads > 1
+    # the shuffle beside the packer pays only on big inputs: below ~4M rows it gained nothing
+    # on an idle 2-core VM and, with the other core busy, cost up to 5x (bench_contention.py)
+    cdef bint pipeline = index is None and G == 1 and num_threads > 1 and count >= (1 << 22)
     if index is None:
         src = &perm[0]
         if pipeline:

@@ -247,3 +247,34 @@ def test_a_child_forked_after_a_parallel_kernel_does_not_hang():
         """, timeout=60)
     _ok(r, "child 0")
 
+
+# ------------------------------------------------------------------ busy cores
+def _openmp_built() -> bool:
+    r = _child("import fastaxo._hash as h; print(h.openmp_enabled())")
+    return r.returncode == 0 and r.stdout.strip() == "True"
+
+
+@needs_ext
+@pytest.mark.parametrize("user", [None, "ACTIVE"])
+def test_openmp_waits_passively_unless_the_user_chose_a_policy(user):
+    # GNU OpenMP spins at barriers by default (GOMP_SPINCOUNT 300000); with the other core busy
+    # a spinning thread starved the one it waited for and `pack` ran 6x slower on two threads
+    # than on one. fastaxo's libgomp loads with spin count 0, the user's choice wins, and the
+    # variable does not leak into the environment of what loads later (torch's libgomp)
+    if not _openmp_built():
+        pytest.skip("built without OpenMP")
+    env = {"OMP_DISPLAY_ENV": "verbose"}
+    if user:
+        env["OMP_WAIT_POLICY"] = user
+    r = _child("""
+        import os, fastaxo
+        print("left", os.environ.get("OMP_WAIT_POLICY"))
+        """, **env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    if user is None:
+        assert "GOMP_SPINCOUNT = '0'" in r.stderr, r.stderr
+        assert "left None" in r.stdout
+    else:
+        assert "OMP_WAIT_POLICY = 'ACTIVE'" in r.stderr, r.stderr
+        assert "GOMP_SPINCOUNT = '0'" not in r.stderr
+        assert "left ACTIVE" in r.stdout

@@ -21,12 +21,34 @@ ext: ModuleType | None = None  # fastaxo._hash
 pack_ext: ModuleType | None = None  # fastaxo._pack
 import_error: BaseException | None = None
 
+# GNU OpenMP reads its wait policy once, when the library loads. Its default spins at every
+# barrier: on a host whose cores are busy (torch, tokenizer threads, DataLoader workers) a thread
+# that waits burns the time slice the thread it waits for needs, and a 2-thread kernel ran up to
+# 6x slower than on one thread (bench/bench_contention.py). The extensions' own libgomp (a
+# private copy in the wheel) therefore loads with OMP_WAIT_POLICY=PASSIVE unless the user chose a
+# policy; the variable is put back afterwards, so a libgomp loaded later (torch's) sees the
+# user's environment.
+WAIT_POLICY_VARS = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+WAIT_POLICY = next((f"{v}={os.environ[v]}" for v in WAIT_POLICY_VARS if v in os.environ),
+                   "OMP_WAIT_POLICY=PASSIVE (fastaxo's default)")
+
+
+def _import_extensions() -> tuple[ModuleType, ModuleType]:
+    chosen = any(v in os.environ for v in WAIT_POLICY_VARS)
+    if not chosen:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        from fastaxo import _hash as h
+        from fastaxo import _pack as p
+    finally:
+        if not chosen:
+            del os.environ["OMP_WAIT_POLICY"]
+    return h, p
+
+
 if not PURE_PYTHON_FORCED:
     try:
-        from fastaxo import _hash as _h
-        from fastaxo import _pack as _p
-
-        ext, pack_ext = _h, _p
+        ext, pack_ext = _import_extensions()
     except ImportError as exc:  # pragma: no cover - exercised by the pure-Python CI leg
         import_error = exc
 
