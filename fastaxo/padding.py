@@ -17,7 +17,7 @@ import numpy as np
 
 from fastaxo._core import backend
 from fastaxo._core.checks import choice, int_arg, positive_int
-from fastaxo._core.outputs import MAX_BYTES, ArrayMap, check_fits, out_dtype
+from fastaxo._core.outputs import ArrayMap, check_fits, check_output_bytes, out_dtype
 from fastaxo._core.ragged import (
     Rows,
     as_ragged,
@@ -29,7 +29,6 @@ from fastaxo._core.ragged import (
 from fastaxo._core.threads import resolve_num_threads
 from fastaxo._reference import packing as reference
 from fastaxo.errors import (
-    CapacityError,
     InvalidInputError,
     InvalidTypeError,
     SequenceTooLongError,
@@ -209,10 +208,8 @@ def _pad(
         widest = -(-widest // mult) * mult  # Python ints: no wrap
     # every size below is computed in int64: check in Python ints first that none can wrap
     # (a huge pad_to once made a small buffer that the kernel then overran)
-    if widest * max(n, 1) * dt.itemsize > MAX_BYTES:
-        raise CapacityError(
-            f"pad_to/multiple_of give rows {widest:,} wide: {n:,} rows x {widest:,} x "
-            f"{dt.itemsize} bytes is more than fastaxo allocates ({MAX_BYTES:,} bytes)")
+    check_output_bytes(widest * max(n, 1) * dt.itemsize,
+                       f"the padded output ({n:,} rows x {widest:,} wide x {dt.itemsize} bytes)")
     if mult is not None:
         widths = -(-widths // mult) * mult
     truncated = truncated_tokens = 0

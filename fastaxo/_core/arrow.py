@@ -116,7 +116,19 @@ def binary_view(arr: pa.Array, what: str, base: int) -> tuple[np.ndarray, np.nda
     """(data uint8, offsets int32/int64 of len(arr)+1) of a string/binary array, no copy."""
     require_no_nulls(arr, what, base)
     large = pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
-    return _u8(arr.buffers()[2]), offsets_of(arr, large)
+    data = _u8(arr.buffers()[2])
+    return data, _checked(offsets_of(arr, large), len(data), what, base)
+
+
+def _checked(offsets: np.ndarray, n_values: int, what: str, base: int) -> np.ndarray:
+    """``offsets``, after making sure every row lies inside the ``n_values`` values (Arrow
+    builds arrays from raw buffers, foreign libraries and files without checking them)."""
+    from fastaxo._core.checks import offsets_problem
+
+    bad = offsets_problem(offsets, n_values) if len(offsets) > 1 else None
+    if bad is not None:
+        raise InvalidInputError(f"{what}: offsets are corrupt at row {base + bad[0]}: {bad[1]}")
+    return offsets
 
 
 def list_view(arr: pa.Array, what: str, base: int) -> tuple[np.ndarray, np.ndarray]:
@@ -125,6 +137,7 @@ def list_view(arr: pa.Array, what: str, base: int) -> tuple[np.ndarray, np.ndarr
     offsets = offsets_of(arr, pa.types.is_large_list(arr.type))
     child = arr.values
     values = fixed_view(child)
+    offsets = _checked(offsets, len(values), what, base)
     if child.null_count and len(arr):
         lo, hi = int(offsets[0]), int(offsets[-1])
         inside = child.slice(lo, hi - lo)

@@ -3,19 +3,41 @@ argument, and the check that a column's values and pad value fit it."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from fastaxo._core.ragged import Rows
-from fastaxo.errors import InvalidInputError, InvalidTypeError
+from fastaxo.errors import CapacityError, InvalidInputError, InvalidTypeError
 
-__all__ = ["I32", "I64", "MAX_BYTES", "ArrayMap", "check_fits", "out_dtype"]
+__all__ = ["I32", "I64", "MAX_BYTES", "ArrayMap", "check_fits", "check_output_bytes", "out_dtype"]
 
 #: The largest output fastaxo allocates for one column (256 TiB): sizes are checked against it
 #: in Python ints before any int64 arithmetic, so no size computed after can wrap.
 MAX_BYTES = 1 << 48
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_output_bytes(nbytes: int, what: str) -> None:
+    """Refuse, before allocating, an output column of ``nbytes`` (a Python int) that could wrap
+    a size (> :data:`MAX_BYTES`) or that is bigger than this machine's memory (NumPy would
+    reserve it lazily, and filling it would bring in the OOM killer instead of an error).
+    ``what`` says where the size comes from."""
+    if nbytes > MAX_BYTES:
+        raise CapacityError(f"{what}: {nbytes:,} bytes is more than fastaxo allocates "
+                            f"({MAX_BYTES:,} bytes)")
+    mem = _physical_memory()
+    if mem is not None and nbytes > mem:
+        raise CapacityError(f"{what}: {nbytes / 2**30:,.1f} GiB per column, more than this "
+                            f"machine's {mem / 2**30:,.1f} GiB of memory")
 
 class ArrayMap(Mapping):
     """A read-only mapping of named NumPy arrays (the result type of pack and pad)."""

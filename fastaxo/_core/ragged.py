@@ -45,7 +45,7 @@ class Ragged:
             np.cumsum([len(o) - 1 for _, o in chunks], out=self.bases[1:])
         if lengths is None:
             for (values, offsets), base in zip(chunks, self.bases):
-                if len(offsets) > 1:
+                if len(offsets):  # (even with no rows: a negative first offset is corrupt)
                     bad = offsets_problem(offsets, len(values))
                     if bad is not None:
                         raise InvalidInputError(

@@ -11,7 +11,7 @@ import numpy as np
 
 from fastaxo._core import backend
 from fastaxo._core.checks import choice, int_arg, offsets_problem, positive_int
-from fastaxo._core.outputs import MAX_BYTES, ArrayMap, check_fits, out_dtype
+from fastaxo._core.outputs import ArrayMap, check_fits, check_output_bytes, out_dtype
 from fastaxo._core.ragged import (
     Rows,
     as_ragged,
@@ -22,7 +22,7 @@ from fastaxo._core.ragged import (
 )
 from fastaxo._core.threads import resolve_num_threads
 from fastaxo._reference import packing as reference
-from fastaxo.errors import CapacityError, InvalidInputError, InvalidTypeError
+from fastaxo.errors import InvalidInputError, InvalidTypeError
 from fastaxo.packing.bins import BFD_MAX_CAPACITY, OVERFLOW_MODES, STRATEGIES, Bins, assign_bins
 
 __all__ = ["PackIterator", "Packed", "iter_pack", "pack"]
@@ -185,12 +185,11 @@ def _materialise(
     pool: dict[str, np.ndarray] | None = None,
 ) -> Packed:
     # the output's size in Python ints, before any int64 arithmetic on it (no wrap)
-    elems = len(bins) * int(width) if layout == "padded" else int(bins.lengths.sum())
-    if elems * max(dt.itemsize, 8) > MAX_BYTES:
-        raise CapacityError(
-            f"the packed output would hold {elems:,} tokens per column ({len(bins):,} bins"
-            + (f" x {int(width):,}" if layout == "padded" else "")
-            + f"): more than fastaxo allocates ({MAX_BYTES:,} bytes)")
+    # (max(.., 1): NumPy refuses a (0, huge) shape as well)
+    elems = max(len(bins), 1) * int(width) if layout == "padded" else int(bins.lengths.sum())
+    check_output_bytes(elems * max(dt.itemsize, 8),
+                       f"the packed output ({elems:,} tokens per column: {len(bins):,} bins"
+                       + (f" x {int(width):,})" if layout == "padded" else ")"))
     ext = backend.pack_ext
     if ext is None:
         arrays = reference.materialise(

@@ -1,0 +1,212 @@
+"""A fuzz of every public kernel with hostile arguments (issue 18): random ragged data in every
+input form, offsets that are valid, wrapping, decreasing or out of range, capacities from 0 to
+2**62, every strategy, overflow mode, layout and side. Each call either returns what the plain
+NumPy reference returns, or raises a fastaxo error; it never crashes. The sanitizer leg
+(scripts/sanitize.sh) runs this file under AddressSanitizer + UndefinedBehaviorSanitizer, where
+a read or write out of bounds, a wrapped signed size or a use-after-free is a failed run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+from hypothesis import given
+from hypothesis import strategies as st
+
+import fastaxo
+from fastaxo._reference import packing as ref
+from fastaxo.errors import FastaxoError
+
+DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+INT64 = np.iinfo(np.int64)
+
+
+@st.composite
+def ragged(draw, valid: bool | None = None):
+    """(values, offsets, valid): row lengths with empty and huge rows; invalid offsets now and
+    then (wrapping differences, decreasing, negative first, past the values)."""
+    lengths = draw(st.lists(st.one_of(st.integers(0, 40), st.integers(0, 3), st.integers(2000, 9000)),
+                            max_size=30))
+    dt = np.dtype(draw(st.sampled_from(DTYPES)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    total = int(sum(lengths))
+    info = np.iinfo(dt)
+    values = rng.integers(max(info.min, -(2**31)), min(info.max, 2**31 - 1), total, dtype=dt, endpoint=True)
+    odt = np.dtype(draw(st.sampled_from([np.int32, np.int64])))
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    ok = True if valid is True else (draw(st.integers(0, 4)) != 0 if valid is None else False)
+    if not ok and len(offsets):
+        i = draw(st.integers(0, len(offsets) - 1))
+        lim = np.iinfo(odt)
+        bad = draw(st.sampled_from([int(lim.min), int(lim.max), -1, total + 1, int(lim.max) - 3,
+                                    int(offsets[i]) - 1 if i else -5]))
+        offsets[i] = bad
+        ok = bool(offsets[0] >= 0 and offsets[-1] <= total and np.all(offsets[1:] >= offsets[:-1]))
+    return values, offsets.astype(odt), ok
+
+
+def _form(draw, values, offsets, ok):
+    """The same rows as (values, offsets), an Arrow ListArray, or a list of NumPy rows."""
+    form = draw(st.sampled_from(["tuple", "arrow", "rows"])) if ok else "tuple"
+    if form == "tuple":
+        return (values, offsets)
+    if form == "arrow":
+        cls = pa.LargeListArray if offsets.dtype == np.int64 else pa.ListArray
+        return cls.from_arrays(pa.array(offsets), pa.array(values))
+    return [values[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+
+
+def _rows(values, offsets):
+    return [values[offsets[i] : offsets[i + 1]].astype(np.int64) for i in range(len(offsets) - 1)]
+
+
+def _fails_cleanly(call):
+    """(result, None), or (None, the error) for a fastaxo error or a MemoryError (a size the
+    machine cannot allocate is refused cleanly, not a crash)."""
+    try:
+        return call(), None
+    except (FastaxoError, MemoryError) as e:
+        return None, e
+
+
+threads = st.sampled_from([1, 2, None])
+
+
+@given(ragged(), st.data(), st.sampled_from(["right", "left"]), st.one_of(st.none(), st.integers(0, 50),
+       st.sampled_from([2**46, 2**62 + 1, INT64.max])), st.one_of(st.none(), st.integers(1, 16),
+       st.sampled_from([2**46, 2**62])), st.booleans(), threads)
+def test_fuzz_pad(rag, data, side, pad_to, multiple_of, truncate, nt):
+    values, offsets, ok = rag
+    src = _form(data.draw, values, offsets, ok)
+    out, err = _fails_cleanly(lambda: fastaxo.pad(src, labels=src, pad_to=pad_to, multiple_of=multiple_of,
+                                                   side=side, truncate=truncate, num_threads=nt))
+    if not ok:
+        assert err is not None, "invalid offsets were accepted"
+        return
+    if out is None:
+        return
+    rows = _rows(values, offsets)
+    width = out["input_ids"].shape[1]
+    if rows and not truncate:
+        assert width >= max(map(len, rows))
+    want = ref.pad_rows(rows, width, side == "left", 0, False, np.dtype(np.int64))
+    assert np.array_equal(out["input_ids"], want.reshape(out["input_ids"].shape))
+
+
+@given(ragged(), st.data(), st.one_of(st.none(), st.integers(1, 40), st.sampled_from([2**62])),
+       st.sampled_from(["right", "left"]), threads)
+def test_fuzz_pad_batches(rag, data, pad_to, side, nt):
+    values, offsets, ok = rag
+    n = len(offsets) - 1
+    cuts = sorted(data.draw(st.lists(st.integers(0, max(n, 0)), max_size=6)))
+    boff = np.array([0, *cuts, max(n, 0)], np.int64)
+    if data.draw(st.integers(0, 5)) == 0:  # a hostile batch_offsets
+        boff[data.draw(st.integers(0, len(boff) - 1))] = data.draw(st.sampled_from([-1, n + 1, INT64.max, INT64.min]))
+    good_b = bool(boff[0] == 0 and boff[-1] == n and np.all(np.diff(boff) >= 0)) if n >= 0 else False
+    out, err = _fails_cleanly(lambda: fastaxo.pad_batches((values, offsets), boff, pad_to=pad_to, side=side,
+                                                           truncate=pad_to is not None, num_threads=nt))
+    if not (ok and good_b):
+        assert err is not None, "invalid offsets were accepted"
+        return
+    if out is None:
+        return
+    rows = _rows(values, offsets)
+    for b in range(len(boff) - 1):
+        got = out[b]["input_ids"]
+        want = ref.pad_rows(rows[boff[b] : boff[b + 1]], got.shape[1], side == "left", 0, False, np.dtype(np.int64))
+        assert np.array_equal(got, want.reshape(got.shape))
+
+
+@given(st.lists(st.one_of(st.integers(0, 50), st.integers(-3, -1), st.integers(4000, 2**40)), max_size=40),
+       st.one_of(st.integers(0, 200), st.sampled_from([2**31 + 7, 2**62])),
+       st.sampled_from(["bfd", "ffd", "ff", "nf"]), st.sampled_from(["error", "truncate", "split", "drop", "isolate"]),
+       st.one_of(st.none(), st.integers(1, 5)), threads)
+def test_fuzz_pack_bins(lengths, capacity, strategy, overflow, max_rows, nt):
+    arr = np.array(lengths, np.int64)
+    out, err = _fails_cleanly(lambda: fastaxo.pack_bins(arr, capacity, strategy=strategy, overflow=overflow,
+                                                         max_rows_per_bin=max_rows, num_threads=nt))
+    if out is None:
+        return
+    assert (arr >= 0).all() and capacity >= 1
+    idx = np.asarray(out.indices)
+    offs = np.asarray(out.offsets)
+    assert offs[0] == 0 and offs[-1] == len(idx) and (np.diff(offs) >= 0).all()
+    assert ((idx >= 0) & (idx < len(arr))).all()
+    if overflow in ("error", "isolate"):
+        assert sorted(idx.tolist()) == list(range(len(arr)))  # every row once
+    if overflow == "error" and strategy in ("ff", "nf", "bfd", "ffd"):
+        order, boffs = ref.assign(arr, capacity, max_rows or 2**62, strategy, False)
+        assert idx.tolist() == list(order) and offs.tolist() == list(boffs)
+
+
+@given(ragged(), st.data(), st.one_of(st.integers(0, 60), st.sampled_from([2**46, 2**62])),
+       st.sampled_from(["bfd", "ffd", "ff", "nf"]), st.sampled_from(["error", "truncate", "split", "drop"]),
+       st.sampled_from(["padded", "unpadded"]), st.sampled_from(["segments", "binary", None]), threads)
+def test_fuzz_pack(rag, data, max_len, strategy, overflow, layout, attention, nt):
+    values, offsets, ok = rag
+    src = _form(data.draw, values, offsets, ok)
+    out, err = _fails_cleanly(lambda: fastaxo.pack(src, max_len, labels=src, strategy=strategy, overflow=overflow,
+                                                    layout=layout, attention=attention, num_threads=nt))
+    if not ok:
+        assert err is not None, "invalid offsets were accepted"
+        return
+    if out is None:
+        return
+    rows = _rows(values, offsets)
+    ids = np.asarray(out["input_ids"])
+    total = sum(map(len, rows))
+    kept = int((ids != 0).sum()) if layout == "padded" else len(ids)
+    if overflow in ("error", "split"):
+        # every token is in the output once (pad 0 may equal a token: count what is not padding)
+        got = sum(len(r) for r in rows)
+        assert got == total
+        flat = ids.reshape(-1)
+        if layout == "unpadded":
+            assert len(flat) == total
+    assert kept >= 0
+
+
+@given(st.lists(st.one_of(st.binary(max_size=50), st.text(max_size=20), st.binary(min_size=3000, max_size=9000)),
+                max_size=40), threads)
+def test_fuzz_hash_rows_and_dedupe(rows, nt):
+    import hashlib
+
+    d = fastaxo.hash_rows(rows, num_threads=nt)
+    want = [hashlib.sha256(r.encode() if isinstance(r, str) else r).digest() for r in rows]
+    assert [bytes(x) for x in d] == want
+    res = fastaxo.dedupe(rows, num_threads=nt)
+    first = {}
+    for i, w in enumerate(want):
+        first.setdefault(w, i)
+    assert np.asarray(res.keep).tolist() == sorted(first.values())
+
+
+@given(ragged(), st.sampled_from(["hash_rows", "dedupe", "pack", "pad"]), threads)
+def test_fuzz_arrow_lists_built_without_validation(rag, kernel, nt):
+    # an Arrow list array assembled from raw buffers (as a crafted file or a foreign library
+    # hands it over): Arrow did not check its offsets, fastaxo must
+    values, offsets, ok = rag
+    odt = offsets.dtype
+    vt = pa.from_numpy_dtype(values.dtype)
+    t = pa.large_list(vt) if odt == np.int64 else pa.list_(vt)
+    try:
+        arr = pa.Array.from_buffers(t, len(offsets) - 1, [None, pa.py_buffer(offsets.tobytes())],
+                                    children=[pa.array(values)])
+    except pa.ArrowInvalid:  # pyarrow's own (partial) check caught it first
+        assert not ok
+        return
+    call = {"hash_rows": lambda: fastaxo.hash_rows(arr, num_threads=nt),
+            "dedupe": lambda: fastaxo.dedupe(arr, num_threads=nt),
+            "pack": lambda: fastaxo.pack(arr, 64, overflow="split", num_threads=nt),
+            "pad": lambda: fastaxo.pad(arr, num_threads=nt)}[kernel]
+    out, err = _fails_cleanly(call)
+    if not ok:
+        # (an array of no rows is never read: its lone offset may be anything)
+        assert err is not None or len(offsets) == 1, "invalid offsets were accepted"
+        return
+    if kernel == "hash_rows" and out is not None:
+        import hashlib
+
+        want = [hashlib.sha256(r.astype(values.dtype.newbyteorder("<")).tobytes()).digest()
+                for r in _rows(values, offsets)]
+        assert [bytes(x) for x in out] == want
