@@ -209,7 +209,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
-    from fastaxo.errors import FastaxoError
+    from fastaxo.errors import FastaxoError, InvalidInputError
     from fastaxo.pipeline import prepare
 
     # A Ctrl-C is a KeyboardInterrupt wherever it lands, but one that lands inside library code
@@ -243,9 +243,15 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
             text_column=args.text_column,
             format=args.format,
         )
+        tok_opts = dict(add_special_tokens=not args.no_special_tokens,
+                        append_eos=args.append_eos, eos_token=args.eos_token)
         rep: Any
         if args.ray is not None:
             from fastaxo.integrations.ray import prepare as ray_prepare
+
+            if args.no_special_tokens or args.append_eos or args.eos_token:
+                raise InvalidInputError("--no-special-tokens / --append-eos / --eos-token are not "
+                                        "supported with --ray yet")
 
             rep = ray_prepare(
                 args.inputs,
@@ -267,6 +273,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
                 num_threads=args.threads,
                 cancel=interrupted,
                 **common,
+                **tok_opts,
             )
     except KeyboardInterrupt:
         print("fastaxo prepare: interrupted; no output written", file=sys.stderr)
@@ -469,6 +476,13 @@ def main(argv: list[str] | None = None) -> int:
     p_p.add_argument(
         "--text-column", default="text", help="text column for --tokenizer (default: text)"
     )
+    p_p.add_argument("--no-special-tokens", action="store_true",
+                     help="with --tokenizer: no special tokens (BOS, ...) added to each row")
+    p_p.add_argument("--append-eos", action="store_true",
+                     help="with --tokenizer: append the EOS token to every document (the "
+                     "eos_token of tokenizer_config.json, or --eos-token); counted in the report")
+    p_p.add_argument("--eos-token", metavar="TOKEN",
+                     help="append this EOS token to every document (implies --append-eos)")
     p_p.add_argument("--format", choices=("parquet", "arrow", "jsonl", "csv", "tsv", "text"),
                      help="input format (default: from the file names)")
     p_p.add_argument(

@@ -13,9 +13,17 @@ import pyarrow as pa
 from fastaxo._core import arrow
 from fastaxo.errors import InvalidInputError, InvalidTypeError, NullValueError
 
-__all__ = ["compact", "list_lengths", "load_tokenizer", "row_where", "token_column", "tokenize"]
+__all__ = ["TextTokenizer", "compact", "list_lengths", "load_tokenizer", "row_where",
+           "token_column", "tokenize"]
 
 _I32 = pa.int32()
+
+
+class _Ids:
+    __slots__ = ("ids",)
+
+    def __init__(self, ids: list[int]):
+        self.ids = ids
 
 
 def row_where(path: str, row: int) -> str:
@@ -83,8 +91,64 @@ def compact(table: pa.Table, keep: np.ndarray) -> pa.Table:
     return pa.table(cols)
 
 
-def load_tokenizer(path: str) -> Any:
-    """A ``tokenizers.Tokenizer`` from a Hugging Face tokenizer directory or tokenizer.json."""
+class TextTokenizer:
+    """A ``tokenizers.Tokenizer`` as prepare uses it: every row tokenized whole (a truncation or
+    padding stored in tokenizer.json is switched off and said in the report: rows longer than
+    ``seq_len`` go through ``overflow``, counted), special tokens as ``add_special_tokens``
+    says, and with ``append_eos`` the EOS token after each document."""
+
+    def __init__(self, tok: Any, file: str, *, add_special_tokens: bool = True,
+                 append_eos: bool = False, eos_token: str | None = None):
+        self.tok, self.file = tok, file
+        self.add_special_tokens, self.append_eos = bool(add_special_tokens), bool(append_eos)
+        ignored = []
+        if tok.truncation is not None:
+            ignored.append(f"truncation (max_length {tok.truncation.get('max_length')})")
+            tok.no_truncation()
+        if tok.padding is not None:
+            p = tok.padding
+            ignored.append(f"padding ({p.get('length') or 'to the longest'}, "
+                           f"pad id {p.get('pad_id')})")
+            tok.no_padding()
+        #: what tokenizer.json asked for that prepare does not do, for the report
+        self.ignored = "; ".join(ignored) or None
+        self.eos_token, self.eos_id = None, None
+        if append_eos:
+            name = eos_token if eos_token is not None else _config_eos(file)
+            if name is None:
+                raise InvalidInputError(
+                    f"append_eos: {file} has no tokenizer_config.json with an eos_token beside "
+                    "it; name the token (--eos-token '</s>' / eos_token='</s>')")
+            eid = tok.token_to_id(name)
+            if eid is None:
+                raise InvalidInputError(f"eos_token: {name!r} is not in the vocabulary of {file}")
+            self.eos_token, self.eos_id = name, int(eid)
+
+    def settings(self) -> dict[str, Any]:
+        return {"file": self.file, "add_special_tokens": self.add_special_tokens,
+                "append_eos": self.append_eos, "eos_token": self.eos_token,
+                "eos_id": self.eos_id, "ignored_from_file": self.ignored}
+
+
+def _config_eos(tokenizer_file: str) -> str | None:
+    """The eos_token of the tokenizer_config.json beside ``tokenizer_file`` (a string, or an
+    AddedToken dict with its ``content``), or None."""
+    import json
+
+    cfg = os.path.join(os.path.dirname(os.path.abspath(tokenizer_file)), "tokenizer_config.json")
+    try:
+        with open(cfg, encoding="utf-8") as fh:
+            eos = json.load(fh).get("eos_token")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(eos, dict):
+        eos = eos.get("content")
+    return eos if isinstance(eos, str) and eos else None
+
+
+def load_tokenizer(path: str, *, add_special_tokens: bool = True, append_eos: bool = False,
+                   eos_token: str | None = None) -> TextTokenizer:
+    """A :class:`TextTokenizer` from a Hugging Face tokenizer directory or tokenizer.json."""
     try:
         from tokenizers import Tokenizer
     except ImportError:
@@ -95,20 +159,25 @@ def load_tokenizer(path: str) -> Any:
         raise InvalidInputError(f"tokenizer: {path!r} holds no tokenizer.json (expected a Hugging "
                                 "Face tokenizer directory or the tokenizer.json file itself)")
     try:
-        return Tokenizer.from_file(file)
+        tok = Tokenizer.from_file(file)
     except Exception as e:  # tokenizers raises its own Exception type
         raise InvalidInputError(f"tokenizer: cannot load {file}: {e}") from None
+    return TextTokenizer(tok, file, add_special_tokens=add_special_tokens, append_eos=append_eos,
+                         eos_token=eos_token)
 
 
-def tokenize(tok: Any, arr: pa.Array, column: str, path: str, row0: int) -> pa.Array:
-    """The text column ``arr`` tokenized with ``tok`` (batched) as list<int32>."""
+def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int) -> pa.Array:
+    """The text column ``arr`` tokenized with ``tt`` (batched, whole rows) as list<int32>."""
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         raise InvalidTypeError(
             f"{path}: text column {column!r} must be strings to tokenize, got {arr.type}")
     if arr.null_count:
         i = int(np.flatnonzero(~np.asarray(arr.is_valid()))[0])
         raise NullValueError(f"{row_where(path, row0 + i)}: {column} is null; expected text")
-    encs = tok.encode_batch(arr.to_pylist())
+    encs = tt.tok.encode_batch(arr.to_pylist(), add_special_tokens=tt.add_special_tokens)
+    if tt.eos_id is not None:
+        eos = [tt.eos_id]
+        encs = [_Ids(e.ids + eos) for e in encs]
     lens = np.fromiter((len(e.ids) for e in encs), np.int64, count=len(encs))
     offsets = np.zeros(len(encs) + 1, np.int64)
     np.cumsum(lens, out=offsets[1:])

@@ -31,7 +31,7 @@ from fastaxo._core.checks import positive_int
 from fastaxo._core.files import check_not_an_input, check_writable_dir
 from fastaxo._core.proc import io_counters, status_kib
 from fastaxo._core.threads import resolve_num_threads
-from fastaxo.errors import FileFormatError, InvalidTypeError
+from fastaxo.errors import FileFormatError, InvalidInputError, InvalidTypeError
 from fastaxo.hashing import Seen
 from fastaxo.hashing import dedupe as dedupe_rows
 from fastaxo.pipeline.columns import compact, load_tokenizer
@@ -76,7 +76,9 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
             dedupe_columns: Sequence[str] | None = None, pack_window: int = DEFAULT_PACK_WINDOW,
             tokenizer: str | None = None, text_column: str = "text", batch_rows: int = 8192,
             format: str | None = None, progress: bool = False, num_threads: int | None = None,
-            reader_options: dict[str, Any] | None = None, cancel: Any = None) -> PrepareReport:
+            reader_options: dict[str, Any] | None = None, cancel: Any = None,
+            add_special_tokens: bool = True, append_eos: bool = False,
+            eos_token: str | None = None) -> PrepareReport:
     """Dedupe and pack tokenized rows from files into a packed Parquet file, in bounded memory.
 
     Parameters
@@ -107,6 +109,13 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
     tokenizer : str, optional
         A Hugging Face tokenizer directory (``tokenizer.json``) or file: tokenize
         ``text_column`` with the ``tokenizers`` library (batched, local, no network) first.
+        Rows are tokenized whole: a truncation or padding stored in tokenizer.json is not
+        applied (the report says so); over-long rows go through ``overflow``, counted.
+    add_special_tokens : bool
+        With ``tokenizer``: add the tokenizer's special tokens (its post-processor: BOS, ...).
+    append_eos, eos_token : bool, str
+        With ``tokenizer``: append the EOS token to every document (``eos_token``, default the
+        ``eos_token`` of the tokenizer_config.json beside tokenizer.json); counted in the report.
     batch_rows, format, reader_options
         Passed to :func:`fastaxo.iter_batches` (``format`` for names it cannot detect).
     progress : bool
@@ -131,7 +140,12 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
     files = resolve_source(inputs, format)
     check_not_an_input(output, [p for p, _, _ in files])
     check_writable_dir(output)  # before any work: a bad path fails now, not after the run
-    tok = load_tokenizer(tokenizer) if tokenizer is not None else None
+    append_eos = bool(append_eos) or eos_token is not None  # naming the token asks for it
+    tok = (load_tokenizer(tokenizer, add_special_tokens=add_special_tokens, append_eos=append_eos,
+                          eos_token=eos_token) if tokenizer is not None else None)
+    if tok is None and (append_eos or eos_token is not None or not add_special_tokens):
+        raise InvalidInputError("add_special_tokens / append_eos / eos_token apply to raw text: "
+                                "pass tokenizer= as well")
     # Read-ahead: 64 MiB is plenty to keep the packer fed and keeps the peak down.
     ropts = {"prefetch_bytes": 64 << 20, **(reader_options or {})}
 
@@ -153,7 +167,8 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
                         strategy=strategy, overflow=overflow, attention=attention,
                         pack_window=pack_window, dedupe=bool(dedupe),
                         dedupe_columns=key_cols if dedupe else None, labels=has_labels,
-                        tokenizer=tokenizer, files=len(files))
+                        tokenizer=tokenizer, files=len(files),
+                        tokenizer_settings=None if tok is None else tok.settings())
     seen = Seen() if dedupe else None
     window: list[pa.Table] = []
     window_rows = 0
@@ -207,6 +222,8 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
                                                    text_column=text_column, has_labels=has_labels,
                                                    seq_len=seq_len, overflow=overflow)
                     rep.tokenize_seconds += tsec
+                    if tok is not None and tok.eos_id is not None:
+                        rep.eos_appended += n
                     rep.rows_in += n
                     rep.tokens_in += int(lens.sum())
                     table = pa.table(work)

@@ -28,6 +28,10 @@ class ReportCounts:
     dedupe_columns: list[str] | None
     labels: bool
     tokenizer: str | None = None
+    #: with a tokenizer: what it did (TextTokenizer.settings: special tokens, EOS, and the
+    #: truncation/padding stored in tokenizer.json that was not applied)
+    tokenizer_settings: dict[str, Any] | None = None
+    eos_appended: int = 0
     rows_in: int = 0
     tokens_in: int = 0
     empty_rows: int = 0
@@ -54,6 +58,18 @@ class ReportCounts:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def _tokenizer_lines(self) -> list[str]:
+        s = self.tokenizer_settings
+        if not s:
+            return []
+        line = (f"  tokenizer          {s['file']}: whole rows, special tokens "
+                f"{'on' if s['add_special_tokens'] else 'off'}, "
+                + (f"EOS {s['eos_token']!r} appended to {self.eos_appended:,} rows"
+                   if s["append_eos"] else "no EOS appended"))
+        if s.get("ignored_from_file"):
+            line += f"; not applied from tokenizer.json: {s['ignored_from_file']}"
+        return [line]
 
     def to_json(self, path: str) -> None:
         """Write :meth:`as_dict` as JSON to ``path`` (a temporary file, renamed when complete)."""
@@ -121,6 +137,7 @@ class PrepareReport(ReportCounts):
             + ("" if self.dedupe else " [dedupe off]")
             + (f"; empty rows left out {self.empty_rows:,}" if self.empty_rows else ""),
             f"  over-long rows     {over}",
+            *self._tokenizer_lines(),
             f"  packed             {self.rows_packed:,} rows ({self.sequences_out:,} sequences, "
             f"{self.tokens_out:,} tokens) -> {self.bins:,} bins of {self.seq_len:,} "
             f"({self.strategy}, windows of {self.pack_window:,} rows)",
