@@ -77,7 +77,7 @@ def test_stored_truncation_and_padding_are_not_applied(tmp_path, data):
     out = tmp_path / "out.parquet"
     rep = prepare(src, out, 64, tokenizer=tok, dedupe=False)
     got = sorted(map(tuple, _sequences(out)))
-    want = sorted(tuple([2, *_ids(t)]) for t in texts)  # [BOS] + every word: whole rows
+    want = sorted((2, *_ids(t)) for t in texts)  # [BOS] + every word: whole rows
     assert got == want
     assert rep.tokens_in == sum(len(w) for w in want)
     s = rep.tokenizer_settings
@@ -102,7 +102,7 @@ def test_special_tokens_off_and_eos_per_document(tmp_path, data):
     out = tmp_path / "out.parquet"
     rep = prepare(src, out, 64, tokenizer=tok, dedupe=False, add_special_tokens=False,
                   append_eos=True)
-    assert sorted(map(tuple, _sequences(out))) == sorted(tuple([*_ids(t), 3]) for t in texts)
+    assert sorted(map(tuple, _sequences(out))) == sorted((*_ids(t), 3) for t in texts)
     assert rep.eos_appended == len(texts)
     assert rep.tokenizer_settings["eos_id"] == 3 and "EOS '[EOS]' appended to 300 rows" in str(rep)
 
@@ -129,4 +129,4 @@ def test_cli_flags(tmp_path, data):
                         "--append-eos", "-q"], capture_output=True, text=True, cwd="/")
     assert r.returncode == 0, r.stderr
     assert "EOS '[EOS]' appended to 300 rows" in r.stdout and "special tokens off" in r.stdout
-    assert sorted(map(tuple, _sequences(out))) == sorted(tuple([*_ids(t), 3]) for t in texts)
+    assert sorted(map(tuple, _sequences(out))) == sorted((*_ids(t), 3) for t in texts)
