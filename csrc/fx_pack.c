@@ -19,6 +19,10 @@
  *      from the cursors.  No per-item allocation, no per-bin item lists.
  * NF needs neither: its order is the identity and its bins are runs.
  */
+/* nanosleep (fx_sync.h) is POSIX: ask for it before any system header */
+#if !defined(_WIN32) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>

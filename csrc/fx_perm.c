@@ -1,4 +1,8 @@
 /* fx_perm: torch's CPU randperm replayed (see fx_perm.h). */
+/* nanosleep (fx_sync.h) is POSIX: ask for it before any system header */
+#if !defined(_WIN32) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
 #include "fx_perm.h"
 
 #include <string.h>

@@ -322,6 +322,19 @@ def _canonical_type(t: pa.DataType) -> str:
     return str(t)
 
 
+def concat_batches(parts: list[pa.RecordBatch], pool: Any = None) -> pa.RecordBatch:
+    """One record batch of ``parts`` (same schema), its buffers from ``pool``:
+    ``pa.concat_batches`` (pyarrow 19+), else through a Table (pyarrow 15-18)."""
+    if hasattr(pa, "concat_batches"):
+        return pa.concat_batches(parts, memory_pool=pool)
+    table = pa.Table.from_batches(parts).combine_chunks(memory_pool=pool)
+    batches = table.to_batches()
+    if len(batches) == 1:
+        return batches[0]
+    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in table.schema],
+                                      schema=table.schema)
+
+
 def check_structure(arr: pa.Array, what: str) -> None:
     """Raise InvalidInputError when ``arr``'s buffers or offsets could make a reader of it
     step outside them: buffer sizes (pyarrow's O(1) validate), then, recursively, every

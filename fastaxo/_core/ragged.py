@@ -231,7 +231,7 @@ def _from_rows(data: list | tuple | np.ndarray, name: str, integer: bool) -> Row
                 (
                     i
                     for i, r in enumerate(data)
-                    if r.dtype.kind == "u" and len(r) and r.max() > 2**63 - 1
+                    if r.dtype.kind == "u" and len(r) and int(r.max()) > 2**63 - 1
                 ),
                 None,
             )

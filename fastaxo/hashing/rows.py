@@ -170,6 +170,12 @@ class _DatasetRows(RowSource):
                     0, self.table.num_rows, phys, nt)
                 self._physical = phys
             idx = arrow.fixed_view(self.indices.slice(start, stop - start).combine_chunks())
+            if idx.dtype == np.uint64:  # (NumPy 1.x's take refuses uint64 indices)
+                idx = idx.view(np.int64)
+            if len(idx) and (int(idx.min()) < 0 or int(idx.max()) >= self.table.num_rows):
+                raise InvalidInputError(
+                    f"data: the dataset's indices mapping points outside its {self.table.num_rows:,}"
+                    " rows")
             np.take(self._physical, idx, axis=0, out=out[: stop - start])
             return
         for a in range(start, stop, BLOCK):

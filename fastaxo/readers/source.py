@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from fastaxo._core import arrow
 from fastaxo.errors import SchemaMismatchError
 from fastaxo.readers.ipc import open_ipc
 from fastaxo.readers.options import Options
@@ -258,7 +259,7 @@ class Source:
             yield self._permute(buf, k), start, end, k
 
     def _permute(self, bufs: list[pa.RecordBatch], k: int) -> pa.RecordBatch:
-        t = pa.concat_batches(bufs, memory_pool=self.opts.pool) if len(bufs) > 1 else bufs[0]
+        t = arrow.concat_batches(bufs, self.opts.pool) if len(bufs) > 1 else bufs[0]
         perm = np.random.default_rng([self.seed, self.epoch, self.rank, k]).permutation(t.num_rows)
         return t.take(perm)
 
@@ -299,4 +300,4 @@ class Source:
                 "skip": skip, "done": c[0] == -1}
 
     def _concat(self, parts: list[pa.RecordBatch]) -> pa.RecordBatch:
-        return pa.concat_batches(parts, memory_pool=self.opts.pool) if len(parts) > 1 else parts[0]
+        return arrow.concat_batches(parts, self.opts.pool) if len(parts) > 1 else parts[0]
