@@ -174,8 +174,8 @@ class _DatasetRows(RowSource):
                 idx = idx.view(np.int64)
             if len(idx) and (int(idx.min()) < 0 or int(idx.max()) >= self.table.num_rows):
                 raise InvalidInputError(
-                    f"data: the dataset's indices mapping points outside its {self.table.num_rows:,}"
-                    " rows")
+                    "data: the dataset's indices mapping points outside its "
+                    f"{self.table.num_rows:,} rows")
             np.take(self._physical, idx, axis=0, out=out[: stop - start])
             return
         for a in range(start, stop, BLOCK):
