@@ -338,6 +338,39 @@ def test_plugin_train(ws):
         assert got == ref, f"{case}: bins differ from axolotl's pack_parallel"
 
 
+def test_train_with_two_dataloader_workers_after_a_parallel_dedupe(ws, tmp_path):
+    """Fork safety in a real run (issue 18): `axolotl train` preprocesses in the training
+    process itself (a fresh prepared path), where the plugin dedupes on 2 threads (an OpenMP
+    team now exists in the parent); then the DataLoader forks 2 workers that collate 8-bin
+    micro-batches with fastaxo. GNU OpenMP's team does not survive fork: a child that starts a
+    parallel region hangs. The run must finish, the workers must report that their kernels run
+    on one thread, and the losses must be finite."""
+    require_axolotl()
+    run = tmp_path / "run"
+    report_path = run / "report.jsonl"
+    cfg = H.write_config(
+        run, model_dir=ws.model_dir, datasets=ws.alpaca["path"], name="train.yml",
+        dataloader_num_workers=2, micro_batch_size=8, max_steps=4,
+        **H.plugin_overrides(report_path, fastaxo_threads=2),
+    )
+    train = H.run_axolotl("train", cfg, timeout=600)
+    ws._timed("train, 2 DataLoader workers", train.seconds)
+    assert train.returncode == 0, H.describe_failure(train)
+    losses = H.parse_losses(train.stdout)
+    assert len(losses) == 4 and H.all_finite(losses), (losses, H.tail(train.stdout))
+
+    report = H.read_report(report_path)
+    dedupes = H.events(report, "dedupe")
+    assert dedupes, f"no dedupe event: {[e.get('event') for e in report]}"
+    parents = {e["pid"] for e in dedupes}
+    assert all(e["kernel_threads"] == 2 and not e["forked_child"] for e in dedupes), dedupes
+    collates = H.events(report, "collate")
+    workers = {e["pid"] for e in collates}
+    assert len(workers) == 2 and not workers & parents, (workers, parents)
+    assert all(e["forked_child"] and e["kernel_threads"] == 1 for e in collates), collates[:3]
+    assert all(e["bins"] == 8 for e in collates[:-1]), [e["bins"] for e in collates]
+
+
 # --------------------------------------------------------------------------- collator
 
 

@@ -14,6 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from fastaxo._core.threads import forked_child, resolve_num_threads
+from fastaxo.errors import FastaxoError
+
 __all__ = ["LOG", "Settings", "current", "report", "say_once", "use"]
 
 LOG = logging.getLogger("fastaxo.axolotl")
@@ -84,7 +87,14 @@ def report(event: str, path: str | None = None, **fields: Any) -> None:
     path = path or _current.report or os.environ.get("FASTAXO_AXOLOTL_REPORT")
     if not path:
         return
-    rec = {"event": event, "pid": os.getpid(), "time": time.time(), **fields}
+    # kernel_threads: what a kernel called here with the default runs on (1 in a forked
+    # DataLoader worker, see fastaxo._core.threads)
+    try:
+        kt: int | None = resolve_num_threads(_current.threads)
+    except FastaxoError:
+        kt = None
+    rec = {"event": event, "pid": os.getpid(), "time": time.time(),
+           "forked_child": forked_child(), "kernel_threads": kt, **fields}
     line = json.dumps(rec, default=_jsonable) + "\n"
     with _report_lock, open(path, "a") as fh:  # O_APPEND: whole lines from any process
         fh.write(line)
