@@ -19,7 +19,9 @@ requirement it shows (README, "Guarantees"): busy, the default costs at most 1.2
 idle, the default keeps its parallel speed-up.
 
 Data: fixed seeds, chat-like lengths (lognormal, mean ~300 tokens, clipped to [1, 4096]), int32
-tokens in Arrow ListArrays; text rows of 200-2000 ASCII characters for the hashers.
+tokens in Arrow ListArrays (the pad kernels get the rows cut to 512 tokens: padded to 4096, 100k
+rows would be 10 GB); text rows of 200-2000 ASCII characters for the hashers. Cells whose output
+would exceed --max-output-gib are skipped and listed.
 """
 
 from __future__ import annotations
@@ -54,6 +56,17 @@ def _tokens(n: int) -> pa.ListArray:
     np.cumsum(lengths, out=offsets[1:])
     values = rng.integers(0, 32_000, int(offsets[-1]), dtype=np.int32)
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values))
+
+
+def _cut(ids: pa.ListArray, width: int) -> pa.ListArray:
+    """The rows cut to their first ``width`` tokens."""
+    offs = ids.offsets.to_numpy()
+    lens = np.minimum(np.diff(offs), width)
+    new = np.zeros(len(lens) + 1, np.int32)
+    np.cumsum(lens, out=new[1:])
+    vals = ids.values.to_numpy()
+    keep = np.concatenate([np.arange(a, a + k) for a, k in zip(offs[:-1], lens)]) if len(lens) else []
+    return pa.ListArray.from_arrays(pa.array(new), pa.array(vals[keep], pa.int32()))
 
 
 def _text(n: int) -> pa.Array:
@@ -92,6 +105,13 @@ def _digest(out: Any) -> str:
     return h.hexdigest()[:16]
 
 
+def _output_bytes(kernel: str, n: int) -> int:
+    """About what one call returns (int64 columns), to skip cells this machine cannot hold."""
+    tokens = 305 * n  # the lengths' mean
+    return {"pack": tokens * 8 * 4, "iter_pack": tokens * 8 * 4, "pad": n * 512 * 8 * 3,
+            "pad_batches": n * 512 * 8 * 3}.get(kernel, 64 * n)
+
+
 def _cases(kernel: str, n: int) -> Callable[[int | None], Any]:
     """A function of num_threads that runs `kernel` on n rows and returns its output."""
     if kernel in ("hash_rows", "dedupe"):
@@ -117,12 +137,14 @@ def _cases(kernel: str, n: int) -> Callable[[int | None], Any]:
         return lambda t: dict(fastaxo.pack(ids, 4096, labels=ids, num_threads=t))
     if kernel == "iter_pack":
         return lambda t: [dict(c) for c in fastaxo.iter_pack(ids, 4096, labels=ids, chunk_bins=4096, num_threads=t)]
-    if kernel == "pad":
-        return lambda t: dict(fastaxo.pad(ids, labels=ids, num_threads=t))
-    if kernel == "pad_batches":
+    if kernel in ("pad", "pad_batches"):
+        short = _cut(ids, 512)
+        if kernel == "pad":
+            return lambda t: dict(fastaxo.pad(short, labels=short, num_threads=t))
         boff = np.arange(0, n + 16, 16, dtype=np.int64)
         boff[-1] = n
-        return lambda t: [dict(b) for b in fastaxo.pad_batches(ids, boff, labels=ids, num_threads=t)]
+        return lambda t: [dict(b) for b in fastaxo.pad_batches(short, boff, labels=short,
+                                                               num_threads=t)]
     raise ValueError(kernel)
 
 
@@ -155,6 +177,10 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--conditions", default="idle,busy")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--sample-ms", type=float, default=50.0,
+                    help="each timed sample repeats the call for about this long (default 50)")
+    ap.add_argument("--max-output-gib", type=float, default=3.0,
+                    help="skip cells whose output would be bigger (default 3)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     kernels = [k for k in args.kernels.split(",") if k]
@@ -169,20 +195,35 @@ def main() -> None:
     rows: list[list[str]] = []
     worst_busy = 0.0
     all_same = True
+    skipped = []
     for n in sizes:
         for kernel in kernels:
+            if _output_bytes(kernel, n) > args.max_output_gib * 2**30:
+                skipped.append(f"{kernel} {n:,} ({_output_bytes(kernel, n) / 2**30:.0f} GiB out)")
+                continue
             fn = _cases(kernel, n)
             same = _digest(fn(1)) == _digest(fn(None))
             all_same &= same
+            # a sample is `inner` calls (>= --sample-ms on one thread, idle): a kernel of a
+            # millisecond is otherwise at the mercy of one scheduler tick on busy cores
+            t0 = time.perf_counter()
+            fn(1)
+            one = time.perf_counter() - t0
+            inner = max(1, int(args.sample_ms / 1e3 / max(one, 1e-6)))
+
+            def loop(t: int | None, fn: Callable[[int | None], Any] = fn, k: int = inner) -> None:
+                for _ in range(k):
+                    fn(t)
+
             for cond in args.conditions.split(","):
-                fns = {"1": lambda: fn(1), "default": lambda: fn(None)}
+                fns = {"1": lambda: loop(1), "default": lambda: loop(None)}
                 fns["1"](), fns["default"]()  # warm up (first-touch of output pages, thread pool)
                 if cond == "busy":
                     with Busy(cpus):
                         times = interleaved(fns, args.reps)
                 else:
                     times = interleaved(fns, args.reps)
-                t1, td = median(times["1"]), median(times["default"])
+                t1, td = median(times["1"]) / inner, median(times["default"]) / inner
                 ratio = td / t1
                 if cond == "busy":
                     worst_busy = max(worst_busy, ratio)
@@ -193,12 +234,16 @@ def main() -> None:
                 print(" | ".join(rows[-1]), flush=True)
                 rec.append({
                     "kernel": kernel, "n": n, "condition": cond, "threads_default": default,
+                    "calls_per_sample": inner,
                     "t1_s": times["1"], "tdefault_s": times["default"], "median_t1_s": t1,
                     "median_tdefault_s": td, "ratio": ratio, "identical": same,
                 })
     print()
     print(fmt_table(["kernel", "rows", "cores", "1 thread ms", f"default ({default}) ms",
                      "default / 1", "identical"], rows))
+    if skipped:
+        print(f"\nskipped (output over --max-output-gib {args.max_output_gib:g}): "
+              + ", ".join(skipped))
     print(f"\nworst busy ratio {worst_busy:.2f}x (requirement: <= 1.25x); "
           f"outputs identical: {'yes' if all_same else 'NO'}")
 

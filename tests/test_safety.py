@@ -278,3 +278,27 @@ def test_openmp_waits_passively_unless_the_user_chose_a_policy(user):
         assert "OMP_WAIT_POLICY = 'ACTIVE'" in r.stderr, r.stderr
         assert "GOMP_SPINCOUNT = '0'" not in r.stderr
         assert "left ACTIVE" in r.stdout
+
+
+@needs_ext
+def test_with_torch_loaded_first_fastaxo_still_waits_passively():
+    # torch's CPU wheel ships libgomp.so.1, and torch is usually imported before fastaxo. The
+    # wheel's own copy of libgomp (renamed by auditwheel) is a separate runtime: it starts with
+    # spin count 0 while torch's keeps the user's settings. A source build links libgomp.so.1
+    # itself and would share torch's runtime (README, "Threads, forks and busy cores").
+    pytest.importorskip("torch")
+    if not _openmp_built():
+        pytest.skip("built without OpenMP")
+    import fastaxo._pack as p
+
+    libs = os.path.join(os.path.dirname(os.path.dirname(p.__file__)), "fastaxo.libs")
+    if not (os.path.isdir(libs) and any(n.startswith("libgomp") for n in os.listdir(libs))):
+        pytest.skip("a source build: its libgomp.so.1 is torch's once torch is loaded")
+    r = _child("""
+        import torch, fastaxo, numpy as np
+        torch.ones(4).sum()
+        fastaxo.hash_rows([b"x"] * 100_000, num_threads=2)
+        """, OMP_DISPLAY_ENV="verbose")
+    assert r.returncode == 0, r.stderr[-3000:]
+    counts = [ln.split("=")[1].strip() for ln in r.stderr.splitlines() if "GOMP_SPINCOUNT" in ln]
+    assert len(counts) == 2 and "'0'" in counts and counts.count("'0'") == 1, r.stderr

@@ -17,7 +17,7 @@ def config() -> dict[str, Any]:
     import pyarrow
 
     from fastaxo._core import backend
-    from fastaxo._core.threads import default_num_threads
+    from fastaxo._core.threads import default_num_threads, forked_child, max_num_threads
 
     ext = backend.ext
     thread_source = next(
@@ -42,6 +42,9 @@ def config() -> dict[str, Any]:
         "openmp": bool(ext.openmp_enabled()) if ext is not None else False,
         "default_threads": default_num_threads(),
         "default_threads_from": thread_source,
+        "max_threads": max_num_threads(),
+        "openmp_wait_policy": backend.WAIT_POLICY,
+        "forked_child": forked_child(),
         "sha256": ext.sha256_current() if ext is not None else "hashlib (pure Python)",
         "sha256_requested": backend.SHA256_REQUESTED,
         "sha256_paths": (
@@ -81,7 +84,10 @@ def show_config(file: TextIO | None = None) -> dict[str, Any]:
         f"fastaxo {info['version']} (Python {info['python']}, {info['platform']})",
         f"  extension        : {ext}",
         f"  openmp           : {omp}",
-        f"  default threads  : {info['default_threads']} (from {info['default_threads_from']})",
+        f"  default threads  : {info['default_threads']} (from {info['default_threads_from']}; "
+        f"at most {info['max_threads']}"
+        + ("; 1 here: a forked child" if info["forked_child"] else "") + ")",
+        f"  openmp waits     : {info['openmp_wait_policy']}",
         f"  sha256 path      : {info['sha256']} (requested: {info['sha256_requested']})",
     ]
     for name, state in info["sha256_paths"].items():
