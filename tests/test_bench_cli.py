@@ -117,6 +117,19 @@ def test_markdown_doc_with_relative_chart_links(run):
     assert "## Command" in doc and "## Machine" in doc and "- pyarrow:" in doc
 
 
+def test_markdown_doc_keeps_the_sections_of_other_benchmarks(run, tmp_path):
+    from fastaxo._bench.report import KEEP_MARKER
+
+    doc = tmp_path / "BENCHMARKS.md"
+    kept = f"{KEEP_MARKER}\n\n## Contention\n\n| kernel | ratio |\n"
+    doc.write_text("# old matrix text\n\n" + kept)
+    r = _cli("--from-json", run["out"] / "results.json", "--out", tmp_path / "out", "--markdown-doc", doc)
+    assert r.returncode == 0, r.stderr
+    text = doc.read_text()
+    assert text.startswith("# fastaxo benchmarks") and "# old matrix text" not in text
+    assert text.endswith(kept)
+
+
 def test_memory_budget_skips_with_reason_and_nothing_runs(tmp_path):
     r = _cli("--sizes", "10000", "--kernels", "hash_rows", "--memory-budget-gib", "0.001", "--out", tmp_path)
     assert r.returncode == 0, r.stderr

@@ -302,3 +302,23 @@ def test_with_torch_loaded_first_fastaxo_still_waits_passively():
     assert r.returncode == 0, r.stderr[-3000:]
     counts = [ln.split("=")[1].strip() for ln in r.stderr.splitlines() if "GOMP_SPINCOUNT" in ln]
     assert len(counts) == 2 and "'0'" in counts and counts.count("'0'") == 1, r.stderr
+
+
+def test_iter_pack_keeps_its_own_rows_between_chunks():
+    # the generator runs between the caller's statements: a caller that empties its list and
+    # drops its arrays after the first chunk must not free the rows under it
+    import gc
+
+    rng = np.random.default_rng(5)
+    rows = [rng.integers(0, 1000, int(n)).astype(np.int32) for n in rng.integers(1, 300, 3000)]
+    want = [dict(c) for c in fastaxo.iter_pack([r.copy() for r in rows], 512, chunk_bins=64)]
+    mine = list(rows)
+    it = iter(fastaxo.iter_pack(mine, 512, chunk_bins=64))
+    got = [dict(next(it))]
+    mine.clear()
+    del rows
+    gc.collect()
+    got += [dict(c) for c in it]
+    assert len(got) == len(want) > 2
+    for a, b in zip(got, want):
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)

@@ -256,6 +256,11 @@ def summary_text(results: dict[str, Any]) -> str:
     return "\n".join([fmt(headers), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
 
 
+#: In BENCHMARKS.md, what follows this line was written by another benchmark and is kept when
+#: the matrix rewrites the file.
+KEEP_MARKER = "<!-- below: sections of other benchmarks (kept when fastaxo bench rewrites this) -->"
+
+
 def write_outputs(results: dict[str, Any], out_dir: str, markdown_doc: str | None,
                   log: Callable[[str], None] = print) -> dict[str, Any]:
     """results.json, results.md, the charts (when matplotlib is there) and optionally BENCHMARKS.md.
@@ -290,7 +295,14 @@ def write_outputs(results: dict[str, Any], out_dir: str, markdown_doc: str | Non
             for v in images.values():
                 for _a, fn in v:
                     shutil.copyfile(os.path.join(out_dir, fn), os.path.join(img_dir, fn))
+        kept = ""  # sections other benchmarks wrote (bench/bench_contention.py) stay
+        if os.path.isfile(markdown_doc):
+            with open(markdown_doc) as f:
+                old = f.read()
+            if KEEP_MARKER in old:
+                kept = "\n" + old[old.index(KEEP_MARKER):]
         with open(markdown_doc, "w") as f:
             f.write(render_markdown(results, images, rel, title="fastaxo benchmarks", doc=True))
+            f.write(kept)
         written["doc"] = markdown_doc
     return written
