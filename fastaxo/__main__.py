@@ -209,7 +209,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
-    from fastaxo.errors import FastaxoError, InvalidInputError
+    from fastaxo.errors import FastaxoError
     from fastaxo.pipeline import prepare
 
     # A Ctrl-C is a KeyboardInterrupt wherever it lands, but one that lands inside library code
@@ -249,9 +249,6 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
         if args.ray is not None:
             from fastaxo.integrations.ray import prepare as ray_prepare
 
-            if args.no_special_tokens or args.append_eos or args.eos_token:
-                raise InvalidInputError("--no-special-tokens / --append-eos / --eos-token are not "
-                                        "supported with --ray yet")
 
             rep = ray_prepare(
                 args.inputs,
@@ -262,6 +259,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
                 threads_per_task=args.threads,
                 unit_rows=args.ray_unit_rows,
                 **common,
+                **tok_opts,
             )
         else:
             rep = prepare(

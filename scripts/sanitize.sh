@@ -42,8 +42,11 @@ TESTS=(tests/test_fuzz.py tests/test_safety.py tests/test_pack.py tests/test_pad
        tests/test_perm.py)
 echo "==> pytest under ASan + UBSan: ${TESTS[*]}"
 set +e
+# (the torch-first wait-policy test is about the wheel's renamed libgomp: the main leg runs it)
 (cd "$WORK" && LD_PRELOAD=$LIBASAN PYTHONPATH=$WORK FASTAXO_REQUIRE_EXTENSION=1 \
-    "$VPY" -m pytest -p no:cacheprovider -q "${TESTS[@]}" > pytest.log 2>&1)
+    "$VPY" -m pytest -p no:cacheprovider -q "${TESTS[@]}" \
+    --deselect tests/test_safety.py::test_with_torch_loaded_first_fastaxo_still_waits_passively \
+    > pytest.log 2>&1)
 rc=$?
 set -e
 tail -5 "$WORK/pytest.log"

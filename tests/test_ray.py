@@ -251,7 +251,7 @@ def test_raw_text_with_a_local_tokenizer(cluster, tmp_path):
     texts += texts[:300]
     tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(texts, trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
+    tok.train_from_iterator(texts, trainers.WordLevelTrainer(special_tokens=["[UNK]", "[EOS]"]))
     (tmp_path / "tok").mkdir()
     tok.save(str(tmp_path / "tok" / "tokenizer.json"))
     paths = []
@@ -267,6 +267,15 @@ def test_raw_text_with_a_local_tokenizer(cluster, tmp_path):
                         pack_window=400, address=cluster["address"])
     _same_as_single(tmp_path / "out", tmp_path / "single.parquet")
     assert rep.duplicates == single.duplicates >= 300 and rep.units == 2
+    # the tokenizer options reach the tasks: an EOS per document, as on one machine
+    opts = dict(tokenizer=str(tmp_path / "tok"), text_column="body", pack_window=400,
+                eos_token="[EOS]", add_special_tokens=False)
+    single_e = fastaxo.prepare(paths, str(tmp_path / "single_e.parquet"), 64, **opts)
+    rep_e = fxray.prepare(paths, str(tmp_path / "out_e"), 64, address=cluster["address"], **opts)
+    _same_as_single(tmp_path / "out_e", tmp_path / "single_e.parquet")
+    assert rep_e.eos_appended == single_e.eos_appended == single_e.rows_in == single.rows_in
+    assert single_e.tokens_in == single.tokens_in + single.rows_in
+    assert "EOS '[EOS]' appended" in str(rep_e)
 
 
 def test_errors_name_the_file_and_row(cluster, tmp_path):

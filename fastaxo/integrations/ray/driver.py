@@ -85,6 +85,7 @@ class RayPrepareReport(ReportCounts):
             + f"; shuffle: {self.partitions} digest partitions, {self.buckets} key buckets",
             f"  over-long rows     {self.overlong:,} longer than {self.seq_len:,}"
             + (f" ({self.overflow})" if self.overlong else ""),
+            *self._tokenizer_lines(),
             f"  packed             {self.rows_packed:,} rows ({self.sequences_out:,} sequences, "
             f"{self.tokens_out:,} tokens) -> {self.bins:,} bins of {self.seq_len:,} "
             f"({self.strategy}, {self.windows:,} windows of "
@@ -184,7 +185,8 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
             tokenizer: str | None = None, text_column: str = "text", format: str | None = None,
             unit_rows: int = DEFAULT_UNIT_ROWS, partitions: int | None = None,
             num_cpus_per_task: float = 1, threads_per_task: int | None = None,
-            address: str | None = None) -> RayPrepareReport:
+            address: str | None = None, add_special_tokens: bool = True,
+            append_eos: bool = False, eos_token: str | None = None) -> RayPrepareReport:
     """Dedupe and pack tokenized rows on a Ray cluster: ``fastaxo prepare`` across machines.
 
     Parameters
@@ -198,7 +200,7 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
         ``part-NNNNN.parquet`` and the manifest ``_fastaxo_ray.json``. On a cluster, a path every
         node can write (a shared file system).
     seq_len, strategy, overflow, attention, dedupe, dedupe_columns, pack_window, tokenizer, \
-text_column, format
+text_column, format, add_special_tokens, append_eos, eos_token
         As for :func:`fastaxo.prepare`; ``pack_window`` kept rows are packed together (a window
         is a shard, and the unit of parallelism of the packing stage: efficiency is measured per
         window, against its own lower bound). ``tokenizer`` is a local directory every node
@@ -241,8 +243,14 @@ text_column, format
         raise InvalidInputError(f"output: {output!r} already holds shards (part-*.parquet); use "
                                 "an empty directory")
     tok_dir = os.path.abspath(tokenizer) if tokenizer is not None else None
-    if tok_dir is not None:
-        load_tokenizer(tok_dir)  # fail here, not in a task
+    append_eos = bool(append_eos) or eos_token is not None
+    tok_settings = None
+    if tok_dir is not None:  # fail here, not in a task
+        tok_settings = load_tokenizer(tok_dir, add_special_tokens=add_special_tokens,
+                                      append_eos=append_eos, eos_token=eos_token).settings()
+    elif append_eos or not add_special_tokens:
+        raise InvalidInputError("add_special_tokens / append_eos / eos_token apply to raw text: "
+                                "pass tokenizer= as well")
 
     t_start = time.perf_counter()
     _init_ray(address)
@@ -285,7 +293,8 @@ text_column, format
                              pack_window)
     cfg = Cfg(seq_len, strategy, overflow, attention, bool(dedupe), tuple(key_cols), has_labels,
               tok_dir, text_column, P, threads, json.dumps(options),
-              os.environ.get("FASTAXO_RAY_TEST_HOLD", ""))
+              os.environ.get("FASTAXO_RAY_TEST_HOLD", ""), bool(add_special_tokens), append_eos,
+              eos_token)
     os.makedirs(output, exist_ok=True)
     stage["plan"] = time.perf_counter() - t
 
@@ -293,7 +302,7 @@ text_column, format
                            overflow=overflow,
                            attention=attention, pack_window=pack_window, dedupe=bool(dedupe),
                            dedupe_columns=key_cols if dedupe else None, labels=has_labels,
-                           tokenizer=tok_dir,
+                           tokenizer=tok_dir, tokenizer_settings=tok_settings,
                            units=len(units), partitions=P, nodes=nodes, cpus=cpus,
                            cpus_per_task=float(num_cpus_per_task), threads_per_task=threads)
     task_opts = {"num_cpus": num_cpus_per_task}
@@ -324,6 +333,8 @@ text_column, format
 
             raise pickle.loads(min(errors)[1])
         rep.rows_in = sum(x["rows"] for x in totals)
+        if tok_settings is not None and tok_settings["append_eos"]:
+            rep.eos_appended = rep.rows_in
         rep.tokens_in = sum(x["tokens"] for x in totals)
         per_unit = np.zeros(len(units), np.int64)
         for x in totals:

@@ -128,6 +128,9 @@ class Cfg:
     threads: int
     schema_options: str   # json of the output's metadata
     test_hold: str = ""   # FASTAXO_RAY_TEST_HOLD of the driver (tests only)
+    add_special_tokens: bool = True   # the tokenizer options of fastaxo.prepare
+    append_eos: bool = False
+    eos_token: str | None = None
 
 
 def read_columns(cfg: Cfg) -> list[str]:
@@ -139,15 +142,18 @@ def read_columns(cfg: Cfg) -> list[str]:
     return list(dict.fromkeys(need + extra))
 
 
-_TOKENIZERS: dict[str, Any] = {}
+_TOKENIZERS: dict[tuple, Any] = {}
 
 
 def unit_tokenizer(cfg: Cfg) -> Any:
     if cfg.tokenizer is None:
         return None
-    tok = _TOKENIZERS.get(cfg.tokenizer)
+    key = (cfg.tokenizer, cfg.add_special_tokens, cfg.append_eos, cfg.eos_token)
+    tok = _TOKENIZERS.get(key)
     if tok is None:
-        tok = _TOKENIZERS[cfg.tokenizer] = load_tokenizer(cfg.tokenizer)
+        tok = _TOKENIZERS[key] = load_tokenizer(
+            cfg.tokenizer, add_special_tokens=cfg.add_special_tokens, append_eos=cfg.append_eos,
+            eos_token=cfg.eos_token)
     return tok
 
 
