@@ -49,9 +49,11 @@ got = {"numpy": numpy.__version__, "pyarrow": pyarrow.__version__}
 print("  installed:", got)
 assert all(Version(got[k]) == Version(v) for k, v in want.items()), f"expected {want}, got {got}"
 PYEOF
-echo "==> pytest (the Axolotl and Ray files are the main leg's: not collected here)"
+echo "==> pytest (the Axolotl and Ray files, and the torch test, are the main leg's: not run here)"
 cd "$ROOT"
 env -u CI FASTAXO_HYPOTHESIS=ci FASTAXO_REQUIRE_EXTENSION=1 FASTAXO_EXPECT_OPENMP=1 \
     FASTAXO_SOURCE_TREE="$ROOT" FASTAXO_EXPECT_AXOLOTL=0 \
     "$WORK/venv/bin/pytest" -p no:cacheprovider -q tests --ignore=tests/test_axolotl.py \
-    --ignore=tests/test_axolotl_inprocess.py --ignore=tests/test_ray.py "$@"
+    --ignore=tests/test_axolotl_inprocess.py --ignore=tests/test_ray.py \
+    --deselect tests/test_safety.py::test_with_torch_loaded_first_fastaxo_still_waits_passively \
+    "$@"
