@@ -7,7 +7,6 @@ Every command that writes goes through :func:`check_not_an_input` and :class:`Te
 
 from __future__ import annotations
 
-import errno
 import os
 import re
 import signal
@@ -21,8 +20,6 @@ __all__ = [
     "TempOutput",
     "check_not_an_input",
     "check_writable_dir",
-    "is_no_space",
-    "live_temporaries",
     "remove_live_temporaries",
     "remove_stale_temporaries",
     "signals_remove_temporaries",
@@ -80,9 +77,7 @@ def _pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    except OSError:
+    except OSError:  # PermissionError: someone else's process, alive
         return True
     return True
 
@@ -150,11 +145,6 @@ class TempOutput:
             self.abort()
 
 
-def live_temporaries() -> list[str]:
-    with _live_lock:
-        return sorted(_live)
-
-
 def remove_live_temporaries() -> None:
     """Unlink every registered temporary of this process (from a signal handler: no locks)."""
     for path in list(_live):
@@ -190,6 +180,3 @@ def signals_remove_temporaries() -> dict[int, Any]:
             previous[sig] = signal.signal(sig, on_signal)
     return previous
 
-
-def is_no_space(exc: BaseException) -> bool:
-    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
