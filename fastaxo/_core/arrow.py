@@ -123,11 +123,10 @@ def binary_view(arr: pa.Array, what: str, base: int) -> tuple[np.ndarray, np.nda
 def _checked(offsets: np.ndarray, n_values: int, what: str, base: int) -> np.ndarray:
     """``offsets``, after making sure every row lies inside the ``n_values`` values (Arrow
     builds arrays from raw buffers, foreign libraries and files without checking them)."""
-    from fastaxo._core.checks import offsets_problem
+    from fastaxo._core.checks import require_offsets
 
-    bad = offsets_problem(offsets, n_values) if len(offsets) > 1 else None
-    if bad is not None:
-        raise InvalidInputError(f"{what}: offsets are corrupt at row {base + bad[0]}: {bad[1]}")
+    if len(offsets) > 1:
+        require_offsets(offsets, n_values, what, base)
     return offsets
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 
 __all__ = ["choice", "cli_positive_float", "cli_positive_int", "count", "int_arg",
-           "offsets_problem", "positive_int"]
+           "offsets_problem", "positive_int", "require_offsets"]
 
 
 def _type_name(value: Any) -> str:
@@ -101,3 +101,11 @@ def offsets_problem(offsets: np.ndarray, n_values: int) -> tuple[int, str] | Non
         return i, (f"offset {int(offsets[i + 1])} follows {int(offsets[i])} (offsets must not "
                    "decrease)")
     return None
+
+
+def require_offsets(offsets: np.ndarray, n_values: int, what: str, base: int = 0) -> None:
+    """Raise InvalidInputError naming ``what`` and the row (``base`` + its index) when
+    :func:`offsets_problem` finds one; an empty offsets array is not checked."""
+    bad = offsets_problem(offsets, n_values) if len(offsets) else None
+    if bad is not None:
+        raise InvalidInputError(f"{what}: offsets are corrupt at row {base + bad[0]}: {bad[1]}")

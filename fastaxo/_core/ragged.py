@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastaxo._core import arrow, backend
-from fastaxo._core.checks import offsets_problem
+from fastaxo._core.checks import require_offsets
 from fastaxo.errors import ColumnNotFoundError, InvalidInputError, InvalidTypeError
 
 _INT64 = np.dtype(np.int64)
@@ -45,11 +45,8 @@ class Ragged:
             np.cumsum([len(o) - 1 for _, o in chunks], out=self.bases[1:])
         if lengths is None:
             for (values, offsets), base in zip(chunks, self.bases):
-                if len(offsets):  # (even with no rows: a negative first offset is corrupt)
-                    bad = offsets_problem(offsets, len(values))
-                    if bad is not None:
-                        raise InvalidInputError(
-                            f"{name}: offsets are corrupt at row {base + bad[0]}: {bad[1]}")
+                # (even with no rows: a negative first offset is corrupt)
+                require_offsets(offsets, len(values), name, int(base))
             if chunks:
                 lengths = np.concatenate(
                     [np.diff(o).astype(np.int64, copy=False) for _, o in chunks]
