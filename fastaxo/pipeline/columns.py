@@ -14,16 +14,9 @@ from fastaxo._core import arrow
 from fastaxo.errors import InvalidInputError, InvalidTypeError, NullValueError
 
 __all__ = ["TextTokenizer", "compact", "list_lengths", "load_tokenizer", "row_where",
-           "token_column", "tokenize"]
+           "text_tokenizer", "token_column", "tokenize"]
 
 _I32 = pa.int32()
-
-
-class _Ids:
-    __slots__ = ("ids",)
-
-    def __init__(self, ids: list[int]):
-        self.ids = ids
 
 
 def row_where(path: str, row: int) -> str:
@@ -99,8 +92,9 @@ class TextTokenizer:
 
     def __init__(self, tok: Any, file: str, *, add_special_tokens: bool = True,
                  append_eos: bool = False, eos_token: str | None = None):
+        append_eos = bool(append_eos) or eos_token is not None  # naming the token asks for it
         self.tok, self.file = tok, file
-        self.add_special_tokens, self.append_eos = bool(add_special_tokens), bool(append_eos)
+        self.add_special_tokens, self.append_eos = bool(add_special_tokens), append_eos
         ignored = []
         if tok.truncation is not None:
             ignored.append(f"truncation (max_length {tok.truncation.get('max_length')})")
@@ -166,6 +160,19 @@ def load_tokenizer(path: str, *, add_special_tokens: bool = True, append_eos: bo
                          eos_token=eos_token)
 
 
+def text_tokenizer(path: str | None, *, add_special_tokens: bool = True, append_eos: bool = False,
+                   eos_token: str | None = None) -> TextTokenizer | None:
+    """prepare's tokenizer: :func:`load_tokenizer` of ``path``, or None without one (then the
+    tokenizer options, which apply to raw text only, must be left at their defaults)."""
+    if path is not None:
+        return load_tokenizer(path, add_special_tokens=add_special_tokens,
+                              append_eos=append_eos, eos_token=eos_token)
+    if append_eos or eos_token is not None or not add_special_tokens:
+        raise InvalidInputError("add_special_tokens / append_eos / eos_token apply to raw text: "
+                                "pass tokenizer= as well")
+    return None
+
+
 def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int) -> pa.Array:
     """The text column ``arr`` tokenized with ``tt`` (batched, whole rows) as list<int32>."""
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
@@ -175,14 +182,14 @@ def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int
         i = int(np.flatnonzero(~np.asarray(arr.is_valid()))[0])
         raise NullValueError(f"{row_where(path, row0 + i)}: {column} is null; expected text")
     encs = tt.tok.encode_batch(arr.to_pylist(), add_special_tokens=tt.add_special_tokens)
+    rows = [e.ids for e in encs]
     if tt.eos_id is not None:
         eos = [tt.eos_id]
-        encs = [_Ids(e.ids + eos) for e in encs]
-    lens = np.fromiter((len(e.ids) for e in encs), np.int64, count=len(encs))
-    offsets = np.zeros(len(encs) + 1, np.int64)
+        rows = [ids + eos for ids in rows]
+    lens = np.fromiter(map(len, rows), np.int64, count=len(rows))
+    offsets = np.zeros(len(rows) + 1, np.int64)
     np.cumsum(lens, out=offsets[1:])
-    values = np.fromiter(itertools.chain.from_iterable(e.ids for e in encs), np.int32,
-                         count=int(offsets[-1]))
+    values = np.fromiter(itertools.chain.from_iterable(rows), np.int32, count=int(offsets[-1]))
     if offsets[-1] < 2**31:
         return pa.ListArray.from_arrays(arrow.from_numpy(offsets.astype(np.int32)),
                                         arrow.from_numpy(values))

@@ -31,10 +31,10 @@ from fastaxo._core.checks import positive_int
 from fastaxo._core.files import check_not_an_input, check_writable_dir
 from fastaxo._core.proc import io_counters, status_kib
 from fastaxo._core.threads import resolve_num_threads
-from fastaxo.errors import FileFormatError, InvalidInputError, InvalidTypeError
+from fastaxo.errors import FileFormatError, InvalidTypeError
 from fastaxo.hashing import Seen
 from fastaxo.hashing import dedupe as dedupe_rows
-from fastaxo.pipeline.columns import compact, load_tokenizer
+from fastaxo.pipeline.columns import compact, text_tokenizer
 from fastaxo.pipeline.report import PrepareReport
 from fastaxo.pipeline.stages import (
     ATTENTION_MODES,
@@ -140,12 +140,8 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
     files = resolve_source(inputs, format)
     check_not_an_input(output, [p for p, _, _ in files])
     check_writable_dir(output)  # before any work: a bad path fails now, not after the run
-    append_eos = bool(append_eos) or eos_token is not None  # naming the token asks for it
-    tok = (load_tokenizer(tokenizer, add_special_tokens=add_special_tokens, append_eos=append_eos,
-                          eos_token=eos_token) if tokenizer is not None else None)
-    if tok is None and (append_eos or eos_token is not None or not add_special_tokens):
-        raise InvalidInputError("add_special_tokens / append_eos / eos_token apply to raw text: "
-                                "pass tokenizer= as well")
+    tok = text_tokenizer(tokenizer, add_special_tokens=add_special_tokens, append_eos=append_eos,
+                         eos_token=eos_token)
     # Read-ahead: 64 MiB is plenty to keep the packer fed and keeps the peak down.
     ropts = {"prefetch_bytes": 64 << 20, **(reader_options or {})}
 

@@ -27,7 +27,7 @@ from fastaxo.integrations.ray.tasks import (
     split_parts_fn,
 )
 from fastaxo.integrations.ray.units import Cfg, Unit, plan_files, schema_of_unit
-from fastaxo.pipeline.columns import load_tokenizer
+from fastaxo.pipeline.columns import text_tokenizer
 from fastaxo.pipeline.report import ReportCounts
 from fastaxo.pipeline.stages import (
     DEFAULT_PACK_WINDOW,
@@ -243,14 +243,9 @@ text_column, format, add_special_tokens, append_eos, eos_token
         raise InvalidInputError(f"output: {output!r} already holds shards (part-*.parquet); use "
                                 "an empty directory")
     tok_dir = os.path.abspath(tokenizer) if tokenizer is not None else None
-    append_eos = bool(append_eos) or eos_token is not None
-    tok_settings = None
-    if tok_dir is not None:  # fail here, not in a task
-        tok_settings = load_tokenizer(tok_dir, add_special_tokens=add_special_tokens,
-                                      append_eos=append_eos, eos_token=eos_token).settings()
-    elif append_eos or not add_special_tokens:
-        raise InvalidInputError("add_special_tokens / append_eos / eos_token apply to raw text: "
-                                "pass tokenizer= as well")
+    tt = text_tokenizer(tok_dir, add_special_tokens=add_special_tokens,  # fail here, not in a task
+                        append_eos=append_eos, eos_token=eos_token)
+    tok_settings = None if tt is None else tt.settings()
 
     t_start = time.perf_counter()
     _init_ray(address)
@@ -293,8 +288,8 @@ text_column, format, add_special_tokens, append_eos, eos_token
                              pack_window)
     cfg = Cfg(seq_len, strategy, overflow, attention, bool(dedupe), tuple(key_cols), has_labels,
               tok_dir, text_column, P, threads, json.dumps(options),
-              os.environ.get("FASTAXO_RAY_TEST_HOLD", ""), bool(add_special_tokens), append_eos,
-              eos_token)
+              os.environ.get("FASTAXO_RAY_TEST_HOLD", ""), bool(add_special_tokens),
+              bool(append_eos), eos_token)
     os.makedirs(output, exist_ok=True)
     stage["plan"] = time.perf_counter() - t
 
