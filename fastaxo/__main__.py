@@ -209,7 +209,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
-    from fastaxo.errors import FastaxoError
     from fastaxo.pipeline import prepare
 
     # A Ctrl-C is a KeyboardInterrupt wherever it lands, but one that lands inside library code
@@ -273,10 +272,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
                 **common,
                 **tok_opts,
             )
-    except KeyboardInterrupt:
-        print("fastaxo prepare: interrupted; no output written", file=sys.stderr)
-        return 130
-    except Exception as e:
+    except Exception as e:  # (KeyboardInterrupt and user errors: _run reports them)
         if interrupted.is_set():
             print(
                 f"fastaxo prepare: interrupted ({type(e).__name__} on the way out); no output "
@@ -284,8 +280,6 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 130
-        if isinstance(e, (FastaxoError, ImportError, OSError)):
-            return _fail("prepare", e)
         raise
     finally:
         if previous is not None:
