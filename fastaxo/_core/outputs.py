@@ -3,6 +3,7 @@ argument, and the check that a column's values and pad value fit it."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -19,7 +20,9 @@ __all__ = ["I32", "I64", "MAX_BYTES", "ArrayMap", "check_fits", "check_output_by
 MAX_BYTES = 1 << 48
 
 
+@functools.lru_cache(maxsize=1)
 def _physical_memory() -> int | None:
+    # once per process: every pad and pack call checks against it (a sysinfo call each)
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
