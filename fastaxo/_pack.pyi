@@ -59,3 +59,17 @@ def pad_list(
 def lists_to_values(
     rows: list[Any],
 ) -> tuple[np.ndarray, np.ndarray] | tuple[str, int, int | None, Any]: ...
+
+CHAT_TRAIN_NONE: int
+CHAT_TRAIN_TURN: int
+CHAT_TRAIN_ALL: int
+CHAT_TRAIN_LAST: int
+
+def chat_labels(
+    ids: list[int], offsets: Any, spans: np.ndarray, eot_ids: np.ndarray,
+    eos_ids: np.ndarray, eot_mode: int, eos_mode: int,
+) -> tuple[list[int] | None, int]: ...
+def chat_labels_bytes(
+    ids: list[int], text: bytes, token_offsets: np.ndarray, token_bytes: np.ndarray,
+    spans: np.ndarray, eot_ids: np.ndarray, eos_ids: np.ndarray, eot_mode: int, eos_mode: int,
+) -> tuple[list[int] | None, int]: ...

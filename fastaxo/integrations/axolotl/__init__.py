@@ -15,6 +15,12 @@ turns on, with Axolotl's results kept exactly:
   fastaxo's first-fit kernel, bin for bin what Axolotl's numba packer returns, and
   ``MultipackBatchSampler.generate_batches`` keeps the sampler order and the bins as arrays
   (:class:`PackedBatches`): the same batches, the same random draws.
+- ``fastaxo_chat_template`` (default on): ``type: chat_template`` datasets are tokenized in
+  one pass per batch (:mod:`fastaxo.chat`): each conversation rendered four times whatever its
+  length, tokenized once, the turns located and masked in C. Every row is Axolotl's
+  ``input_ids`` / ``labels`` / ``attention_mask``; a row fastaxo cannot prove (tools, reasoning
+  fields, a template that rewrites message text, ...) is tokenized by Axolotl's own code,
+  counted, and the reason said once in the log.
 - ``fastaxo_collator`` (default on): packed micro-batches are collated by
   :class:`FastaxoCollator` (Axolotl's V2 layout, tensor for tensor).
 - ``fastaxo_loader_health`` (default on): a trainer callback logs, per logging step, the stall
@@ -61,7 +67,8 @@ from fastaxo.integrations.axolotl.settings import LOG, Settings, report, say_onc
 
 PLUGIN_NAME = "fastaxo.integrations.axolotl.FastaxoPlugin"
 SUPPORTED = ((0, 19), (0, 21))  # inclusive minor range
-_DEFAULT_ON = ("fastaxo_dedupe", "fastaxo_packing", "fastaxo_collator", "fastaxo_loader_health")
+_DEFAULT_ON = ("fastaxo_dedupe", "fastaxo_packing", "fastaxo_chat_template", "fastaxo_collator",
+               "fastaxo_loader_health")
 
 
 def _key(description: str, **bounds: Any) -> Any:
@@ -78,6 +85,9 @@ class FastaxoArgs(BaseModel):
     fastaxo_packing: bool | None = _key(
         "Sample-packing bin assignment (pack_parallel) on fastaxo's kernel, bin for bin. "
         "Default on.")
+    fastaxo_chat_template: bool | None = _key(
+        "Tokenize type: chat_template datasets in one pass per batch (Axolotl's exact rows; "
+        "rows it cannot prove go to Axolotl's code, counted). Default on.")
     fastaxo_collator: bool | None = _key(
         "Collate packed micro-batches with fastaxo (Axolotl's V2 layout). Default on.")
     fastaxo_streaming: bool | None = _key(
@@ -142,7 +152,8 @@ def _any_key(cfg: Any) -> bool:
 class FastaxoPlugin(BasePlugin):
     """Axolotl plugin: fastaxo's dedupe, packer, collator, streaming loader and loader health.
 
-    Listed under ``plugins:`` it turns on dedupe, packing, collator and loader health (each
+    Listed under ``plugins:`` it turns on dedupe, packing, chat-template tokenization, collator
+    and loader health (each
     ``fastaxo_*: false`` switches one off); ``fastaxo_streaming: true`` adds the streaming
     loader. If it is loaded without being listed (an ``axolotl.plugins`` entry point), every
     hook does nothing unless a ``fastaxo_*`` key is set.
@@ -164,10 +175,11 @@ class FastaxoPlugin(BasePlugin):
         check_axolotl_version()
         self.settings = Settings.from_cfg(cfg)
         use(self.settings)
-        parts = [p for p in ("dedupe", "packing") if getattr(self.settings, p)]
+        parts = [p for p in ("dedupe", "packing", "chat_template") if getattr(self.settings, p)]
         done = patch_axolotl(parts)
         LOG.info("fastaxo %s: plugin active (%s)", fastaxo.__version__, ", ".join(
-            [f"{p}={'on' if p in done else 'off'}" for p in ("dedupe", "packing")]
+            [f"{p}={'on' if p in done else 'off'}" for p in ("dedupe", "packing",
+                                                              "chat_template")]
             + [f"collator={'on' if self.settings.collator else 'off'}",
                f"streaming={'on' if self.settings.streaming else 'off'}",
                f"loader_health={'on' if self.settings.loader_health else 'off'}"]))

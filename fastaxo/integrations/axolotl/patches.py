@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
+from fastaxo.integrations.axolotl.chat import make_tokenize_prompt
 from fastaxo.integrations.axolotl.dedupe import make_deduplicate_dataset
 from fastaxo.integrations.axolotl.packer import make_generate_batches, make_pack_parallel
 from fastaxo.integrations.axolotl.settings import Settings, say_once, use
@@ -20,11 +21,14 @@ _TARGETS: dict[str, list[tuple[str, str, Any, tuple[str, ...]]]] = {
                  ("sequence_lengths", "bin_capacity", "group_size", "bin_size")),
                 ("axolotl.utils.samplers.multipack", "MultipackBatchSampler.generate_batches",
                  make_generate_batches, ("self", "set_stats"))],
+    "chat_template": [("axolotl.prompt_strategies.chat_template",
+                       "ChatTemplateStrategy.tokenize_prompt", make_tokenize_prompt,
+                       ("self", "prompt"))],
 }
 _originals: dict[tuple[str, str], tuple[Any, str, Any]] = {}
 
 
-def patch_axolotl(parts=("dedupe", "packing")) -> list[str]:
+def patch_axolotl(parts=("dedupe", "packing", "chat_template")) -> list[str]:
     """Replace Axolotl's functions for ``parts``; returns the parts replaced. A function whose
     signature is not the one fastaxo was built against is left alone (said once in the log)."""
     import importlib
@@ -68,8 +72,10 @@ def unpatch_axolotl() -> None:
 
 
 @contextlib.contextmanager
-def patched(parts=("dedupe", "packing"), **settings: Any):
-    """``with patched(): ...`` runs Axolotl with fastaxo's dedupe and packer (tests, benchmarks)."""
+def patched(parts=("dedupe", "packing", "chat_template"), **settings: Any):
+    """``with patched(): ...`` runs Axolotl with fastaxo's dedupe, packer and chat-template
+    tokenization (``parts`` picks some), e.g. around a script that calls a strategy's
+    ``tokenize_prompt`` itself."""
     old = use(Settings(**settings)) if settings else None
     patch_axolotl(parts)
     try:

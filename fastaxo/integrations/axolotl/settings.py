@@ -26,6 +26,7 @@ LOG = logging.getLogger("fastaxo.axolotl")
 class Settings:
     dedupe: bool = True
     packing: bool = True
+    chat_template: bool = True
     collator: bool = True
     streaming: bool = False
     loader_health: bool = True
@@ -46,6 +47,7 @@ class Settings:
         return cls(
             dedupe=flag("fastaxo_dedupe", True),
             packing=flag("fastaxo_packing", True),
+            chat_template=flag("fastaxo_chat_template", True),
             collator=flag("fastaxo_collator", True),
             streaming=flag("fastaxo_streaming", False),
             loader_health=flag("fastaxo_loader_health", True),

@@ -1,0 +1,220 @@
+# Included by _pack.pyx: the per-token part of chat-template tokenization (fastaxo.chat).
+#
+# Axolotl's ChatTemplateStrategy maps each trainable turn's character span to tokens by bisecting
+# the tokenizer's offsets, copies the turn's ids into the labels and searches for the first
+# end-of-turn / EOS token after it. Done in Python that is a list of starts and a list of ends
+# per conversation and, for an EOS the template never emits, a scan to the end of the
+# conversation per turn (quadratic). Here the offsets are bisected in place (the tokenizer's own
+# list of tuples), the EOT/EOS positions are found in one pass over the ids, and the labels are
+# built from the ids' own objects: no Python object per token.
+
+cdef enum:
+    TRAIN_NONE = 0   # any value Axolotl does not act on (None, "none", ...)
+    TRAIN_TURN = 1
+    TRAIN_ALL = 2
+    TRAIN_LAST = 3
+
+CHAT_TRAIN_NONE = TRAIN_NONE
+CHAT_TRAIN_TURN = TRAIN_TURN
+CHAT_TRAIN_ALL = TRAIN_ALL
+CHAT_TRAIN_LAST = TRAIN_LAST
+
+
+cdef inline int64_t _offset_at(object offsets, Py_ssize_t i, Py_ssize_t which) except? -1:
+    cdef object o
+    if type(offsets) is list:
+        o = <object>PyList_GET_ITEM(offsets, i)
+        if type(o) is tuple and PyTuple_GET_SIZE(o) == 2:
+            return PyLong_AsLongLong(<object>PyTuple_GET_ITEM(o, which))
+        return o[which]
+    return offsets.token_to_chars(i)[which]
+
+
+cdef Py_ssize_t _bisect_offsets(object offsets, Py_ssize_t n, int64_t x, Py_ssize_t which,
+                                bint right) except -1:
+    # bisect.bisect_right / bisect_left over [o[which] for o in offsets], the same probes
+    # (so the same answer even where the offsets are not sorted)
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    cdef int64_t v
+    while lo < hi:
+        mid = (lo + hi) // 2
+        v = _offset_at(offsets, mid, which)
+        if (x < v) if right else (x <= v):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+cdef int64_t _positions_of(list ids, Py_ssize_t n, const int64_t[::1] wanted,
+                           int64_t[::1] out) except -1:
+    cdef Py_ssize_t i, j, k = 0, m = wanted.shape[0]
+    cdef int64_t v
+    if m == 0:
+        return 0
+    for i in range(n):
+        v = PyLong_AsLongLong(<object>PyList_GET_ITEM(ids, i))
+        for j in range(m):
+            if v == wanted[j]:
+                out[k] = i
+                k += 1
+                break
+    return k
+
+
+cdef inline Py_ssize_t _first_from(const int64_t[::1] pos, Py_ssize_t npos, Py_ssize_t n,
+                                   Py_ssize_t start) noexcept:
+    # Axolotl's `for i in range(start, len(ids))`: start is a token index or -1, and -1 first
+    # looks at the last token (Python's ids[-1]); finding it there answers -1, "not found"
+    cdef Py_ssize_t lo = 0, hi = npos, mid
+    if npos == 0:
+        return -1
+    if start < 0:
+        if pos[npos - 1] == n - 1:
+            return -1
+        return pos[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if pos[mid] < start:
+            lo = mid + 1
+        else:
+            hi = mid
+    return pos[lo] if lo < npos else -1
+
+
+cdef object _labels_of(list ids, Py_ssize_t n, const int64_t[:, ::1] tok,
+                       const int64_t[::1] eot_ids, const int64_t[::1] eos_ids, int eot_mode,
+                       int eos_mode):
+    # tok[k]: turn k's token span, or (-1, -1) when the turn was not found
+    cdef Py_ssize_t k, s, e, idx, t
+    cdef Py_ssize_t last[2]
+    cdef Py_ssize_t npos[2]
+    cdef int modes[2]
+    pos_arr = np.empty((2, n), np.int64)
+    cdef int64_t[:, ::1] pos = pos_arr
+    npos[0] = _positions_of(ids, n, eot_ids, pos[0])
+    npos[1] = _positions_of(ids, n, eos_ids, pos[1])
+    modes[0] = eot_mode
+    modes[1] = eos_mode
+    last[0] = -1
+    last[1] = -1
+    labels = [-100] * n
+    for k in range(tok.shape[0]):
+        s = tok[k, 0]
+        e = tok[k, 1]
+        if s != -1:
+            labels[s:e] = ids[s:e]
+        for t in range(2):  # EOT, then EOS, searched from the turn's end (-1 if not found)
+            idx = _first_from(pos[t], npos[t], n, e)
+            if idx != -1 and abs(idx - e) <= 3:
+                last[t] = idx
+                if modes[t] == TRAIN_ALL or modes[t] == TRAIN_TURN:
+                    labels[idx] = ids[idx]
+    for t in range(2):
+        if modes[t] == TRAIN_LAST and last[t] != -1:
+            labels[last[t]] = ids[last[t]]
+    return labels
+
+
+cdef inline int _not_found(int64_t *s, int64_t *e, Py_ssize_t n) except -1:
+    # find_turn: an empty or inverted turn is "not found"; Axolotl's end-of-turn search from a
+    # turn not found starts at ids[-1], an IndexError when there are no ids
+    if e[0] <= s[0]:
+        s[0] = -1
+        e[0] = -1
+        if n == 0:
+            raise IndexError("list index out of range (a conversation with no tokens)")
+    return 0
+
+
+def chat_labels(list ids, object offsets, const int64_t[:, ::1] spans, const int64_t[::1] eot_ids,
+                const int64_t[::1] eos_ids, int eot_mode, int eos_mode):
+    """Labels of one conversation, Axolotl's rules (twin: fastaxo._reference.chat.chat_labels).
+
+    ``ids``: the token ids (list of int); ``offsets``: the tokenizer's character offsets, one
+    ``(start, end)`` per token, or the ``tokenizers.Encoding`` that holds them (read through
+    ``token_to_chars`` only where the bisection looks, so no list of offsets is made);
+    ``spans``: ``(char_start, char_end)`` of each trainable turn in order (``char_end <=
+    char_start``: the turn was not found); ``eot_ids`` / ``eos_ids``: the end-of-turn ids and
+    the EOS id (empty: none); modes: ``CHAT_TRAIN_*``.
+
+    Returns ``(labels, -1)``, or ``(None, k)`` when turn k starts past the last token (Axolotl
+    then locates that turn by re-tokenizing, which is not replicated here).
+    """
+    cdef Py_ssize_t n = PyList_GET_SIZE(ids), k
+    if spans.shape[1] != 2:
+        raise ValueError(f"spans: expected shape (turns, 2), got {tuple(spans.shape)[:2]}")
+    if len(offsets) != n:
+        raise ValueError(f"offsets: expected one per token ({n}), got {len(offsets)}")
+    tok_arr = np.full((spans.shape[0], 2), -1, np.int64)
+    cdef int64_t[:, ::1] tok = tok_arr
+    for k in range(spans.shape[0]):
+        if spans[k, 1] <= spans[k, 0]:
+            _not_found(&tok[k, 0], &tok[k, 1], n)
+        else:
+            tok[k, 0] = _bisect_offsets(offsets, n, spans[k, 0], 1, True)
+            tok[k, 1] = _bisect_offsets(offsets, n, spans[k, 1], 0, False)
+            if tok[k, 0] >= n or tok[k, 1] > n:
+                return None, k
+            _not_found(&tok[k, 0], &tok[k, 1], n)
+    return _labels_of(ids, n, tok, eot_ids, eos_ids, eot_mode, eos_mode), -1
+
+
+def chat_labels_bytes(list ids, const uint8_t[::1] text, const int64_t[::1] token_offsets,
+                      const uint8_t[::1] token_bytes, const int64_t[:, ::1] spans,
+                      const int64_t[::1] eot_ids, const int64_t[::1] eos_ids, int eot_mode,
+                      int eos_mode):
+    """:func:`chat_labels` for a byte-level tokenizer without its offsets: ``text`` is the
+    UTF-8 of the rendered conversation, ``token_bytes[token_offsets[i]:token_offsets[i + 1]]``
+    the bytes token i stands for, ``spans`` in bytes.
+
+    The ids must spell ``text`` exactly (checked, token by token). Then a token's character
+    offsets are the characters its bytes fall in, so "ends at or before character c" is "ends
+    at or before c's first byte" and the bisections are the offsets' own. Returns
+    ``(None, -2)`` when the ids do not spell the text (the caller then asks for offsets).
+    """
+    cdef Py_ssize_t n = PyList_GET_SIZE(ids), k, i, lo, hi, mid
+    cdef int64_t ntok = token_offsets.shape[0] - 1, at = 0, tid, ln, size = text.shape[0]
+    if spans.shape[1] != 2:
+        raise ValueError(f"spans: expected shape (turns, 2), got {tuple(spans.shape)[:2]}")
+    ends_arr = np.empty(n, np.int64)
+    cdef int64_t[::1] ends = ends_arr
+    for i in range(n):
+        tid = PyLong_AsLongLong(<object>PyList_GET_ITEM(ids, i))
+        if tid < 0 or tid >= ntok:
+            return None, -2
+        ln = token_offsets[tid + 1] - token_offsets[tid]
+        if ln <= 0 or ln > size - at:
+            return None, -2
+        if memcmp(&text[at], &token_bytes[token_offsets[tid]], ln) != 0:
+            return None, -2
+        at += ln
+        ends[i] = at
+    if at != size:
+        return None, -2
+    tok_arr = np.full((spans.shape[0], 2), -1, np.int64)
+    cdef int64_t[:, ::1] tok = tok_arr
+    for k in range(spans.shape[0]):
+        if spans[k, 1] <= spans[k, 0]:
+            _not_found(&tok[k, 0], &tok[k, 1], n)
+        else:
+            lo, hi = 0, n  # tokens ending at or before the start byte
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if spans[k, 0] < ends[mid]:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            tok[k, 0] = lo
+            lo, hi = 0, n  # tokens starting before the end byte (token i starts at ends[i-1])
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if (ends[mid - 1] if mid > 0 else 0) < spans[k, 1]:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            tok[k, 1] = lo
+            if tok[k, 0] >= n or tok[k, 1] > n:
+                return None, k
+            _not_found(&tok[k, 0], &tok[k, 1], n)
+    return _labels_of(ids, n, tok, eot_ids, eos_ids, eot_mode, eos_mode), -1

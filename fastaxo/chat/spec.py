@@ -1,0 +1,388 @@
+"""What a chat-template tokenization is: the tokenizer, the template and Axolotl's masking
+options (:class:`ChatSpec`), built from arguments with Axolotl's defaults and checks, or from a
+live Axolotl ``ChatTemplateStrategy`` (:meth:`ChatSpec.from_strategy`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastaxo.errors import InvalidInputError, InvalidTypeError
+
+__all__ = ["ChatSpec", "TRAIN_OPTIONS"]
+
+LOG = logging.getLogger("fastaxo.chat")
+TRAIN_OPTIONS = ("turn", "all", "last", "none")
+# apply_chat_template's own parameters: a chat_template_kwargs entry with one of these names
+# changes how the text is made or tokenized, not just what the template sees
+_RENDER_PARAMS = frozenset({
+    "conversation", "tools", "documents", "chat_template", "add_generation_prompt",
+    "continue_final_message", "tokenize", "sanitize_control_tokens", "padding", "truncation",
+    "max_length", "return_tensors", "return_dict", "return_assistant_tokens_mask",
+    "tokenizer_kwargs"})
+
+
+@dataclass(frozen=True, eq=False)
+class ChatSpec:
+    """A tokenizer, a chat template and how labels are masked (Axolotl's ``chat_template``
+    options). Build one with :meth:`create` or :meth:`from_strategy`."""
+
+    tokenizer: Any
+    chat_template: str
+    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    roles_to_train: frozenset[str] = frozenset({"assistant"})
+    train_on_inputs: bool = False
+    train_on_eos: str | None = "turn"
+    train_on_eot: str | None = "turn"
+    eot_ids: tuple[int, ...] = ()
+    eos_id: int | None = None
+    # Axolotl's find_turn: a leading system message is "not found" for tokenizers named mistral
+    skips_first_system: bool = False
+
+    @classmethod
+    def create(cls, tokenizer: Any, chat_template: str | None = None, *,
+               roles_to_train: Iterable[str] | None = ("assistant",),
+               train_on_inputs: bool = False, train_on_eos: str | None = "turn",
+               train_on_eot: str | None = None, eot_tokens: Iterable[str] | None = None,
+               template_kwargs: Mapping[str, Any] | None = None) -> ChatSpec:
+        """Axolotl's defaults and checks (``ChatTemplateStrategy.__init__``): the end-of-turn
+        tokens default to the EOS token, tokens the template never writes are dropped, a token
+        that is not a single id is an error. ``chat_template`` defaults to the tokenizer's."""
+        if not callable(getattr(tokenizer, "apply_chat_template", None)):
+            raise InvalidTypeError(
+                f"tokenizer: expected a transformers tokenizer, got {type(tokenizer).__name__}")
+        tpl = chat_template if chat_template is not None else tokenizer.chat_template
+        if isinstance(tpl, Mapping):
+            tpl = tpl.get("default")
+        if not isinstance(tpl, str) or not tpl:
+            raise InvalidInputError(
+                "chat_template: expected a Jinja template string (the tokenizer has none); got "
+                f"{type(tpl).__name__}")
+        for name, opt in (("train_on_eos", train_on_eos), ("train_on_eot", train_on_eot)):
+            if opt is not None and not isinstance(opt, str):
+                raise InvalidTypeError(f"{name}: expected one of {TRAIN_OPTIONS} or None, got "
+                                       f"{opt!r}")
+        eot_opt = train_on_eot if train_on_eot is not None else train_on_eos
+        eos_token = getattr(tokenizer, "eos_token", None)
+        eot = list(eot_tokens) if eot_tokens is not None else (
+            [eos_token] if eos_token is not None else [])
+        if not (len(eot) == 1 and eot[0] == eos_token):
+            kept = []
+            for tok in eot:
+                if tok not in tpl:
+                    LOG.warning("EOT token %r not found in chat_template.", tok)
+                    continue
+                kept.append(tok)
+            eot = kept
+            for tok in eot:
+                got = tokenizer.encode(tok, add_special_tokens=False)
+                if len(got) != 1:
+                    raise InvalidInputError(
+                        f"eot_tokens: expected tokens that encode to one id; {tok!r} encodes to "
+                        f"{got}")
+            if eos_token in eot and train_on_eos != eot_opt:
+                raise InvalidInputError(
+                    f"train_on_eot: the EOS token {eos_token!r} is an end-of-turn token, so "
+                    f"train_on_eos ({train_on_eos!r}) and train_on_eot ({eot_opt!r}) must agree")
+        ids = set()
+        for tok in eot:
+            got = tokenizer.encode(tok, add_special_tokens=False)
+            if len(got) == 1:
+                ids.add(got[0])
+        roles = frozenset(roles_to_train or ())
+        return cls(tokenizer=tokenizer, chat_template=tpl,
+                   template_kwargs=dict(template_kwargs or {}), roles_to_train=roles,
+                   train_on_inputs=bool(train_on_inputs), train_on_eos=train_on_eos,
+                   train_on_eot=eot_opt, eot_ids=tuple(sorted(ids)),
+                   eos_id=getattr(tokenizer, "eos_token_id", None),
+                   skips_first_system=_mistral_named(tokenizer))
+
+    @classmethod
+    def from_strategy(cls, strategy: Any) -> ChatSpec:
+        """The spec of a live Axolotl ``ChatTemplateStrategy`` (its already-resolved options)."""
+        prompter = strategy.prompter
+        tok = strategy.tokenizer
+        return cls(tokenizer=tok, chat_template=prompter.chat_template,
+                   template_kwargs=dict(prompter.chat_template_kwargs or {}),
+                   roles_to_train=frozenset(strategy.roles_to_train or ()),
+                   train_on_inputs=bool(strategy.train_on_inputs),
+                   train_on_eos=strategy.train_on_eos, train_on_eot=strategy.train_on_eot,
+                   eot_ids=tuple(sorted(strategy._eot_token_ids)),
+                   eos_id=getattr(tok, "eos_token_id", None),
+                   skips_first_system=_mistral_named(tok))
+
+    # -- what it can do ---------------------------------------------------------------------
+    def problem(self) -> str | None:
+        """Why the one-pass path cannot reproduce this configuration (None: it can)."""
+        if not getattr(self.tokenizer, "is_fast", False):
+            return "the tokenizer is not a fast tokenizer (no character offsets)"
+        if not self.roles_to_train and not self.train_on_eos and not self.train_on_eot:
+            return "no roles_to_train and no train_on_eos (Axolotl's legacy masking)"
+        if "all" in (self.train_on_eos, self.train_on_eot):
+            return "train_on_eos/train_on_eot 'all'"
+        bad = sorted(set(self.template_kwargs) & _RENDER_PARAMS)
+        if bad:
+            return f"chat_template_kwargs sets {bad[0]!r}"
+        return None
+
+    def render(self, conversations: list[list[dict[str, Any]]], **extra: Any) -> list[str]:
+        """The template applied to each conversation (Axolotl's ``build_prompt_text``)."""
+        if not extra:
+            fast = self._fast_render()
+            if fast is not None:
+                return [fast(c) for c in conversations]
+        return self._render_hf(conversations, **extra)
+
+    def _render_hf(self, conversations: list[list[dict[str, Any]]], **extra: Any) -> list[str]:
+        kwargs = {"chat_template": self.chat_template, "add_generation_prompt": False,
+                  **self.template_kwargs, **extra}
+        out = self.tokenizer.apply_chat_template(conversations, tokenize=False, **kwargs)
+        return list(out)
+
+    def tokenize(self, texts: list[str]) -> list[tuple[list[int], Any]]:
+        """Ids and character offsets of each text, as ``apply_chat_template(tokenize=True)``
+        and Axolotl's turn locator make them (``add_special_tokens=False``). The offsets are a
+        list of ``(start, end)``, or the ``tokenizers.Encoding`` holding them (``len`` and
+        ``token_to_chars``: no Python object per token until one is asked for)."""
+        if not texts:
+            return []
+        backend = self._fast_backend()
+        if backend is not None:
+            return [(e.ids, e) for e in backend.encode_batch(texts, add_special_tokens=False)]
+        return self._tokenize_hf(texts)
+
+    def _tokenize_hf(self, texts: list[str]) -> list[tuple[list[int], list[tuple[int, int]]]]:
+        enc = self.tokenizer(texts, add_special_tokens=False, return_offsets_mapping=True,
+                             return_attention_mask=False)
+        return list(zip(enc["input_ids"], enc["offset_mapping"], strict=True))
+
+    def tokenize_ids(self, texts: list[str]) -> list[list[int]] | None:
+        """Ids alone (no offsets: about half the tokenizer's work), when :meth:`byte_tokens`
+        can place the turns from them; else None."""
+        if self.byte_tokens() is None:
+            return None
+        return self._ids_fast(texts)
+
+    def _ids_fast(self, texts: list[str]) -> list[list[int]]:
+        backend = self._fast_backend()
+        return [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
+
+    def byte_tokens(self) -> tuple[Any, Any, bool] | None:
+        """:func:`byte_table` of the tokenizer, checked against its offsets on a probe text;
+        None if the tokenizer is not byte-level BPE or the check fails."""
+        cache = self.__dict__.setdefault("_cache", {})
+        if "bytes" not in cache:
+            cache["bytes"] = None
+            backend = self._fast_backend()
+            if backend is not None and hasattr(backend, "encode_batch_fast"):
+                table = byte_table(backend)
+                if table is not None and _probe_bytes(self, table):
+                    cache["bytes"] = table
+        return cache["bytes"]
+
+    # -- the quicker ways to the same text and tokens ---------------------------------------
+    def _fast_render(self) -> Any:
+        cache = self.__dict__.setdefault("_cache", {})
+        if "render" not in cache:
+            cache["render"] = _quick_renderer(self)
+        return cache["render"]
+
+    def _fast_backend(self) -> Any:
+        """The tokenizers.Tokenizer behind the transformers tokenizer, when calling it directly
+        is what ``tokenizer(texts, add_special_tokens=False)`` does (no stored truncation or
+        padding, the same special-token splitting); checked on one text when first used."""
+        cache = self.__dict__.setdefault("_cache", {})
+        if "backend" not in cache:
+            cache["backend"] = None
+            tok = self.tokenizer
+            b: Any = getattr(tok, "_tokenizer", None)
+            try:
+                ok = (b is not None and b.truncation is None and b.padding is None
+                      and b.encode_special_tokens == bool(getattr(tok, "split_special_tokens",
+                                                                  False)))
+                probe = ["<probe> a\n\n b\u00e9 \u6570\u636e"]
+                if ok:
+                    e = b.encode_batch(probe, add_special_tokens=False)[0]
+                    ok = ([(e.ids, e.offsets)] == self._tokenize_hf(probe)
+                          and e.offsets == [e.token_to_chars(i) for i in range(len(e))])
+            except Exception:  # noqa: BLE001 - any surprise means: use the public call
+                ok = False
+            if ok:
+                cache["backend"] = b
+        return cache["backend"]
+
+
+def _mistral_named(tokenizer: Any) -> bool:
+    return "mistral" in str(getattr(tokenizer, "name_or_path", "") or "").lower()
+
+
+_PROBE = ("<|im_start|>user\n  héllo 数据  wörld 🙂 x=1;\n\n\tcode()\n</think> "
+          "ünïcödé — “quotes” 12345 \r\n end ")
+
+
+def _probe_bytes(spec: ChatSpec, table: tuple[Any, Any, bool]) -> bool:
+    """The byte rule gives the offsets' bisections at every character of a probe text."""
+    from bisect import bisect_left, bisect_right
+
+    import numpy as np
+
+    offsets, blob, _ = table
+    text = _PROBE + "".join(t for t in (getattr(spec.tokenizer, "eos_token", None),) if t)
+    (ids, enc), = spec.tokenize([text])
+    pairs = getattr(enc, "offsets", enc)
+    starts, ends = [s for s, _ in pairs], [e for _, e in pairs]
+    if spec._ids_fast([text]) != [ids]:
+        return False
+    data = text.encode("utf-8")
+    got = b"".join(bytes(blob[offsets[i]:offsets[i + 1]]) for i in ids)
+    if got != data:
+        return False
+    tok_ends = np.cumsum([offsets[i + 1] - offsets[i] for i in ids])
+    for c in range(len(text) + 1):
+        b = len(text[:c].encode("utf-8"))
+        n_end = int(np.searchsorted(tok_ends, b, side="right"))
+        n_start = int(np.searchsorted(np.concatenate(([0], tok_ends[:-1])), b, side="left"))
+        if n_end != bisect_right(ends, c) or n_start != bisect_left(starts, c):
+            return False
+    return True
+
+
+def _quick_renderer(spec: ChatSpec) -> Any:
+    """A render function equal to ``apply_chat_template(tokenize=False)`` for this spec, or None.
+
+    It is transformers' own compiled template (the same sandbox, filters and globals) in an
+    overlay of its environment whose attribute lookup answers ``message.content`` on a plain
+    dict straight from the dict. The sandbox does the same after ``getattr(dict, "content")``
+    raises, which costs most of a render. Any other lookup is the sandbox's. Checked on a
+    probe conversation before use."""
+    try:
+        from transformers.utils.chat_template_utils import _compile_jinja_template
+
+        tok = spec.tokenizer
+        source = tok.get_chat_template(spec.chat_template, None)
+        env = _compile_jinja_template(source).environment
+        fast_env = env.overlay()
+        sandbox_getattr = type(env).getattr
+        # jinja2's ImmutableSandboxedEnvironment decides an attribute's safety from the
+        # object's type and the name alone (is_internal_attribute, modifies_known_mutable), so
+        # the answer is remembered per (type, name)
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        memo = type(env) is ImmutableSandboxedEnvironment
+        safe: dict[tuple[type, str], bool] = {}
+
+        def getattr_(obj: Any, attribute: Any) -> Any:
+            if type(attribute) is not str:
+                return sandbox_getattr(fast_env, obj, attribute)
+            if type(obj) is dict and attribute not in _DICT_ATTRS:
+                try:
+                    return obj[attribute]
+                except KeyError:
+                    pass
+                return sandbox_getattr(fast_env, obj, attribute)
+            if not memo:
+                return sandbox_getattr(fast_env, obj, attribute)
+            try:
+                value = getattr(obj, attribute)
+            except AttributeError:
+                return sandbox_getattr(fast_env, obj, attribute)
+            fmt = fast_env.wrap_str_format(value)
+            if fmt is not None:
+                return fmt
+            key = (type(obj), attribute)
+            ok = safe.get(key)
+            if ok is None:
+                ok = safe[key] = bool(fast_env.is_safe_attribute(obj, attribute, value))
+            return value if ok else fast_env.unsafe_undefined(obj, attribute)
+
+        fast_env.getattr = getattr_
+        template = fast_env.from_string(source)
+        variables = {**tok.special_tokens_map, **spec.template_kwargs}
+
+        def render(conversation: list[dict[str, Any]]) -> str:
+            return template.render(messages=conversation, tools=None, documents=None,
+                                   add_generation_prompt=False, **variables)
+
+        probe = [{"role": "system", "content": "s"}, {"role": "user", "content": "q\n"},
+                 {"role": "assistant", "content": "\na "}]
+        if render(probe) != spec._render_hf([probe])[0]:
+            return None
+        return render
+    except Exception:  # noqa: BLE001 - transformers internals moved: use the public call
+        return None
+
+
+_DICT_ATTRS = frozenset(dir(dict))
+
+
+# -- byte-level tokenizers: token boundaries from the ids alone --------------------------------
+
+# What a component may be for a token's character offsets to be the characters its bytes fall
+# in (pre-tokenizers that only split, the ByteLevel mapping; post-processors that trim nothing).
+_SPLITTERS = frozenset({"Split", "Digits", "Punctuation", "ByteLevel"})
+_POST_OK = frozenset({"TemplateProcessing", "ByteLevel"})
+
+
+def _component(obj: Any) -> Any:
+    import json
+
+    return None if obj is None else json.loads(obj.__getstate__())
+
+
+def byte_table(backend: Any) -> tuple[Any, Any, bool] | None:
+    """``(token_offsets, token_bytes, nfc)`` for a byte-level BPE ``tokenizers.Tokenizer`` whose
+    offsets are the characters each token's bytes fall in, or None. ``nfc``: the normalizer is
+    NFC, so only NFC-stable text may use the table."""
+    import numpy as np
+
+    try:
+        if type(backend.model).__name__ != "BPE":
+            return None
+        norm = _component(backend.normalizer)
+        if norm is not None and norm.get("type") != "NFC":
+            return None
+        pre = _component(backend.pre_tokenizer)
+        parts = pre.get("pretokenizers", []) if pre and pre.get("type") == "Sequence" else [pre]
+        kinds = [p.get("type") if p else None for p in parts]
+        if kinds.count("ByteLevel") != 1 or not set(kinds) <= _SPLITTERS:
+            return None
+        post = _component(backend.post_processor)
+        posts = (post.get("processors", []) if post and post.get("type") == "Sequence"
+                 else [post] if post else [])
+        for p in posts:
+            if p.get("type") not in _POST_OK or (p.get("type") == "ByteLevel"
+                                                 and p.get("trim_offsets")):
+                return None
+        decode = {c: b for b, c in _bytes_to_unicode().items()}
+        added = {i: t.content for i, t in backend.get_added_tokens_decoder().items()}
+        vocab = backend.get_vocab(with_added_tokens=True)
+        size = max(vocab.values()) + 1
+        pieces = [b""] * size
+        for token, i in vocab.items():
+            if i in added:
+                pieces[i] = added[i].encode("utf-8")
+            elif all(c in decode for c in token):
+                pieces[i] = bytes(decode[c] for c in token)
+        lengths = np.fromiter((len(p) for p in pieces), np.int64, size)
+        offsets = np.zeros(size + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        blob = np.frombuffer(b"".join(pieces), np.uint8)
+        return offsets, blob, norm is not None
+    except Exception:  # noqa: BLE001 - an unexpected tokenizer: use its offsets
+        return None
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    # GPT-2's reversible byte <-> printable character map, which ByteLevel uses
+    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+          + list(range(ord("®"), ord("ÿ") + 1)))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs, strict=True)}

@@ -1,0 +1,115 @@
+"""``tokenize_chat``: chat conversations to Axolotl's ``input_ids`` / ``labels`` /
+``attention_mask`` for scripts and ``fastaxo prepare``, without Axolotl installed."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastaxo._reference import chat as ref
+from fastaxo.chat.engine import ChatEngine, Fallback
+from fastaxo.chat.spec import ChatSpec
+from fastaxo.errors import InvalidInputError, InvalidTypeError
+
+__all__ = ["ChatResult", "ROLE_NAMES", "normalize_messages", "tokenize_chat"]
+
+# Axolotl's default role names (ChatTemplatePrompter.roles)
+ROLE_NAMES = {"human": "user", "user": "user", "assistant": "assistant", "gpt": "assistant",
+              "system": "system", "tool": "tool"}
+
+
+@dataclass
+class ChatResult:
+    """The tokenized conversations (one list per row, in input order) and how they were made:
+    ``fallbacks`` counts, by reason, the rows the one-pass path could not prove and that were
+    made by Axolotl's own algorithm (:func:`fastaxo._reference.chat.tokenize_conversation`)."""
+
+    input_ids: list[list[int]] = field(default_factory=list)
+    labels: list[list[int]] = field(default_factory=list)
+    attention_mask: list[list[int]] = field(default_factory=list)
+    fallbacks: Counter[str] = field(default_factory=Counter)
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def to_dict(self) -> dict[str, list[list[int]]]:
+        return {"input_ids": self.input_ids, "labels": self.labels,
+                "attention_mask": self.attention_mask}
+
+
+def normalize_messages(messages: Any, row: int) -> list[dict[str, Any]]:
+    """One row's ``messages`` as Axolotl's default mapping gives them: ``role`` (mapped through
+    :data:`ROLE_NAMES`) and ``content``; a JSON string is parsed first, null values dropped."""
+    if isinstance(messages, str):
+        import json
+
+        try:
+            messages = json.loads(messages)
+        except ValueError as exc:
+            raise InvalidInputError(f"messages: row {row} is a string but not JSON ({exc})"
+                                    ) from None
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)) or not messages:
+        raise InvalidInputError(f"messages: row {row}: expected a non-empty list of "
+                                f"{{'role', 'content'}} dicts, got {_kind(messages)}")
+    turns = []
+    for j, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            raise InvalidTypeError(f"messages: row {row} message {j}: expected a dict with "
+                                   f"'role' and 'content', got {_kind(m)}")
+        extra = sorted(k for k, v in m.items() if v is not None and k not in ("role", "content"))
+        if extra:
+            raise InvalidInputError(
+                f"messages: row {row} message {j} has field {extra[0]!r}; fastaxo's chat path "
+                "takes role and content only (tools, reasoning and per-message training are "
+                "Axolotl's: run `axolotl preprocess` with the fastaxo plugin)")
+        role, content = m.get("role"), m.get("content")
+        if not isinstance(role, str) or not isinstance(content, str):
+            raise InvalidTypeError(
+                f"messages: row {row} message {j}: expected string role and content, got "
+                f"role {_kind(role)}, content {_kind(content)}")
+        turns.append({"role": ROLE_NAMES.get(role, role), "content": content})
+    return turns
+
+
+def tokenize_chat(conversations: Iterable[Any], tokenizer: Any = None, *,
+                  spec: ChatSpec | None = None, **options: Any) -> ChatResult:
+    """Tokenize chat conversations as Axolotl's ``type: chat_template`` does.
+
+    ``conversations``: rows of ``messages`` (lists of ``{"role", "content"}`` dicts, or their
+    JSON text). Either ``tokenizer`` (a fast transformers tokenizer) with ``options`` for
+    :meth:`ChatSpec.create` (``chat_template``, ``roles_to_train``, ``train_on_inputs``,
+    ``train_on_eos``, ``train_on_eot``, ``eot_tokens``, ``template_kwargs``), or ``spec``.
+
+    Every row is Axolotl's output for the same settings. Rows are made in one pass; a row the
+    one-pass path cannot prove is made with Axolotl's own (slower) algorithm and counted in
+    :attr:`ChatResult.fallbacks`.
+    """
+    if spec is None:
+        if tokenizer is None:
+            raise InvalidInputError("tokenizer: expected a transformers tokenizer or spec=, "
+                                    "got neither")
+        spec = ChatSpec.create(tokenizer, **options)
+    elif tokenizer is not None or options:
+        raise InvalidInputError("spec: give either spec= or a tokenizer with options, not both")
+    turns = [normalize_messages(m, i) for i, m in enumerate(conversations)]
+    result = ChatResult()
+    problem = spec.problem()
+    rows: list[Any]
+    if problem is None:
+        rows = ChatEngine(spec).run(turns)
+    else:
+        rows = [Fallback(problem)] * len(turns)
+    for t, r in zip(turns, rows, strict=True):
+        if isinstance(r, Fallback):
+            result.fallbacks[r.reason] += 1
+            r = ref.tokenize_conversation(t, spec)
+        result.input_ids.append(r["input_ids"])
+        result.labels.append(r["labels"])
+        result.attention_mask.append(r["attention_mask"])
+    return result
+
+
+def _kind(v: Any) -> str:
+    return "None" if v is None else type(v).__name__

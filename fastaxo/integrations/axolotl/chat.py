@@ -1,0 +1,139 @@
+"""Axolotl's ``type: chat_template`` tokenization on fastaxo's one-pass path.
+
+``ChatTemplateStrategy.tokenize_prompt`` is replaced (a class attribute: every strategy Axolotl
+builds, in this process and in its forked tokenization workers, gets it). A batch's rows go
+through :class:`fastaxo.chat.ChatEngine`; a row it cannot prove (tools, reasoning or other
+message fields, a template that rewrites or depends on the message text, ...) is handed to
+Axolotl's own ``_tokenize_single_prompt``, counted, and its reason said once in the log. A
+configuration the engine cannot reproduce (a processor, a slow tokenizer, Axolotl's legacy
+masking, per-message training fields, ``train_on_eos: all``, a subclass such as Mistral's) is
+left wholly to Axolotl, said once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter, defaultdict
+from typing import Any
+
+from fastaxo.chat import ChatEngine, ChatSpec, Fallback
+from fastaxo.integrations.axolotl.settings import current, report, say_once
+
+__all__ = ["chat_counts", "make_tokenize_prompt"]
+
+_ENGINE_ATTR = "_fastaxo_chat_engine"
+_counts: Counter[str] = Counter()
+_lock = threading.Lock()
+
+
+def chat_counts() -> dict[str, int]:
+    """Rows tokenized in this process so far: ``fast``, and ``fallback: <reason>`` per reason."""
+    with _lock:
+        return dict(_counts)
+
+
+def _engine(strategy: Any) -> ChatEngine | None:
+    cached = strategy.__dict__.get(_ENGINE_ATTR, False)
+    if cached is not False:
+        return cached
+    engine = None
+    problem = _strategy_problem(strategy)
+    if problem is None:
+        spec = ChatSpec.from_strategy(strategy)
+        problem = spec.problem()
+        if problem is None:
+            engine = ChatEngine(spec)
+    if problem is not None:
+        say_once(f"chat-config-{problem}", f"chat_template: Axolotl's own tokenization stays "
+                 f"for this dataset ({problem})", logging.WARNING)
+    strategy.__dict__[_ENGINE_ATTR] = engine
+    return engine
+
+
+def _strategy_problem(strategy: Any) -> str | None:
+    from axolotl.prompt_strategies.chat_template import (
+        ChatTemplatePrompter,
+        ChatTemplateStrategy,
+    )
+
+    if type(strategy) is not ChatTemplateStrategy:
+        return f"strategy {type(strategy).__name__} (fastaxo reproduces ChatTemplateStrategy)"
+    prompter = strategy.prompter
+    if type(prompter) is not ChatTemplatePrompter:
+        return f"prompter {type(prompter).__name__}"
+    if prompter.processor is not None:
+        return "a processor (multimodal)"
+    if prompter.message_field_training or prompter.message_field_training_detail:
+        return "per-message training fields (message_field_training)"
+    return None
+
+
+def make_tokenize_prompt(original: Any) -> Any:
+    """``ChatTemplateStrategy.tokenize_prompt`` on the one-pass path (``original``: Axolotl's)."""
+
+    def tokenize_prompt(self: Any, prompt: dict[str, Any]) -> Any:
+        if not current().chat_template:
+            return original(self, prompt)
+        engine = _engine(self)
+        if engine is None:
+            return original(self, prompt)
+        from axolotl.utils.dict import remove_none_values
+
+        prompt = remove_none_values(prompt)
+        batched = self.is_prompt_batched(prompt) and self.supports_batched
+        if batched:
+            names = list(prompt.keys())
+            rows = [dict(zip(names, r, strict=False))
+                    for r in zip(*prompt.values(), strict=False)]
+        else:
+            rows = [prompt]
+        results = _tokenize_rows(self, engine, rows)
+        if not batched:
+            return results[0]
+        res: dict[str, list[Any]] = defaultdict(list)
+        for r in results:
+            for key, val in r.items():
+                res[key].append(val)
+        return dict(res) if res else {}
+
+    tokenize_prompt.__wrapped__ = original  # type: ignore[attr-defined]
+    tokenize_prompt.__doc__ = original.__doc__
+    return tokenize_prompt
+
+
+def _tokenize_rows(strategy: Any, engine: ChatEngine, rows: list[dict[str, Any]]
+                   ) -> list[dict[str, Any]]:
+    results: list[Any] = [None] * len(rows)
+    convs, where = [], []
+    for i, row in enumerate(rows):
+        reason = None
+        try:
+            if strategy._get_tools(row):
+                reason = "tools"
+            else:
+                convs.append(strategy.get_conversation_thread(row))
+                where.append(i)
+        except Exception:  # noqa: BLE001 - Axolotl's own code raises it again, its way
+            reason = "Axolotl rejects the row"
+        if reason is not None:
+            results[i] = Fallback(reason)
+    for i, got in zip(where, engine.run(convs), strict=True):
+        results[i] = got
+    fast = 0
+    reasons: Counter[str] = Counter()
+    for i, r in enumerate(results):
+        if isinstance(r, Fallback):
+            reasons[r.reason] += 1
+            say_once(f"chat-row-{r.reason}", "chat_template: a row goes to Axolotl's own "
+                     f"tokenization: {r.reason} (each such row is counted, see "
+                     "fastaxo_report)", logging.WARNING)
+            results[i] = strategy._tokenize_single_prompt(rows[i])
+        else:
+            fast += 1
+    with _lock:
+        _counts["fast"] += fast
+        for reason, n in reasons.items():
+            _counts[f"fallback: {reason}"] += n
+    report("chat_template", rows=len(rows), fast=fast, fallbacks=dict(reasons))
+    return results

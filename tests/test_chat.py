@@ -1,0 +1,308 @@
+"""fastaxo.chat without Axolotl: the label kernels against their plain-Python twin (Hypothesis),
+the one-pass engine against the plain port of Axolotl's algorithm on Qwen3's real tokenizer and
+template, the checks that send a row to the slow path, and tokenize_chat's API.
+
+The comparison with Axolotl itself is tests/test_chat_axolotl.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fastaxo._core import backend
+from fastaxo._reference import chat as ref
+
+pytest.importorskip("transformers")
+import chat_data  # noqa: E402
+
+from fastaxo.chat import ChatEngine, ChatSpec, Fallback, tokenize_chat  # noqa: E402
+from fastaxo.errors import InvalidInputError, InvalidTypeError  # noqa: E402
+
+MODES = ["turn", "all", "last", None, "none"]
+CODES = {"turn": 1, "all": 2, "last": 3}
+needs_ext = pytest.mark.skipif(backend.pack_ext is None, reason="compiled extension not loaded")
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    return chat_data.qwen3_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def spec(qwen):
+    return ChatSpec.create(qwen)
+
+
+# -- the kernels ----------------------------------------------------------------------------
+
+@st.composite
+def label_case(draw):
+    n = draw(st.integers(0, 60))
+    ids = draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
+    widths = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))
+    offsets, at = [], 0
+    for w in widths:
+        back = draw(st.integers(0, 1)) if at else 0  # a char split across two tokens
+        offsets.append((at - back, at + w))
+        at += w
+    if draw(st.booleans()) and n:  # unsorted offsets: the bisect must probe the same places
+        i = draw(st.integers(0, n - 1))
+        offsets[i] = (draw(st.integers(0, at + 2)), draw(st.integers(0, at + 2)))
+    spans = draw(st.lists(st.tuples(st.integers(0, at + 3), st.integers(0, at + 3)),
+                          max_size=8))
+    eot = draw(st.lists(st.integers(0, 6), max_size=2, unique=True))
+    eos = draw(st.lists(st.integers(0, 6), max_size=1))
+    return ids, offsets, spans, eot, eos, draw(st.sampled_from(MODES)), draw(st.sampled_from(MODES))
+
+
+@needs_ext
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(label_case())
+def test_chat_labels_kernel_matches_reference(case):
+    ids, offsets, spans, eot, eos, eot_mode, eos_mode = case
+    want = _outcome(ref.chat_labels, ids, offsets, spans, eot, eos, eot_mode, eos_mode)
+    got = _outcome(backend.pack_ext.chat_labels,
+                   list(ids), list(offsets), np.array(spans, np.int64).reshape(-1, 2),
+                   np.array(eot, np.int64), np.array(eos, np.int64), CODES.get(eot_mode, 0),
+                   CODES.get(eos_mode, 0))
+    assert got == want
+
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args)
+    except IndexError:  # Axolotl's own: a turn not found in a conversation with no tokens
+        return IndexError
+
+
+@st.composite
+def byte_case(draw):
+    """A text cut into byte tokens anywhere (even inside a character, as byte-level BPE does),
+    its tokens' character offsets as tokenizers reports them, and turn spans at characters."""
+    chars = draw(st.lists(st.sampled_from(list("ab \n") + ["é", "数", "🙂"]), max_size=40))
+    text = "".join(chars)
+    data = text.encode()
+    cuts = sorted(set(draw(st.lists(st.integers(1, max(1, len(data) - 1)), max_size=20)))
+                  | {len(data)}) if data else []
+    char_of = []  # byte -> char index
+    for c, ch in enumerate(text):
+        char_of += [c] * len(ch.encode())
+    table, ids, offsets, start = {}, [], [], 0
+    for end in cuts:
+        piece = data[start:end]
+        ids.append(table.setdefault(piece, len(table)))
+        offsets.append((char_of[start], char_of[end - 1] + 1))
+        start = end
+    tok_bytes = sorted(table, key=table.get)
+    spans = draw(st.lists(st.tuples(st.integers(0, len(text)), st.integers(0, len(text))),
+                          max_size=6))
+    eot = draw(st.lists(st.integers(0, max(0, len(table) - 1)), max_size=2, unique=True))
+    return text, ids, offsets, tok_bytes, spans, eot, draw(st.sampled_from(MODES))
+
+
+@needs_ext
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(byte_case())
+def test_byte_kernel_equals_offsets_kernel(case):
+    text, ids, offsets, tok_bytes, spans, eot, mode = case
+    lens = np.array([len(b) for b in tok_bytes], np.int64)
+    toff = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+    blob = np.frombuffer(b"".join(tok_bytes), np.uint8) if tok_bytes else np.zeros(0, np.uint8)
+    byte_at = [len(text[:c].encode()) for c in range(len(text) + 1)]
+    bspans = np.array([(byte_at[a], byte_at[b]) for a, b in spans], np.int64).reshape(-1, 2)
+    eot_a = np.array(eot, np.int64)
+    got = _outcome(backend.pack_ext.chat_labels_bytes, list(ids), text.encode(), toff, blob,
+                   bspans, eot_a, eot_a[:0], CODES.get(mode, 0), 0)
+    want = _outcome(ref.chat_labels, ids, offsets, spans, eot, [], mode, None)
+    assert got == want
+
+
+@needs_ext
+def test_byte_kernel_refuses_ids_that_do_not_spell_the_text():
+    toff = np.array([0, 1, 2], np.int64)
+    blob = np.frombuffer(b"ab", np.uint8)
+    spans = np.zeros((0, 2), np.int64)
+    e = np.zeros(0, np.int64)
+    assert backend.pack_ext.chat_labels_bytes([0, 1], b"ab", toff, blob, spans, e, e, 1, 1)[1] == -1
+    for ids, text in (([0, 0], b"ab"), ([0], b"ab"), ([0, 1, 1], b"ab"), ([5], b"a"), ([-1], b"a")):
+        assert backend.pack_ext.chat_labels_bytes(ids, text, toff, blob, spans, e, e, 1, 1) == (
+            None, -2)
+
+
+def test_empty_conversation_kernel_and_huge_row():
+    ids = list(range(200_000))
+    offsets = [(i, i + 1) for i in ids]
+    want = ref.chat_labels(ids, offsets, [(10, 150_000)], [5], [], "turn", None)
+    if backend.pack_ext is not None:
+        got = backend.pack_ext.chat_labels(ids, offsets, np.array([[10, 150_000]], np.int64),
+                                           np.array([5], np.int64), np.zeros(0, np.int64), 1, 0)
+        assert got == want
+        assert backend.pack_ext.chat_labels([], [], np.zeros((0, 2), np.int64),
+                                            np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                            1, 1) == ([], -1)
+    assert want[0][10:150_000] == ids[10:150_000] and want[0][150_000] == -100
+
+
+# -- the engine against the plain port of Axolotl's algorithm --------------------------------
+
+def _check_rows(spec, convs):
+    got = ChatEngine(spec).run(convs)
+    fallbacks = [g.reason for g in got if isinstance(g, Fallback)]
+    for c, g in zip(convs, got, strict=True):
+        if not isinstance(g, Fallback):
+            assert g == ref.tokenize_conversation(c, spec)
+    return fallbacks
+
+
+@pytest.mark.parametrize("turns", [1, 2, 3, 8, (2, 16)])
+def test_engine_equals_reference_qwen3(spec, turns):
+    convs = chat_data.conversations(seed=11, n=12, turns=turns, hi=120)
+    assert _check_rows(spec, convs) == []
+
+
+def test_engine_options_equal_reference(qwen):
+    convs = chat_data.conversations(seed=3, n=8, turns=(2, 9), hi=60)
+    for opts in (dict(train_on_inputs=True), dict(roles_to_train=["user", "assistant"]),
+                 dict(train_on_eos="last"), dict(train_on_eos="none"),
+                 dict(train_on_eos="turn", train_on_eot="last"),
+                 dict(roles_to_train=["system"], train_on_eos="turn"),
+                 dict(template_kwargs={"enable_thinking": False})):
+        assert _check_rows(ChatSpec.create(qwen, **opts), convs) == [], opts
+
+
+def test_engine_pure_python_labels_equal_compiled(spec, monkeypatch):
+    convs = chat_data.conversations(seed=5, n=6, turns=(2, 8), hi=80)
+    fast = ChatEngine(spec).run(convs)
+    monkeypatch.setattr(backend, "pack_ext", None)
+    assert ChatEngine(spec).run(convs) == fast
+
+
+def test_offsets_path_equals_byte_path(qwen, spec):
+    convs = chat_data.conversations(seed=6, n=10, turns=(2, 8), hi=80)
+    assert spec.byte_tokens() is not None
+    plain = ChatSpec.create(qwen)
+    plain.__dict__.setdefault("_cache", {})["bytes"] = None  # force the offsets path
+    assert ChatEngine(plain).run(convs) == ChatEngine(spec).run(convs)
+
+
+def test_non_nfc_text_takes_the_offsets_path(spec):
+    conv = [{"role": "user", "content": "cafe\u0301?"},
+            {"role": "assistant", "content": "cafe\u0301 ok"}]
+    (got,) = ChatEngine(spec).run([conv])
+    assert got == ref.tokenize_conversation(conv, spec)
+
+
+def test_edge_rows(spec):
+    rows = [
+        [{"role": "user", "content": ""}, {"role": "assistant", "content": ""}],
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "[[dummy"}],
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "zzdummymessagezz"}],
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "\n\nleading"}],
+        [{"role": "assistant", "content": "alone"}],
+        [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}],
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a <|im_end|> b"}],
+        [{"role": "user", "content": "a"}, {"role": "assistant", "content": "x</think>y"}],
+    ]
+    got = ChatEngine(spec).run(rows)
+    for r, g in zip(rows, got, strict=True):
+        if not isinstance(g, Fallback):
+            assert g == ref.tokenize_conversation(r, spec), r
+
+
+def test_rows_the_engine_refuses(spec):
+    rows = [[],
+            [{"role": "user", "content": "q", "tool_calls": []}],
+            [{"role": "user", "content": ["a", "b"]}],
+            [{"role": "user", "content": "mark \ue000"}],
+            [{"role": "user"}]]
+    got = ChatEngine(spec).run(rows)
+    assert [type(g) for g in got] == [Fallback] * 5
+    assert "tool_calls" in got[1].reason and "U+E000" in got[3].reason
+
+
+def test_template_that_depends_on_content_falls_back(qwen):
+    tpl = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if 'secret' in m.content %}"
+           "[hidden]{% endif %}{{ m.content }}<|im_end|>\n{% endfor %}")
+    spec = ChatSpec.create(qwen, chat_template=tpl)
+    rows = [[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a secret"}],
+            [{"role": "user", "content": "q"}, {"role": "assistant", "content": "plain"}]]
+    got = ChatEngine(spec).run(rows)
+    assert isinstance(got[0], Fallback) and "depends on message text" in got[0].reason
+    assert got[1] == ref.tokenize_conversation(rows[1], spec)
+    res = tokenize_chat(rows, spec=spec)
+    assert res.fallbacks == {got[0].reason: 1}
+    assert res.to_dict()["labels"][0] == ref.tokenize_conversation(rows[0], spec)["labels"]
+
+
+def test_template_that_rewrites_text_falls_back(qwen):
+    tpl = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | upper }}<|im_end|>{% endfor %}"
+    spec = ChatSpec.create(qwen, chat_template=tpl)
+    rows = [[{"role": "user", "content": "q"}, {"role": "assistant", "content": "abc"}]]
+    res = tokenize_chat(rows, spec=spec)
+    assert res.fallbacks == {"the template rewrites message text": 1}
+    assert res.labels[0] == ref.tokenize_conversation(rows[0], spec)["labels"]
+
+
+def test_template_error_falls_back_and_reference_raises(qwen):
+    tpl = "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system') }}{% endif %}{{ m.content }}<|im_end|>{% endfor %}"
+    spec = ChatSpec.create(qwen, chat_template=tpl)
+    rows = [[{"role": "system", "content": "s"}, {"role": "assistant", "content": "a"}],
+            [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]]
+    got = ChatEngine(spec).run(rows)
+    assert isinstance(got[0], Fallback) and not isinstance(got[1], Fallback)
+    with pytest.raises(Exception, match="no system"):
+        tokenize_chat(rows[:1], spec=spec)
+
+
+# -- tokenize_chat's API --------------------------------------------------------------------
+
+def test_tokenize_chat_messages_forms(qwen):
+    conv = [{"role": "human", "content": "hi"}, {"role": "gpt", "content": "hello"}]
+    import json
+
+    a = tokenize_chat([conv], qwen)
+    b = tokenize_chat([json.dumps(conv)], qwen)
+    c = tokenize_chat([[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello",
+                                                             "name": None}]], qwen)
+    assert a.to_dict() == b.to_dict() == c.to_dict() and a.fallbacks == {}
+    assert len(a) == 1 and any(x != -100 for x in a.labels[0])
+
+
+def test_tokenize_chat_errors_name_the_argument(qwen):
+    with pytest.raises(InvalidInputError, match=r"messages: row 1 message 0 has field 'tools'"):
+        tokenize_chat([[{"role": "user", "content": "a"}],
+                       [{"role": "user", "content": "a", "tools": [1]}]], qwen)
+    with pytest.raises(InvalidTypeError, match=r"messages: row 0 message 0: expected string role"):
+        tokenize_chat([[{"role": "user", "content": 3}]], qwen)
+    with pytest.raises(InvalidInputError, match=r"messages: row 0: expected a non-empty list"):
+        tokenize_chat([[]], qwen)
+    with pytest.raises(InvalidInputError, match="not JSON"):
+        tokenize_chat(["[{"], qwen)
+    with pytest.raises(InvalidTypeError, match="tokenizer: expected a transformers tokenizer"):
+        tokenize_chat([], "not a tokenizer")
+    with pytest.raises(InvalidInputError, match="eot_tokens: expected tokens that encode to one"):
+        ChatSpec.create(qwen, eot_tokens=["<|im_end|>", "hello world"],
+                        chat_template="hello world <|im_end|>")
+    with pytest.raises(InvalidInputError, match="spec: give either"):
+        tokenize_chat([], qwen, spec=ChatSpec.create(qwen))
+
+
+def test_spec_problems(qwen):
+    assert ChatSpec.create(qwen, train_on_eos="all").problem() == "train_on_eos/train_on_eot 'all'"
+    assert "legacy" in ChatSpec.create(qwen, roles_to_train=[], train_on_eos=None).problem()
+    assert "add_generation_prompt" in ChatSpec.create(
+        qwen, template_kwargs={"add_generation_prompt": True}).problem()
+    with pytest.raises(InvalidInputError, match="cannot run this configuration"):
+        ChatEngine(ChatSpec.create(qwen, train_on_eos="all"))
+    # tokenize_chat still gives Axolotl's rows, by the reference
+    res = tokenize_chat([[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]],
+                        qwen, train_on_eos="all")
+    assert res.fallbacks == {"train_on_eos/train_on_eot 'all'": 1}
+
+
+def test_quick_renderer_equals_apply_chat_template(spec):
+    convs = chat_data.conversations(seed=9, n=20, turns=(1, 12), hi=40)
+    assert spec.render(convs) == spec._render_hf(convs)
+    assert spec._fast_render() is not None

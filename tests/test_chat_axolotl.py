@@ -1,0 +1,210 @@
+"""fastaxo's chat-template tokenization against the real Axolotl 0.21: every row compared with
+Axolotl's own ``ChatTemplateStrategy.tokenize_prompt`` on Qwen3's real tokenizer and template
+and on Axolotl's built-in templates; the rows and configurations that go to Axolotl's code;
+and a real ``axolotl preprocess`` with and without the plugin, compared row for row."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pytest
+
+try:
+    import axolotl  # noqa: F401
+    from axolotl.prompt_strategies.chat_template import ChatTemplateStrategy, load
+    from axolotl.utils.dict import DictDefault
+    _MISSING = None
+except ImportError as exc:  # pragma: no cover
+    _MISSING = exc
+
+if _MISSING is not None:  # pragma: no cover
+    if os.environ.get("CI") == "true":
+        raise RuntimeError(f"axolotl must be installed in CI (scripts/test.sh installs it): {_MISSING}")
+    pytest.skip(f"axolotl not installed: {_MISSING}", allow_module_level=True)
+
+import axolotl_harness as ah  # noqa: E402
+import chat_data  # noqa: E402
+
+from fastaxo.integrations.axolotl import chat as fx_chat  # noqa: E402
+from fastaxo.integrations.axolotl import patched  # noqa: E402
+
+pytestmark = pytest.mark.axolotl
+
+
+def strategy(template: str = "tokenizer_default", tokenizer=None, **ds):
+    tok = tokenizer if tokenizer is not None else chat_data.template_tokenizer(template)
+    cfg = {"sequence_len": 1 << 20, "train_on_inputs": False, "chat_template": template}
+    if template in chat_data.TEMPLATE_EOT:
+        cfg["eot_tokens"] = chat_data.TEMPLATE_EOT[template]
+    cfg.update(ds.pop("cfg", {}))
+    return load(tok, DictDefault(cfg), {"type": "chat_template", "field_messages": "messages",
+                                        "chat_template": template, **ds})
+
+
+def compare(strat, rows: list[dict], chunk: int = 16) -> dict[str, int]:
+    """Axolotl's tokenize_prompt and the patched one on the same batches: identical; returns the
+    patched run's row counts (fast, fallback: <reason>)."""
+    batches = [rows[i:i + chunk] for i in range(0, len(rows), chunk)]
+    as_batch = [{k: [r.get(k) for r in b] for k in b[0]} for b in batches]
+    want = [strat.tokenize_prompt(json.loads(json.dumps(b))) for b in as_batch]
+    before = fx_chat.chat_counts()
+    with patched(parts=("chat_template",)):
+        got = [strat.tokenize_prompt(json.loads(json.dumps(b))) for b in as_batch]
+    after = fx_chat.chat_counts()
+    for w, g in zip(want, got, strict=True):
+        assert list(g) == list(w)
+        for key in w:
+            assert len(g[key]) == len(w[key])
+            for i, (a, b) in enumerate(zip(w[key], g[key], strict=True)):
+                assert a == b, f"column {key} row {i} differs"
+    return {k: after.get(k, 0) - before.get(k, 0) for k in after}
+
+
+def rows(seed, n, turns, **kw):
+    return [{"messages": c} for c in chat_data.conversations(seed, n, turns, **kw)]
+
+
+@pytest.mark.parametrize("turns", [1, 2, 8, (2, 40)])
+def test_qwen3_identical_no_fallback(turns):
+    counts = compare(strategy(), rows(seed=1, n=24, turns=turns, hi=200))
+    assert counts == {"fast": 24}
+
+
+def test_qwen3_long_conversations():
+    counts = compare(strategy(), rows(seed=2, n=2, turns=256, hi=60), chunk=2)
+    assert counts == {"fast": 2}
+
+
+@pytest.mark.parametrize("template", ["chatml", "llama3"])
+def test_builtin_templates_identical_no_fallback(template):
+    counts = compare(strategy(template), rows(seed=3, n=24, turns=(1, 24), hi=150))
+    assert counts == {"fast": 24}
+
+
+@pytest.mark.parametrize("template", ["mistral_v1", "gemma", "phi_3", "qwen_25", "cohere"])
+def test_more_builtin_templates_identical(template):
+    system = 0.0 if template == "gemma" else 0.7
+    counts = compare(strategy(template), rows(seed=4, n=16, turns=(2, 12), hi=80, system=system))
+    assert sum(counts.values()) == 16
+
+
+@pytest.mark.parametrize("opts", [
+    {"roles_to_train": ["user", "assistant"]},
+    {"train_on_eos": "last"},
+    {"train_on_eos": "none"},
+    {"cfg": {"train_on_inputs": True}},
+    {"drop_system_message": True},
+    {"cfg": {"chat_template_kwargs": {"enable_thinking": False}}},
+    {"roles": {"user": ["human"], "assistant": ["gpt"]}},
+])
+def test_dataset_options_identical(opts):
+    data = rows(seed=5, n=16, turns=(2, 10), hi=80)
+    if "roles" in opts:
+        for r in data:
+            for m in r["messages"]:
+                m["role"] = {"user": "human", "assistant": "gpt"}.get(m["role"], m["role"])
+    counts = compare(strategy(**opts), data)
+    assert counts == {"fast": 16}
+
+
+def test_rows_with_tools_reasoning_or_odd_fields_go_to_axolotl():
+    data = rows(seed=6, n=12, turns=(2, 6), hi=40)
+    data[1]["tools"] = [{"type": "function", "function": {"name": "f", "description": "d",
+                                                          "parameters": {"type": "object"}}}]
+    data[2]["messages"][-1]["reasoning_content"] = "thinking hard"
+    data[3]["messages"][-1]["tool_calls"] = [{"type": "function", "function": {
+        "name": "f", "arguments": {"x": 1}}}]
+    data[4]["messages"][1]["content"] = "has a private \ue000 marker"
+    data[5]["messages"][-1]["content"] = "<think>\nplan\n</think>\n\nanswer"
+    for r in data:
+        r.setdefault("tools", None)
+    counts = compare(strategy(), data, chunk=12)
+    assert sum(counts.values()) == 12
+    assert counts["fast"] >= 7
+    assert counts.get("fallback: tools") == 1
+    assert sum(v for k, v in counts.items() if k.startswith("fallback")) >= 4
+
+
+@pytest.mark.parametrize("opts", [
+    {"train_on_eos": "all"},
+    {"roles_to_train": [], "train_on_eos": None},
+    {"message_field_training": "train"},
+])
+def test_configs_fastaxo_cannot_reproduce_stay_axolotls(opts):
+    data = rows(seed=7, n=6, turns=(2, 6), hi=40)
+    counts = compare(strategy(**opts), data)
+    assert counts.get("fast", 0) == 0
+
+
+def test_subclass_and_switch_off_stay_axolotls():
+    class Mine(ChatTemplateStrategy):
+        pass
+
+    s = strategy()
+    s.__class__ = Mine
+    assert compare(s, rows(seed=8, n=4, turns=4, hi=30)).get("fast", 0) == 0
+    s = strategy()
+    data = [{k: [r[k]] for k in r} for r in rows(seed=9, n=1, turns=4, hi=30)]
+    before = fx_chat.chat_counts().get("fast", 0)
+    with patched(parts=("chat_template",), chat_template=False):
+        s.tokenize_prompt(data[0])
+    assert fx_chat.chat_counts().get("fast", 0) == before
+
+
+def test_single_unbatched_prompt():
+    s = strategy()
+    row = rows(seed=10, n=1, turns=6, hi=50)[0]
+    want = s.tokenize_prompt(json.loads(json.dumps(row)))
+    with patched(parts=("chat_template",)):
+        got = s.tokenize_prompt(json.loads(json.dumps(row)))
+    assert got == want
+
+
+def test_axolotl_error_is_axolotls():
+    s = strategy("gemma")
+    bad = {"messages": [[{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]]}
+    with pytest.raises(Exception) as want:
+        s.tokenize_prompt(json.loads(json.dumps(bad)))
+    with patched(parts=("chat_template",)), pytest.raises(type(want.value), match="System role"):
+        s.tokenize_prompt(json.loads(json.dumps(bad)))
+
+
+# -- the real CLI ----------------------------------------------------------------------------
+
+def _chat_jsonl(path, n, seed):
+    rng = random.Random(seed)
+    with open(path, "w", encoding="utf-8") as fh:
+        for _ in range(n):
+            conv = chat_data.conversation(rng, rng.randint(2, 24), lo=10, hi=120)
+            fh.write(json.dumps({"messages": conv}, ensure_ascii=False) + "\n")
+
+
+@pytest.mark.slow
+def test_axolotl_preprocess_with_plugin_identical(tmp_path):
+    tok = chat_data.qwen3_tokenizer()
+    model = ah.make_model(tmp_path / "model", tok, hidden_size=16, intermediate_size=32,
+                          num_attention_heads=2, num_key_value_heads=1)
+    data = tmp_path / "chat.jsonl"
+    _chat_jsonl(data, 300, seed=11)
+    ds = [{"path": str(data), "type": "chat_template", "field_messages": "messages",
+           "chat_template": "tokenizer_default"}]
+    common = dict(model_dir=model, datasets=ds, sequence_len=8192, sample_packing=False,
+                  pad_to_sequence_len=False, dataset_num_proc=2,
+                  special_tokens={"pad_token": "<|endoftext|>"})
+    report = tmp_path / "report.jsonl"
+    base = ah.write_config(tmp_path / "base", **common)
+    plug = ah.write_config(tmp_path / "plug", **common, **ah.plugin_overrides(report))
+    for cfg in (base, plug):
+        ah.run_axolotl("preprocess", cfg, timeout=900, check=True)
+    want = ah.load_prepared(tmp_path / "base" / "prepared")
+    got = ah.load_prepared(tmp_path / "plug" / "prepared")
+    assert want.column_names == got.column_names and len(want) == len(got) > 250
+    assert want.features == got.features
+    for col in want.column_names:
+        assert want[col] == got[col], col
+    ev = ah.events(ah.read_report(report), "chat_template")
+    assert ev and sum(e["fast"] for e in ev) == 300
+    assert all(e["fallbacks"] == {} for e in ev)
+    assert len({e["pid"] for e in ev}) == 2  # the two tokenization workers
