@@ -62,6 +62,12 @@ Sections:
            --collate-reps times each, interleaved per batch (order alternating); epoch time =
            sum of per-batch medians; every tensor compared (torch.equal, dtype, shape). Two
            cases: attention_mask dropped (Axolotl 0.21's sdpa default) and kept (segment ids).
+  chat     Axolotl's ChatTemplateStrategy.tokenize_prompt without and with
+           `patched(parts=("chat_template",))` on the same batches of generated conversations,
+           template x turns (Qwen3's own, chatml, llama3; 2 to 256 turns), interleaved, rows
+           compared; --chat-e2e adds real `axolotl preprocess` runs of a 64-turn chat dataset
+           with and without the plugin (bench/_bench_chat.py has the details).
+           `--sections chat` runs it alone (no tokenized dataset, no e2e train runs).
 
 Output: a text report (stdout and <--out>.txt) and one JSON record per result (<--out>.jsonl),
 default bench/results/bench_axolotl.{txt,jsonl}. Peak memory = VmHWM over the RSS before the
@@ -1288,15 +1294,27 @@ def main() -> None:
     p.add_argument("--out", default=str(HERE / "results" / "bench_axolotl"),
                    help="output prefix: <out>.txt and <out>.jsonl (default bench/results/bench_axolotl)")
     p.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (printed)")
-    p.add_argument("--sections", default="dedupe,sampler,pack,collate",
-                   help="in-process sections to run, comma-separated (default: all of dedupe,sampler,pack,collate; "
-                        "the e2e runs are governed by --skip-e2e). Without dedupe, the later sections get the "
-                        "deduplicated dataset from the plugin's dedupe (the same rows, as the tests check)")
+    p.add_argument("--sections", default="dedupe,sampler,pack,collate,chat",
+                   help="in-process sections to run, comma-separated (default: all of dedupe,sampler,pack,collate,"
+                        "chat; the e2e runs are governed by --skip-e2e). Without dedupe, the later sections get the "
+                        "deduplicated dataset from the plugin's dedupe (the same rows, as the tests check). "
+                        "--sections chat alone skips the tokenized dataset and its e2e runs")
+    p.add_argument("--chat-reps", type=int, default=3, help="chat: interleaved rounds per cell")
+    p.add_argument("--chat-tokens", type=int, default=400_000, help="chat: about this many tokens per cell's batch")
+    p.add_argument("--chat-max-turns", type=int, default=0, help="chat: skip cells with more turns (0: none)")
+    p.add_argument("--chat-one-thread", action="store_true",
+                   help="chat: also time fastaxo with TOKENIZERS_PARALLELISM=false (fresh process)")
+    p.add_argument("--chat-e2e", action="store_true", help="chat: real `axolotl preprocess` with and without the plugin")
+    p.add_argument("--chat-e2e-rows", type=int, default=6000, help="chat e2e: conversations (default 6,000)")
+    p.add_argument("--chat-e2e-turns", type=int, default=64, help="chat e2e: turns per conversation (default 64)")
+    p.add_argument("--chat-e2e-reps", type=int, default=1, help="chat e2e: pairs of runs (default 1)")
+    p.add_argument("--chat-e2e-seq-len", type=int, default=65536, help="chat e2e: sequence_len (default 65536)")
+    p.add_argument("--chat-e2e-packing", action="store_true", help="chat e2e: sample_packing on")
     a = p.parse_args()
     a.sections = [x for x in a.sections.split(",") if x]
-    bad = sorted(set(a.sections) - {"dedupe", "sampler", "pack", "collate"})
+    bad = sorted(set(a.sections) - {"dedupe", "sampler", "pack", "collate", "chat"})
     if bad:
-        p.error(f"--sections: unknown section(s) {', '.join(bad)}; choose from dedupe,sampler,pack,collate")
+        p.error(f"--sections: unknown section(s) {', '.join(bad)}; choose from dedupe,sampler,pack,collate,chat")
     if a.quick:
         a.rows = min(a.rows, 10_000) if "--rows" not in sys.argv else a.rows
         a.reps = min(a.reps, 2)
@@ -1341,6 +1359,10 @@ def main() -> None:
     rec.append({"bench": "axolotl", "section": "meta", "command": cmdline, "args": vars(a), **git, "versions": ver,
                 "machine": machine(), "nproc": os.cpu_count(), "fastaxo_file": fastaxo.__file__,
                 "fastaxo_threads": fastaxo.default_num_threads(), "installed_differs": diff})
+
+    if a.sections == ["chat"]:
+        chat_only(a, tmp, tmp_obj, rec, hdr, t_run)
+        return
 
     # ---- data, tokenizer, model
     model_dir = tmp / "model"
@@ -1396,6 +1418,9 @@ def main() -> None:
     if "collate" in a.sections:
         with section("collate"):
             results["collate"] = collate_section(ctx, a, rec, e2e, train_ds, tok)
+    chat_lines: list[str] = []
+    if "chat" in a.sections:
+        chat_lines = chat_sections(a, tmp, rec)
     if e2e is not None:
         results["e2e_summary"] = e2e_summarize(e2e, results.get("dedupe"))
         es = results["e2e_summary"]
@@ -1410,7 +1435,7 @@ def main() -> None:
     total = time.perf_counter() - t_run
     hdr.append(f"# total run time: {total / 60:.1f} min; sections (wall, 1-min loadavg start -> end; 2 cores, "
                "others' jobs included): " + "; ".join(f"{n} {fs(t)}, {l0:.1f} -> {l1:.1f}" for n, t, l0, l1 in SECTIONS))
-    text = build_report(hdr, results, a)
+    text = build_report(hdr, results, a) + ("\n" + "\n".join(chat_lines) if chat_lines else "")
     print(text)
     Path(a.out + ".txt").write_text(text)
     rec.append({"bench": "axolotl", "section": "end", "total_s": total,
@@ -1419,6 +1444,42 @@ def main() -> None:
     log(f"wrote {a.out}.txt and {a.out}.jsonl in {total:.0f} s")
     if a.keep_tmp:
         log(f"temp dir kept: {tmp}")
+        tmp_obj._finalizer.detach()  # type: ignore[attr-defined]
+    else:
+        tmp_obj.cleanup()
+
+
+def chat_sections(a: argparse.Namespace, tmp: Path, rec: JsonRecorder) -> list[str]:
+    """The chat-template cells and, with --chat-e2e, the real preprocess runs (bench/_bench_chat.py)."""
+    import _bench_chat
+
+    # the cells run fastaxo with its default threads: the tokenizer's pool, which this script's
+    # OFFLINE_ENV turns off for the subprocess runs
+    saved = os.environ.pop("TOKENIZERS_PARALLELISM", None)
+    try:
+        with section("chat"):
+            res = _bench_chat.run_cells(a, rec, log)
+    finally:
+        if saved is not None:
+            os.environ["TOKENIZERS_PARALLELISM"] = saved
+    lines = _bench_chat.report(res, a.chat_one_thread)
+    if a.chat_e2e:
+        with section("chat_e2e"):
+            lines += _bench_chat.e2e_report(_bench_chat.e2e(tmp, a, rec, log))
+    return lines
+
+
+def chat_only(a: argparse.Namespace, tmp: Path, tmp_obj: Any, rec: JsonRecorder, hdr: list[str], t_run: float) -> None:
+    lines = chat_sections(a, tmp, rec)
+    total = time.perf_counter() - t_run
+    hdr.append(f"# total run time: {total / 60:.1f} min; sections (wall, 1-min loadavg start -> end; 2 cores, "
+               "others' jobs included): " + "; ".join(f"{n} {fs(t)}, {l0:.1f} -> {l1:.1f}" for n, t, l0, l1 in SECTIONS))
+    text = "\n".join(hdr) + "\n\n" + "\n".join(lines)
+    print(text)
+    Path(a.out + ".txt").write_text(text)
+    rec.append({"bench": "axolotl", "section": "end", "total_s": total})
+    log(f"wrote {a.out}.txt and {a.out}.jsonl in {total:.0f} s")
+    if a.keep_tmp:
         tmp_obj._finalizer.detach()  # type: ignore[attr-defined]
     else:
         tmp_obj.cleanup()

@@ -209,6 +209,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
+    from fastaxo.errors import InvalidInputError
     from fastaxo.pipeline import prepare
 
     # A Ctrl-C is a KeyboardInterrupt wherever it lands, but one that lands inside library code
@@ -244,8 +245,12 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
         )
         tok_opts = dict(add_special_tokens=not args.no_special_tokens,
                         append_eos=args.append_eos, eos_token=args.eos_token)
+        chat = _chat_options(args)
         rep: Any
         if args.ray is not None:
+            if chat is not None or args.messages_column is not None:
+                raise InvalidInputError("--ray: chat data (--messages-column, --chat-template, "
+                                        "--roles-to-train, ...) is prepared on one machine only")
             from fastaxo.integrations.ray import prepare as ray_prepare
 
 
@@ -269,6 +274,8 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
                 progress=not args.quiet,
                 num_threads=args.threads,
                 cancel=interrupted,
+                messages_column=args.messages_column,
+                chat=chat,
                 **common,
                 **tok_opts,
             )
@@ -405,6 +412,24 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return cmd_bench(args, args.argv[1:])
 
 
+
+def _chat_options(args: Any) -> dict[str, Any] | None:
+    """prepare's ``chat`` options from the CLI (None when none is given)."""
+    opts: dict[str, Any] = {}
+    if args.chat_template is not None:
+        opts["chat_template"] = args.chat_template
+    if args.roles_to_train is not None:
+        opts["roles_to_train"] = [r for r in args.roles_to_train.split(",") if r]
+    if args.train_on_inputs:
+        opts["train_on_inputs"] = True
+    if args.train_on_eos is not None:
+        opts["train_on_eos"] = args.train_on_eos
+    if args.train_on_eot is not None:
+        opts["train_on_eot"] = args.train_on_eot
+    if args.eot_tokens is not None:
+        opts["eot_tokens"] = [t for t in args.eot_tokens.split(",") if t]
+    return opts or None
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="fastaxo", description="Fast, memory-bounded data preparation for Axolotl."
@@ -475,6 +500,25 @@ def main(argv: list[str] | None = None) -> int:
                      "eos_token of tokenizer_config.json, or --eos-token); counted in the report")
     p_p.add_argument("--eos-token", metavar="TOKEN",
                      help="append this EOS token to every document (implies --append-eos)")
+    chat = p_p.add_argument_group(
+        "chat data (a messages column, with --tokenizer DIR holding tokenizer_config.json)",
+        "Axolotl's type: chat_template output: input_ids and role-masked labels")
+    chat.add_argument("--messages-column", metavar="NAME",
+                      help="the column of OpenAI-style messages (default: messages, used when "
+                      "there is no --text-column)")
+    chat.add_argument("--chat-template", metavar="FILE|NAME",
+                      help="a Jinja template file, or an Axolotl template name (chatml, llama3, "
+                      "...; needs axolotl); default: the tokenizer's")
+    chat.add_argument("--roles-to-train", metavar="ROLES",
+                      help="comma-separated roles whose turns are trained (default: assistant)")
+    chat.add_argument("--train-on-inputs", action="store_true",
+                      help="train on every turn (Axolotl's train_on_inputs)")
+    chat.add_argument("--train-on-eos", choices=("turn", "all", "last", "none"),
+                      help="which EOS tokens are trained (default: turn)")
+    chat.add_argument("--train-on-eot", choices=("turn", "all", "last", "none"),
+                      help="which end-of-turn tokens are trained (default: as --train-on-eos)")
+    chat.add_argument("--eot-tokens", metavar="TOKENS",
+                      help="comma-separated end-of-turn tokens (default: the EOS token)")
     p_p.add_argument("--format", choices=("parquet", "arrow", "jsonl", "csv", "tsv", "text"),
                      help="input format (default: from the file names)")
     p_p.add_argument(

@@ -306,3 +306,106 @@ def test_quick_renderer_equals_apply_chat_template(spec):
     convs = chat_data.conversations(seed=9, n=20, turns=(1, 12), hi=40)
     assert spec.render(convs) == spec._render_hf(convs)
     assert spec._fast_render() is not None
+
+
+# -- prepare on chat data ---------------------------------------------------------------------
+
+def _packed_rows(path):
+    """(input_ids, labels) of every sequence in a packed file, split where position_ids restart."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path)
+    out = []
+    for r in range(t.num_rows):
+        ids = t.column("input_ids")[r].values.to_numpy()
+        lab = t.column("labels")[r].values.to_numpy()
+        pos = t.column("position_ids")[r].values.to_numpy()
+        starts = np.flatnonzero(pos == 0)
+        for a, b in zip(starts, np.append(starts[1:], len(ids)), strict=True):
+            out.append((tuple(ids[a:b].tolist()), tuple(lab[a:b].tolist())))
+    return out
+
+
+def _write_chat(path, convs, fmt="jsonl"):
+    import json
+
+    if fmt == "jsonl":
+        with open(path, "w", encoding="utf-8") as fh:
+            for c in convs:
+                fh.write(json.dumps({"messages": c, "id": 1}, ensure_ascii=False) + "\n")
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({"messages": convs}), path)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_prepare_chat_rows_are_tokenize_chats(tmp_path, qwen, fmt):
+    from collections import Counter
+
+    import fastaxo
+
+    convs = chat_data.conversations(seed=21, n=40, turns=(1, 10), hi=60)
+    convs.append(convs[0])  # a duplicate: dropped by dedupe
+    src = tmp_path / f"chat.{fmt}"
+    _write_chat(src, convs, fmt)
+    out = tmp_path / "packed.parquet"
+    rep = fastaxo.prepare(str(src), str(out), 4096, tokenizer=str(chat_data.qwen3_dir()),
+                          batch_rows=16)
+    want = tokenize_chat(convs[:-1], qwen)
+    assert Counter(_packed_rows(out)) == Counter(zip(map(tuple, want.input_ids),
+                                                     map(tuple, want.labels), strict=True))
+    assert rep.rows_in == 41 and rep.duplicates == 1 and rep.labels
+    assert rep.tokenizer_settings["fallback_rows"] == {}
+    assert rep.tokenizer_settings["one_pass"] is True
+
+
+def test_prepare_chat_options_and_cli(tmp_path, qwen):
+    import subprocess
+    import sys
+
+    from fastaxo._core.backend import child_env
+
+    convs = chat_data.conversations(seed=22, n=12, turns=(2, 6), hi=40)
+    src = tmp_path / "c.jsonl"
+    _write_chat(src, [[{"role": m["role"], "content": m["content"]} for m in c] for c in convs])
+    import json
+
+    src2 = tmp_path / "c2.jsonl"
+    with open(src2, "w") as fh:
+        for c in convs:
+            fh.write(json.dumps({"conv": json.dumps(c)}) + "\n")
+    out = tmp_path / "o.parquet"
+    r = subprocess.run([sys.executable, "-m", "fastaxo", "prepare", str(src2), "-o", str(out),
+                        "--seq-len", "4096", "--tokenizer", str(chat_data.qwen3_dir()),
+                        "--messages-column", "conv", "--roles-to-train", "user,assistant",
+                        "--train-on-eos", "last", "--no-dedupe", "-q"],
+                       capture_output=True, text=True, env=child_env(), timeout=600)
+    assert r.returncode == 0, r.stderr
+    want = tokenize_chat(convs, qwen, roles_to_train=["user", "assistant"], train_on_eos="last")
+    from collections import Counter
+
+    assert Counter(_packed_rows(out)) == Counter(zip(map(tuple, want.input_ids),
+                                                     map(tuple, want.labels), strict=True))
+
+
+def test_prepare_chat_errors(tmp_path):
+    import fastaxo
+
+    src = tmp_path / "c.jsonl"
+    src.write_text('{"messages": [{"role": "user", "content": "a", "tool_calls": [1]}]}\n')
+    with pytest.raises(InvalidInputError, match=r"c.jsonl \(the batch from row 0, 0-based\): "
+                                                r"messages: row 0 message 0 has field 'tool_calls'"):
+        fastaxo.prepare(str(src), str(tmp_path / "o.parquet"), 256,
+                        tokenizer=str(chat_data.qwen3_dir()))
+    with pytest.raises(InvalidInputError, match="chat data gets its special tokens"):
+        fastaxo.prepare(str(src), str(tmp_path / "o.parquet"), 256, append_eos=True,
+                        tokenizer=str(chat_data.qwen3_dir()), messages_column="messages")
+    with pytest.raises(InvalidInputError, match="chat data needs tokenizer="):
+        fastaxo.prepare(str(src), str(tmp_path / "o.parquet"), 256, messages_column="messages")
+    with pytest.raises(InvalidInputError, match="is not a directory"):
+        fastaxo.prepare(str(src), str(tmp_path / "o.parquet"), 256,
+                        tokenizer=str(chat_data.qwen3_dir() / "tokenizer.json"),
+                        messages_column="messages")
+    assert not (tmp_path / "o.parquet").exists()

@@ -208,3 +208,37 @@ def test_axolotl_preprocess_with_plugin_identical(tmp_path):
     assert ev and sum(e["fast"] for e in ev) == 300
     assert all(e["fallbacks"] == {} for e in ev)
     assert len({e["pid"] for e in ev}) == 2  # the two tokenization workers
+
+
+@pytest.mark.parametrize("template", ["tokenizer_default", "chatml"])
+def test_fastaxo_prepare_matches_axolotl(tmp_path, template):
+    """`fastaxo prepare` of raw chat JSONL gives Axolotl's rows (packed: compared as sequences)."""
+    from collections import Counter
+
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    import fastaxo
+
+    data = rows(seed=12, n=40, turns=(1, 12), hi=80)
+    src = tmp_path / "chat.jsonl"
+    src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in data))
+    out = tmp_path / "packed.parquet"
+    chat = None if template == "tokenizer_default" else {"chat_template": template}
+    rep = fastaxo.prepare(str(src), str(out), 8192, tokenizer=str(chat_data.qwen3_dir()),
+                          chat=chat, dedupe=False)
+    s = strategy(template)
+    want = s.tokenize_prompt({"messages": [r["messages"] for r in json.loads(json.dumps(data))]})
+    t = pq.read_table(out)
+    got = []
+    for r in range(t.num_rows):
+        ids = t.column("input_ids")[r].values.to_numpy()
+        lab = t.column("labels")[r].values.to_numpy()
+        pos = t.column("position_ids")[r].values.to_numpy()
+        starts = np.flatnonzero(pos == 0)
+        for a, b in zip(starts, np.append(starts[1:], len(ids)), strict=True):
+            got.append((tuple(ids[a:b].tolist()), tuple(lab[a:b].tolist())))
+    assert Counter(got) == Counter(zip(map(tuple, want["input_ids"]), map(tuple, want["labels"]),
+                                       strict=True))
+    assert rep.tokenizer_settings["fallback_rows"] == {}
+    assert "every row in one pass" in str(rep)

@@ -13,7 +13,8 @@ import pyarrow as pa
 from fastaxo._core import arrow
 from fastaxo.errors import InvalidInputError, InvalidTypeError, NullValueError
 
-__all__ = ["TextTokenizer", "compact", "list_lengths", "load_tokenizer", "row_where",
+__all__ = ["ChatTokenizer", "TextTokenizer", "chat_tokenize", "compact", "list_lengths",
+           "load_tokenizer", "row_where",
            "text_tokenizer", "token_column", "tokenize"]
 
 _I32 = pa.int32()
@@ -194,3 +195,101 @@ def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int
         return pa.ListArray.from_arrays(arrow.from_numpy(offsets.astype(np.int32)),
                                         arrow.from_numpy(values))
     return pa.LargeListArray.from_arrays(arrow.from_numpy(offsets), arrow.from_numpy(values))
+
+
+class ChatTokenizer:
+    """prepare's chat path: a ``messages`` column (lists of ``{"role", "content"}``, or their
+    JSON text) to Axolotl's ``input_ids`` and role-masked ``labels`` (:mod:`fastaxo.chat`) with
+    a transformers tokenizer and its chat template (or ``chat_template``: a Jinja file, a
+    template string, or a name of Axolotl's built-in templates when Axolotl is installed)."""
+
+    def __init__(self, path: str, *, chat_template: str | None = None,
+                 **options: Any):
+        from fastaxo.chat import ChatSpec
+
+        try:
+            from transformers import AutoTokenizer
+        except ImportError:
+            raise ImportError("a messages column needs the 'transformers' library (chat "
+                              "templates): pip install transformers") from None
+        if not os.path.isdir(path):
+            raise InvalidInputError(f"tokenizer: {path!r} is not a directory; chat data needs a "
+                                    "Hugging Face tokenizer directory (tokenizer.json and "
+                                    "tokenizer_config.json)")
+        try:
+            tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        except Exception as e:  # noqa: BLE001 - transformers raises many types
+            raise InvalidInputError(f"tokenizer: cannot load {path}: {e}") from None
+        self.path, self.template_source = path, "tokenizer_config.json"
+        template = None
+        if chat_template is not None:
+            template, self.template_source = _template_text(chat_template)
+        self.spec = ChatSpec.create(tok, template, **options)
+        self.options = {k: (list(v) if isinstance(v, (tuple, set, frozenset)) else v)
+                        for k, v in options.items()}
+        self.fallbacks: dict[str, int] = {}
+        self.eos_id = None  # the template writes the end-of-turn tokens
+
+    def settings(self) -> dict[str, Any]:
+        return {"file": self.path, "chat_template": self.template_source, **self.options,
+                "one_pass": self.spec.problem() is None,
+                "fallback_rows": dict(self.fallbacks)}
+
+
+def _template_text(value: str) -> tuple[str, str]:
+    if os.path.isfile(value):
+        with open(value, encoding="utf-8") as fh:
+            return fh.read(), value
+    if "{%" in value or "{{" in value:
+        return value, "the template given"
+    try:
+        from axolotl.utils.chat_templates import get_chat_template
+    except ImportError:
+        raise InvalidInputError(
+            f"chat_template: {value!r} is not a file or a Jinja template; named templates are "
+            "Axolotl's (pip install axolotl) or pass the template's file") from None
+    try:
+        return get_chat_template(value), f"axolotl:{value}"
+    except Exception as e:  # noqa: BLE001
+        raise InvalidInputError(f"chat_template: {value!r}: {e}") from None
+
+
+def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0: int
+                  ) -> tuple[pa.Array, pa.Array]:
+    """The ``messages`` column ``arr`` as ``(input_ids, labels)`` list<int32> columns."""
+    from fastaxo.chat import tokenize_chat
+    from fastaxo.errors import FastaxoError
+
+    if arr.null_count:
+        i = int(np.flatnonzero(~np.asarray(arr.is_valid()))[0])
+        raise NullValueError(f"{row_where(path, row0 + i)}: {column} is null; expected a list "
+                             "of messages")
+    try:
+        res = tokenize_chat(arr.to_pylist(), spec=ct.spec)
+    except FastaxoError as e:
+        # the message names the row within the batch: say the file and where the batch starts
+        raise type(e)(f"{path} (the batch from row {row0:,}, 0-based): {e}") from None
+    for reason, n in res.fallbacks.items():
+        ct.fallbacks[reason] = ct.fallbacks.get(reason, 0) + n
+    return _int32_lists(res.input_ids), _int32_lists(res.labels)
+
+
+def _int32_lists(rows: list[list[int]]) -> pa.Array:
+    from fastaxo._core.ragged import lists_to_values
+
+    got = lists_to_values(rows)
+    if got is None or isinstance(got[0], str):
+        lens = np.fromiter(map(len, rows), np.int64, count=len(rows))
+        values = np.fromiter(itertools.chain.from_iterable(rows), np.int64,
+                             count=int(lens.sum()))
+    else:
+        values, lens = got
+    if values.size and (values.min() < -(2**31) or values.max() > 2**31 - 1):
+        raise InvalidInputError("tokenizer: token ids beyond int32; prepare writes int32 columns")
+    offsets = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    v32 = values.astype(np.int32)
+    if offsets[-1] < 2**31:
+        return pa.ListArray.from_arrays(arrow.from_numpy(offsets.astype(np.int32)),
+                                        arrow.from_numpy(v32))
+    return pa.LargeListArray.from_arrays(arrow.from_numpy(offsets), arrow.from_numpy(v32))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,10 +31,10 @@ from fastaxo._core.checks import positive_int
 from fastaxo._core.files import check_not_an_input, check_writable_dir
 from fastaxo._core.proc import io_counters, status_kib
 from fastaxo._core.threads import resolve_num_threads
-from fastaxo.errors import FileFormatError, InvalidTypeError
+from fastaxo.errors import FileFormatError, InvalidInputError, InvalidTypeError
 from fastaxo.hashing import Seen
 from fastaxo.hashing import dedupe as dedupe_rows
-from fastaxo.pipeline.columns import compact, text_tokenizer
+from fastaxo.pipeline.columns import ChatTokenizer, compact, text_tokenizer
 from fastaxo.pipeline.report import PrepareReport
 from fastaxo.pipeline.stages import (
     ATTENTION_MODES,
@@ -78,7 +78,8 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
             format: str | None = None, progress: bool = False, num_threads: int | None = None,
             reader_options: dict[str, Any] | None = None, cancel: Any = None,
             add_special_tokens: bool = True, append_eos: bool = False,
-            eos_token: str | None = None) -> PrepareReport:
+            eos_token: str | None = None, messages_column: str | None = None,
+            chat: Mapping[str, Any] | None = None) -> PrepareReport:
     """Dedupe and pack tokenized rows from files into a packed Parquet file, in bounded memory.
 
     Parameters
@@ -116,6 +117,16 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
     append_eos, eos_token : bool, str
         With ``tokenizer``: append the EOS token to every document (``eos_token``, default the
         ``eos_token`` of the tokenizer_config.json beside tokenizer.json); counted in the report.
+    messages_column, chat : str, dict
+        Chat data (OpenAI ``messages``: lists of ``{"role", "content"}``): with ``tokenizer``
+        (a directory with tokenizer_config.json), rows of ``messages_column`` (default
+        ``messages``, used when the input has no ``text_column`` but has ``messages``) become
+        Axolotl's ``input_ids`` and role-masked ``labels`` (``type: chat_template``, see
+        :func:`fastaxo.chat.tokenize_chat`). ``chat`` holds Axolotl's options:
+        ``chat_template`` (a Jinja file or string, or an Axolotl template name), ``roles_to_train``
+        (default ``["assistant"]``), ``train_on_inputs``, ``train_on_eos`` (default ``"turn"``),
+        ``train_on_eot``, ``eot_tokens``, ``template_kwargs``. Rows the one-pass path cannot
+        prove are made by Axolotl's own algorithm, counted in the report's tokenizer settings.
     batch_rows, format, reader_options
         Passed to :func:`fastaxo.iter_batches` (``format`` for names it cannot detect).
     progress : bool
@@ -140,8 +151,10 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
     files = resolve_source(inputs, format)
     check_not_an_input(output, [p for p, _, _ in files])
     check_writable_dir(output)  # before any work: a bad path fails now, not after the run
-    tok = text_tokenizer(tokenizer, add_special_tokens=add_special_tokens, append_eos=append_eos,
-                         eos_token=eos_token)
+    chat_mode = messages_column is not None or chat is not None
+    if chat_mode and tokenizer is None:
+        raise InvalidInputError("messages_column / chat: chat data needs tokenizer= (a tokenizer "
+                                "directory with its chat template)")
     # Read-ahead: 64 MiB is plenty to keep the packer fed and keeps the peak down.
     ropts = {"prefetch_bytes": 64 << 20, **(reader_options or {})}
 
@@ -150,8 +163,22 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
     io0 = io_counters()
     opened: list[tuple[Any, pa.Schema, int | None] | None] = [None] * len(files)
     opened[0] = first = _schema_of(*files[0], batch_rows, ropts)
+    if (tokenizer is not None and not chat_mode and text_column not in first[1].names
+            and "messages" in first[1].names):
+        chat_mode = True  # a chat dataset: its messages column
+    tok: Any
+    if chat_mode:
+        if not (add_special_tokens and not append_eos and eos_token is None):
+            raise InvalidInputError("add_special_tokens / append_eos / eos_token: chat data gets "
+                                    "its special tokens from the chat template; leave them unset")
+        text_column = messages_column or "messages"
+        assert tokenizer is not None  # checked above
+        tok = ChatTokenizer(tokenizer, **dict(chat or {}))
+    else:
+        tok = text_tokenizer(tokenizer, add_special_tokens=add_special_tokens,
+                             append_eos=append_eos, eos_token=eos_token)
     has_labels, key_cols = first_columns(first[1], files[0][0], tok is not None, text_column,
-                                         dedupe_columns)
+                                         dedupe_columns, chat=chat_mode)
     del first  # opened[0] holds it until the first file is read, then lets it go
 
     att_mode = ATTENTION_MODES[attention]
@@ -204,7 +231,7 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
             opened[fi] = None
             cols = input_columns(schema, path, files[0][0], tokenizing=tok is not None,
                                  text_column=text_column, has_labels=has_labels, dedupe=dedupe,
-                                 key_cols=key_cols)
+                                 key_cols=key_cols, chat=chat_mode)
             reader = make_reader(cols)
             row0 = 0
             try:
@@ -271,6 +298,8 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
         if bar is not None:
             bar.close()
     rep.finish(time.perf_counter() - t_start)
+    if tok is not None:
+        rep.tokenizer_settings = tok.settings()  # the chat path's fallback counts
     rep.row_groups = writer.row_groups
     io1 = io_counters()
     if io0 and io1:

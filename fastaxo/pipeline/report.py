@@ -63,6 +63,16 @@ class ReportCounts:
         s = self.tokenizer_settings
         if not s:
             return []
+        if "chat_template" in s:  # the chat path (ChatTokenizer.settings)
+            fb = s.get("fallback_rows") or {}
+            opts = ", ".join(f"{k} {v}" for k, v in s.items()
+                             if k not in ("file", "chat_template", "one_pass", "fallback_rows"))
+            line = (f"  chat template      {s['file']} ({s['chat_template']}): Axolotl's "
+                    f"chat_template masking{', ' + opts if opts else ''}; "
+                    + (f"{sum(fb.values()):,} rows by Axolotl's algorithm ("
+                       + "; ".join(f"{n:,} {r}" for r, n in fb.items()) + ")" if fb
+                       else "every row in one pass"))
+            return [line]
         line = (f"  tokenizer          {s['file']}: whole rows, special tokens "
                 f"{'on' if s['add_special_tokens'] else 'off'}, "
                 + (f"EOS {s['eos_token']!r} appended to {self.eos_appended:,} rows"

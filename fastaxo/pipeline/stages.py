@@ -19,7 +19,14 @@ from fastaxo.errors import (
     SequenceTooLongError,
 )
 from fastaxo.packing import STRATEGIES, iter_pack
-from fastaxo.pipeline.columns import list_lengths, row_where, token_column, tokenize
+from fastaxo.pipeline.columns import (
+    ChatTokenizer,
+    chat_tokenize,
+    list_lengths,
+    row_where,
+    token_column,
+    tokenize,
+)
 
 __all__ = ["ATTENTION_LAYOUTS", "ATTENTION_MODES", "DEFAULT_PACK_WINDOW", "OVERFLOW",
            "ROW_GROUP_TOKENS", "check_batch", "check_options", "first_columns", "input_columns",
@@ -62,13 +69,15 @@ def check_options(seq_len: Any, strategy: Any, overflow: Any, attention: Any, pa
 
 
 def first_columns(schema: pa.Schema, where: str, tokenizing: bool, text_column: str,
-                  dedupe_columns: list[str] | None) -> tuple[bool, list[str]]:
-    """(labels used, dedupe columns) from the first input's schema, which fixes the columns."""
+                  dedupe_columns: list[str] | None, chat: bool = False) -> tuple[bool, list[str]]:
+    """(labels used, dedupe columns) from the first input's schema, which fixes the columns.
+    ``chat``: ``text_column`` is a messages column, which gives labels."""
     if tokenizing:
         if text_column not in schema.names:
-            raise ColumnNotFoundError(f"{where}: no text column {text_column!r} to tokenize "
+            what = "messages column" if chat else "text column"
+            raise ColumnNotFoundError(f"{where}: no {what} {text_column!r} to tokenize "
                                       f"(columns: {schema.names}); pass --text-column")
-        has_labels = False
+        has_labels = chat
     else:
         if "input_ids" not in schema.names:
             raise ColumnNotFoundError(f"{where}: no column 'input_ids' (columns: {schema.names}); "
@@ -80,7 +89,7 @@ def first_columns(schema: pa.Schema, where: str, tokenizing: bool, text_column: 
 
 def input_columns(schema: pa.Schema, where: str, first: str, *, tokenizing: bool,
                   text_column: str, has_labels: bool, dedupe: bool,
-                  key_cols: list[str]) -> list[str]:
+                  key_cols: list[str], chat: bool = False) -> list[str]:
     """The columns to read from an input (errors when it does not have what the first input
     has); every input goes through this, the first one too."""
     need = [text_column] if tokenizing else ["input_ids"] + (["labels"] if has_labels else [])
@@ -96,7 +105,7 @@ def input_columns(schema: pa.Schema, where: str, first: str, *, tokenizing: bool
         raise ColumnNotFoundError(
             f"{where}: no text column {text_column!r} (columns: {schema.names})")
     if dedupe:
-        produced = {"input_ids", "labels"} if not tokenizing else {"input_ids"}
+        produced = {"input_ids", "labels"} if not tokenizing or chat else {"input_ids"}
         missing = [c for c in key_cols if c not in produced and c not in schema.names]
         if missing:
             raise ColumnNotFoundError(f"{where}: dedupe column {missing[0]!r} not in the data "
@@ -121,7 +130,12 @@ def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
     name the file and row) and as list<int32>: ``({"input_ids", ["labels"]}, lengths, seconds
     spent tokenizing)``. With ``tok``, ``text_column`` is tokenized instead."""
     tsec = 0.0
-    if tok is not None:
+    if isinstance(tok, ChatTokenizer):
+        tt = time.perf_counter()
+        ids, labels = chat_tokenize(tok, batch.column(text_column), text_column, path, row0)
+        work = {"input_ids": ids, "labels": labels}
+        tsec = time.perf_counter() - tt
+    elif tok is not None:
         tt = time.perf_counter()
         work = {"input_ids": tokenize(tok, batch.column(text_column), text_column, path, row0)}
         tsec = time.perf_counter() - tt
