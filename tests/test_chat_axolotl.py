@@ -242,3 +242,55 @@ def test_fastaxo_prepare_matches_axolotl(tmp_path, template):
                                        strict=True))
     assert rep.tokenizer_settings["fallback_rows"] == {}
     assert "every row in one pass" in str(rep)
+
+
+# -- the length filter --------------------------------------------------------------------
+
+def _ragged_dataset(seed, n=300, shuffle=False):
+    import datasets
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    lens = rng.integers(0, 24, n)
+    ids = [rng.integers(0, 1000, k).tolist() for k in lens]
+    ds = datasets.Dataset.from_dict({"input_ids": ids, "labels": ids,
+                                     "attention_mask": [[1] * k for k in lens]})
+    return ds.shuffle(seed=seed) if shuffle else ds
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("min_len", [None, 5])
+def test_length_filter_keeps_axolotls_rows(shuffle, min_len):
+    from axolotl.utils.data.utils import handle_long_seq_in_dataset
+
+    ds = _ragged_dataset(1, shuffle=shuffle)
+    cfg = DictDefault({"excess_length_strategy": "drop", "min_sample_len": min_len,
+                       "dataset_num_proc": 1, "is_preprocess": True})
+    want = handle_long_seq_in_dataset(ds, 16, cfg)
+    with patched(parts=("length_filter",)):
+        got = handle_long_seq_in_dataset(ds, 16, cfg)
+    assert len(got) < len(ds)
+    assert got.flatten_indices().data.table.equals(want.flatten_indices().data.table)
+    lo = min_len or 2
+    everything = _ragged_dataset(2).filter(lambda r: lo <= len(r["input_ids"]) <= 16)
+    with patched(parts=("length_filter",)):
+        same = handle_long_seq_in_dataset(everything, 16, cfg)
+    assert same.flatten_indices().data.table.equals(everything.flatten_indices().data.table)
+
+
+def test_length_filter_raises_as_axolotl():
+    from axolotl.utils.data.utils import handle_long_seq_in_dataset
+
+    ds = _ragged_dataset(3)
+    cfg = DictDefault({"excess_length_strategy": "raise", "dataset_num_proc": 1,
+                       "is_preprocess": True})
+    with pytest.raises(ValueError) as want:
+        handle_long_seq_in_dataset(ds, 16, cfg)
+    with patched(parts=("length_filter",)), pytest.raises(ValueError) as got:
+        handle_long_seq_in_dataset(ds, 16, cfg)
+    assert str(got.value) == str(want.value)
+    ok = _ragged_dataset(4).filter(lambda r: len(r["input_ids"]) <= 16)
+    want_ok = handle_long_seq_in_dataset(ok, 16, cfg)
+    with patched(parts=("length_filter",)):
+        got_ok = handle_long_seq_in_dataset(ok, 16, cfg)
+    assert got_ok.flatten_indices().data.table.equals(want_ok.flatten_indices().data.table)

@@ -20,7 +20,7 @@ from typing import Any
 from fastaxo.chat import ChatEngine, ChatSpec, Fallback
 from fastaxo.integrations.axolotl.settings import current, report, say_once
 
-__all__ = ["chat_counts", "make_tokenize_prompt"]
+__all__ = ["chat_counts", "engine_for", "make_tokenize_prompt"]
 
 _ENGINE_ATTR = "_fastaxo_chat_engine"
 _counts: Counter[str] = Counter()
@@ -33,7 +33,11 @@ def chat_counts() -> dict[str, int]:
         return dict(_counts)
 
 
-def _engine(strategy: Any) -> ChatEngine | None:
+def engine_for(strategy: Any) -> ChatEngine | None:
+    """The strategy's engine (made once, kept on it), or None when fastaxo leaves this
+    strategy to Axolotl (said once, with the reason)."""
+    if not isinstance(strategy, _strategy_class()):
+        return None
     cached = strategy.__dict__.get(_ENGINE_ATTR, False)
     if cached is not False:
         return cached
@@ -49,6 +53,12 @@ def _engine(strategy: Any) -> ChatEngine | None:
                  f"for this dataset ({problem})", logging.WARNING)
     strategy.__dict__[_ENGINE_ATTR] = engine
     return engine
+
+
+def _strategy_class() -> type:
+    from axolotl.prompt_strategies.chat_template import ChatTemplateStrategy
+
+    return ChatTemplateStrategy
 
 
 def _strategy_problem(strategy: Any) -> str | None:
@@ -75,7 +85,7 @@ def make_tokenize_prompt(original: Any) -> Any:
     def tokenize_prompt(self: Any, prompt: dict[str, Any]) -> Any:
         if not current().chat_template:
             return original(self, prompt)
-        engine = _engine(self)
+        engine = engine_for(self)
         if engine is None:
             return original(self, prompt)
         from axolotl.utils.dict import remove_none_values

@@ -8,7 +8,9 @@ import contextlib
 from typing import Any
 
 from fastaxo.integrations.axolotl.chat import make_tokenize_prompt
+from fastaxo.integrations.axolotl.chat_queue import make_tokenize_with_work_queue
 from fastaxo.integrations.axolotl.dedupe import make_deduplicate_dataset
+from fastaxo.integrations.axolotl.filters import make_drop_outside_range
 from fastaxo.integrations.axolotl.packer import make_generate_batches, make_pack_parallel
 from fastaxo.integrations.axolotl.settings import Settings, say_once, use
 
@@ -23,12 +25,20 @@ _TARGETS: dict[str, list[tuple[str, str, Any, tuple[str, ...]]]] = {
                  make_generate_batches, ("self", "set_stats"))],
     "chat_template": [("axolotl.prompt_strategies.chat_template",
                        "ChatTemplateStrategy.tokenize_prompt", make_tokenize_prompt,
-                       ("self", "prompt"))],
+                       ("self", "prompt")),
+                      ("axolotl.datasets", "tokenize_with_work_queue",
+                       make_tokenize_with_work_queue,
+                       ("prompt_tokenizer", "dataset", "num_proc", "keep_in_memory"))],
+    "length_filter": [("axolotl.utils.data.utils", "_drop_outside_range", make_drop_outside_range,
+                       ("dataset", "max_len", "min_len", "raise_on_long", "filter_kwargs"))],
 }
 _originals: dict[tuple[str, str], tuple[Any, str, Any]] = {}
+# Axolotl's own import cycle: `import axolotl.datasets` first fails (it reaches
+# axolotl.utils.data, which imports axolotl.datasets back); importing this first does not.
+_IMPORT_FIRST = {"axolotl.datasets": "axolotl.utils.data"}
 
 
-def patch_axolotl(parts=("dedupe", "packing", "chat_template")) -> list[str]:
+def patch_axolotl(parts=("dedupe", "packing", "chat_template", "length_filter")) -> list[str]:
     """Replace Axolotl's functions for ``parts``; returns the parts replaced. A function whose
     signature is not the one fastaxo was built against is left alone (said once in the log)."""
     import importlib
@@ -42,6 +52,8 @@ def patch_axolotl(parts=("dedupe", "packing", "chat_template")) -> list[str]:
                 ok = True
                 continue
             try:
+                if modname in _IMPORT_FIRST:
+                    importlib.import_module(_IMPORT_FIRST[modname])
                 owner = importlib.import_module(modname)
                 *path, name = attr.split(".")
                 for p in path:
@@ -72,7 +84,7 @@ def unpatch_axolotl() -> None:
 
 
 @contextlib.contextmanager
-def patched(parts=("dedupe", "packing", "chat_template"), **settings: Any):
+def patched(parts=("dedupe", "packing", "chat_template", "length_filter"), **settings: Any):
     """``with patched(): ...`` runs Axolotl with fastaxo's dedupe, packer and chat-template
     tokenization (``parts`` picks some), e.g. around a script that calls a strategy's
     ``tokenize_prompt`` itself."""

@@ -27,6 +27,7 @@ class Settings:
     dedupe: bool = True
     packing: bool = True
     chat_template: bool = True
+    length_filter: bool = True
     collator: bool = True
     streaming: bool = False
     loader_health: bool = True
@@ -48,6 +49,7 @@ class Settings:
             dedupe=flag("fastaxo_dedupe", True),
             packing=flag("fastaxo_packing", True),
             chat_template=flag("fastaxo_chat_template", True),
+            length_filter=flag("fastaxo_length_filter", True),
             collator=flag("fastaxo_collator", True),
             streaming=flag("fastaxo_streaming", False),
             loader_health=flag("fastaxo_loader_health", True),
