@@ -88,6 +88,9 @@ class ChatEngine:
         trainable = {i: [j for j, t in enumerate(conversations[i])
                          if spec.train_on_inputs or t["role"] in spec.roles_to_train]
                      for i in texts}
+        for i in texts:
+            if not trainable[i]:
+                located[i] = []  # nothing to place: the text is all there is
         for variant in _VARIANTS:
             todo = [i for i in texts if i not in located and out[i] is None
                     and (variant is _VARIANTS[0] or _changes(variant, conversations[i],
