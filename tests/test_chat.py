@@ -247,9 +247,8 @@ def test_prepare_chat_rows_are_tokenize_chats(tmp_path, qwen, fmt):
 
 def test_prepare_chat_options_and_cli(tmp_path, qwen):
     import subprocess
-    import sys
 
-    from fastaxo._core.backend import child_env
+    from fastaxo._core.backend import child_argv, child_env
 
     convs = chat_data.conversations(seed=22, n=12, turns=(2, 6), hi=40)
     src = tmp_path / "c.jsonl"
@@ -261,11 +260,13 @@ def test_prepare_chat_options_and_cli(tmp_path, qwen):
         for c in convs:
             fh.write(json.dumps({"conv": json.dumps(c)}) + "\n")
     out = tmp_path / "o.parquet"
-    r = subprocess.run([sys.executable, "-m", "fastaxo", "prepare", str(src2), "-o", str(out),
-                        "--seq-len", "4096", "--tokenizer", str(chat_data.qwen3_dir()),
-                        "--messages-column", "conv", "--roles-to-train", "user,assistant",
-                        "--train-on-eos", "last", "--no-dedupe", "-q"],
-                       capture_output=True, text=True, env=child_env(), timeout=600)
+    # child_argv: the child imports this same fastaxo, not the source tree of the cwd
+    r = subprocess.run(child_argv("fastaxo", "prepare", str(src2), "-o", str(out),
+                                  "--seq-len", "4096", "--tokenizer", str(chat_data.qwen3_dir()),
+                                  "--messages-column", "conv", "--roles-to-train",
+                                  "user,assistant", "--train-on-eos", "last", "--no-dedupe",
+                                  "-q"),
+                       capture_output=True, text=True, env=child_env(), timeout=600, cwd="/")
     assert r.returncode == 0, r.stderr
     want = tokenize_chat(convs, qwen, roles_to_train=["user", "assistant"], train_on_eos="last")
     from collections import Counter
