@@ -71,6 +71,16 @@ def from_numpy(a: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.from_numpy_dtype(a.dtype), len(a), [None, pa.py_buffer(a)])
 
 
+def list_array(values: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """``values`` cut into rows of ``lengths``: list<T>, or large_list<T> when the offsets do
+    not fit int32. No copy of the values."""
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if offsets[-1] < 2**31:
+        return pa.ListArray.from_arrays(from_numpy(offsets.astype(np.int32)), from_numpy(values))
+    return pa.LargeListArray.from_arrays(from_numpy(offsets), from_numpy(values))
+
+
 def _u8(buf: pa.Buffer | None) -> np.ndarray:
     return _EMPTY_U8 if buf is None else np.frombuffer(buf, dtype=np.uint8)
 

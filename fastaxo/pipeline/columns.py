@@ -187,14 +187,7 @@ def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int
     if tt.eos_id is not None:
         eos = [tt.eos_id]
         rows = [ids + eos for ids in rows]
-    lens = np.fromiter(map(len, rows), np.int64, count=len(rows))
-    offsets = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(lens, out=offsets[1:])
-    values = np.fromiter(itertools.chain.from_iterable(rows), np.int32, count=int(offsets[-1]))
-    if offsets[-1] < 2**31:
-        return pa.ListArray.from_arrays(arrow.from_numpy(offsets.astype(np.int32)),
-                                        arrow.from_numpy(values))
-    return pa.LargeListArray.from_arrays(arrow.from_numpy(offsets), arrow.from_numpy(values))
+    return _int32_lists(rows)
 
 
 class ChatTokenizer:
@@ -275,6 +268,7 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
 
 
 def _int32_lists(rows: list[list[int]]) -> pa.Array:
+    """Rows of token ids as list<int32> (flattened in one C pass)."""
     from fastaxo._core.ragged import lists_to_values
 
     got = lists_to_values(rows)
@@ -286,10 +280,4 @@ def _int32_lists(rows: list[list[int]]) -> pa.Array:
         values, lens = got
     if values.size and (values.min() < -(2**31) or values.max() > 2**31 - 1):
         raise InvalidInputError("tokenizer: token ids beyond int32; prepare writes int32 columns")
-    offsets = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(lens, out=offsets[1:])
-    v32 = values.astype(np.int32)
-    if offsets[-1] < 2**31:
-        return pa.ListArray.from_arrays(arrow.from_numpy(offsets.astype(np.int32)),
-                                        arrow.from_numpy(v32))
-    return pa.LargeListArray.from_arrays(arrow.from_numpy(offsets), arrow.from_numpy(v32))
+    return arrow.list_array(values.astype(np.int32), lens)

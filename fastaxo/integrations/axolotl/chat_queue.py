@@ -69,14 +69,7 @@ def _record_batch(result: dict[str, list[Any]]) -> pa.RecordBatch | None:
                 values = values.astype(narrow)
         elif narrow is not None:
             values = values.astype(narrow)
-        offsets = np.zeros(len(rows) + 1, np.int64)
-        np.cumsum(lens, out=offsets[1:])
-        if offsets[-1] < 2**31:
-            cols[key] = pa.ListArray.from_arrays(arrow.from_numpy(offsets.astype(np.int32)),
-                                                 arrow.from_numpy(values))
-        else:
-            cols[key] = pa.LargeListArray.from_arrays(arrow.from_numpy(offsets),
-                                                      arrow.from_numpy(values))
+        cols[key] = arrow.list_array(values, lens)
     return pa.RecordBatch.from_pydict(cols)
 
 
