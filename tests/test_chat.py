@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fastaxo._core import backend
 from fastaxo._reference import chat as ref
@@ -294,3 +296,58 @@ def test_prepare_chat_errors(tmp_path):
                         tokenizer=str(chat_data.qwen3_dir() / "tokenizer.json"),
                         messages_column="messages")
     assert not (tmp_path / "o.parquet").exists()
+
+
+# -- Hypothesis: contents that share characters with the placeholders and the template -------
+
+_TRICKY = list("[]zd_ma\n \t") + ["[[", "]]", "zz", "dummy", "<|im_end|>", "<think>", "</think>",
+                                  "é", "数", "🙂", "\r\n", "message"]
+
+
+@st.composite
+def tricky_conversation(draw):
+    n = draw(st.integers(1, 5))
+    roles = draw(st.lists(st.sampled_from(["system", "user", "assistant"]), min_size=n,
+                          max_size=n))
+    contents = draw(st.lists(st.lists(st.sampled_from(_TRICKY), max_size=6).map("".join),
+                             min_size=n, max_size=n))
+    return [{"role": r, "content": c} for r, c in zip(roles, contents, strict=True)]
+
+
+_SPECS: dict[str, ChatSpec] = {}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(conv=tricky_conversation(), eos=st.sampled_from(["turn", "last", "none"]))
+def test_engine_equals_reference_on_tricky_contents(qwen, conv, eos):
+    spec = _SPECS.get(eos) or _SPECS.setdefault(eos, ChatSpec.create(qwen, train_on_eos=eos))
+    (got,) = ChatEngine(spec).run([conv])
+    try:
+        want = ref.tokenize_conversation(conv, spec)
+    except Exception as exc:  # noqa: BLE001 - Axolotl's algorithm raises: so must fastaxo's row
+        assert isinstance(got, Fallback), (conv, exc)
+        return
+    if not isinstance(got, Fallback):
+        assert got == want, conv
+
+
+def test_tricky_contents_mostly_take_the_one_pass_path(spec):
+    """The Hypothesis test above holds for the rows the engine makes; here, that it makes most
+    of them (a row only falls back where the template really rewrites its text: '</think>' in
+    an assistant message, leading newlines Qwen3 strips in a non-final answer, ...)."""
+    import random
+
+    rng = random.Random(0)
+    convs = []
+    for _ in range(300):
+        n = rng.randint(1, 5)
+        convs.append([{"role": rng.choice(["system", "user", "assistant"]),
+                       "content": "".join(rng.choice(_TRICKY) for _ in range(rng.randint(0, 6)))}
+                      for _ in range(n)])
+    got = ChatEngine(spec).run(convs)
+    fast = [(c, g) for c, g in zip(convs, got, strict=True) if not isinstance(g, Fallback)]
+    assert len(fast) >= 0.8 * len(convs)
+    for c, g in fast:
+        assert g == ref.tokenize_conversation(c, spec), c
+    assert {g.reason for g in got if isinstance(g, Fallback)} <= {
+        "the template rewrites message text"}

@@ -294,3 +294,28 @@ def test_length_filter_raises_as_axolotl():
     with patched(parts=("length_filter",)):
         got_ok = handle_long_seq_in_dataset(ok, 16, cfg)
     assert got_ok.flatten_indices().data.table.equals(want_ok.flatten_indices().data.table)
+
+
+def test_fallbacks_reported_and_said_once(tmp_path, caplog):
+    import logging
+
+    s = strategy()
+    data = rows(seed=13, n=6, turns=4, hi=30)
+    data[0]["tools"] = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    for r in data:
+        r.setdefault("tools", None)
+    batch = {k: [r[k] for r in data] for k in data[0]}
+    report_path = tmp_path / "r.jsonl"
+    from fastaxo.integrations.axolotl import settings as fx_settings
+
+    fx_settings._said.discard("chat-row-tools")  # an earlier test may have said it
+    with caplog.at_level(logging.WARNING, logger="fastaxo.axolotl"), \
+            patched(parts=("chat_template",), report=str(report_path)):
+        s.tokenize_prompt(json.loads(json.dumps(batch)))
+        s.tokenize_prompt(json.loads(json.dumps(batch)))
+    ev = ah.events(ah.read_report(report_path), "chat_template")
+    assert [(e["rows"], e["fast"], e["fallbacks"]) for e in ev] == [(6, 5, {"tools": 1})] * 2
+    said = [r.getMessage() for r in caplog.records
+            if r.name == "fastaxo.axolotl" and "tools" in r.getMessage()]
+    assert said == ["fastaxo: chat_template: a row goes to Axolotl's own tokenization: tools "
+                    "(each such row is counted, see fastaxo_report)"]  # once for two calls
