@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections import Counter, defaultdict
 from typing import Any
 
 from fastaxo.chat import ChatEngine, ChatSpec, Fallback
 from fastaxo.integrations.axolotl.settings import current, report, say_once
 
-__all__ = ["chat_counts", "engine_for", "make_tokenize_prompt"]
+__all__ = ["chat_counts", "engine_for", "make_tokenize_prompt", "tokenize_prompt"]
 
-_ENGINE_ATTR = "_fastaxo_chat_engine"
+# strategy -> its engine (or None: Axolotl's), beside the strategy rather than on it, so the
+# strategy's state (what datasets hashes for its fingerprint, what a spawned worker unpickles)
+# stays Axolotl's
+_engines: weakref.WeakKeyDictionary[Any, ChatEngine | None] = weakref.WeakKeyDictionary()
 _counts: Counter[str] = Counter()
 _lock = threading.Lock()
 
@@ -38,9 +42,8 @@ def engine_for(strategy: Any) -> ChatEngine | None:
     strategy to Axolotl (said once, with the reason)."""
     if not isinstance(strategy, _strategy_class()):
         return None
-    cached = strategy.__dict__.get(_ENGINE_ATTR, False)
-    if cached is not False:
-        return cached
+    if strategy in _engines:
+        return _engines[strategy]
     engine = None
     problem = _strategy_problem(strategy)
     if problem is None:
@@ -51,7 +54,7 @@ def engine_for(strategy: Any) -> ChatEngine | None:
     if problem is not None:
         say_once(f"chat-config-{problem}", f"chat_template: Axolotl's own tokenization stays "
                  f"for this dataset ({problem})", logging.WARNING)
-    strategy.__dict__[_ENGINE_ATTR] = engine
+    _engines[strategy] = engine
     return engine
 
 
@@ -79,37 +82,44 @@ def _strategy_problem(strategy: Any) -> str | None:
     return None
 
 
+_original: dict[str, Any] = {}
+
+
 def make_tokenize_prompt(original: Any) -> Any:
-    """``ChatTemplateStrategy.tokenize_prompt`` on the one-pass path (``original``: Axolotl's)."""
-
-    def tokenize_prompt(self: Any, prompt: dict[str, Any]) -> Any:
-        if not current().chat_template:
-            return original(self, prompt)
-        engine = engine_for(self)
-        if engine is None:
-            return original(self, prompt)
-        from axolotl.utils.dict import remove_none_values
-
-        prompt = remove_none_values(prompt)
-        batched = self.is_prompt_batched(prompt) and self.supports_batched
-        if batched:
-            names = list(prompt.keys())
-            rows = [dict(zip(names, r, strict=False))
-                    for r in zip(*prompt.values(), strict=False)]
-        else:
-            rows = [prompt]
-        results = _tokenize_rows(self, engine, rows)
-        if not batched:
-            return results[0]
-        res: dict[str, list[Any]] = defaultdict(list)
-        for r in results:
-            for key, val in r.items():
-                res[key].append(val)
-        return dict(res) if res else {}
-
+    """``ChatTemplateStrategy.tokenize_prompt`` on the one-pass path (``original``: Axolotl's).
+    The replacement is a module-level function: datasets hashes the mapped function for its
+    fingerprints, and a module function hashes by name (a closure would hash by value, with
+    everything it reaches: the engines and their tokenizers)."""
+    _original["tokenize_prompt"] = original
     tokenize_prompt.__wrapped__ = original  # type: ignore[attr-defined]
     tokenize_prompt.__doc__ = original.__doc__
     return tokenize_prompt
+
+
+def tokenize_prompt(self: Any, prompt: dict[str, Any]) -> Any:
+    original = _original["tokenize_prompt"]
+    if not current().chat_template:
+        return original(self, prompt)
+    engine = engine_for(self)
+    if engine is None:
+        return original(self, prompt)
+    from axolotl.utils.dict import remove_none_values
+
+    prompt = remove_none_values(prompt)
+    batched = self.is_prompt_batched(prompt) and self.supports_batched
+    if batched:
+        names = list(prompt.keys())
+        rows = [dict(zip(names, r, strict=False)) for r in zip(*prompt.values(), strict=False)]
+    else:
+        rows = [prompt]
+    results = _tokenize_rows(self, engine, rows)
+    if not batched:
+        return results[0]
+    res: dict[str, list[Any]] = defaultdict(list)
+    for r in results:
+        for key, val in r.items():
+            res[key].append(val)
+    return dict(res) if res else {}
 
 
 def _tokenize_rows(strategy: Any, engine: ChatEngine, rows: list[dict[str, Any]]
