@@ -351,3 +351,23 @@ def test_tricky_contents_mostly_take_the_one_pass_path(spec):
         assert g == ref.tokenize_conversation(c, spec), c
     assert {g.reason for g in got if isinstance(g, Fallback)} <= {
         "the template rewrites message text"}
+
+
+def test_slow_tokenizer_is_refused_by_name(qwen):
+    class Slow:
+        is_fast = False
+        eos_token = "<|im_end|>"
+        eos_token_id = 151645
+        chat_template = qwen.chat_template
+        name_or_path = "slow"
+
+        def apply_chat_template(self, *a, **k):  # pragma: no cover - never reached
+            raise AssertionError
+
+        def encode(self, text, add_special_tokens=False):
+            return qwen.encode(text, add_special_tokens=add_special_tokens)
+
+    spec = ChatSpec.create(Slow())
+    assert "not a fast tokenizer" in spec.problem()
+    with pytest.raises(InvalidTypeError, match="tokenizer: expected a fast tokenizer"):
+        tokenize_chat([[{"role": "user", "content": "q"}]], Slow())

@@ -93,6 +93,12 @@ def tokenize_chat(conversations: Iterable[Any], tokenizer: Any = None, *,
         spec = ChatSpec.create(tokenizer, **options)
     elif tokenizer is not None or options:
         raise InvalidInputError("spec: give either spec= or a tokenizer with options, not both")
+    if not getattr(spec.tokenizer, "is_fast", False):
+        # Axolotl then re-tokenizes every turn's prefix; neither path here does that
+        raise InvalidTypeError(
+            f"tokenizer: expected a fast tokenizer (character offsets), got "
+            f"{type(spec.tokenizer).__name__}; load it with AutoTokenizer.from_pretrained(..., "
+            "use_fast=True), or let Axolotl tokenize this dataset")
     turns = [normalize_messages(m, i) for i, m in enumerate(conversations)]
     result = ChatResult()
     problem = spec.problem()
