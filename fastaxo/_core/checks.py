@@ -11,7 +11,7 @@ import numpy as np
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 
 __all__ = ["choice", "cli_positive_float", "cli_positive_int", "count", "int_arg",
-           "offsets_problem", "positive_int", "require_offsets"]
+           "mistake_hint", "offsets_problem", "positive_int", "require_offsets"]
 
 
 def _type_name(value: Any) -> str:
@@ -109,3 +109,27 @@ def require_offsets(offsets: np.ndarray, n_values: int, what: str, base: int = 0
     bad = offsets_problem(offsets, n_values) if len(offsets) else None
     if bad is not None:
         raise InvalidInputError(f"{what}: offsets are corrupt at row {base + bad[0]}: {bad[1]}")
+
+
+def mistake_hint(value: Any) -> str:
+    """The fix for an input users commonly pass where fastaxo wants arrays or a table
+    (appended to the TypeError that refuses it), or "". By class and module names: nothing is
+    imported."""
+    import os
+
+    cls = type(value)
+    mod, name = cls.__module__ or "", cls.__name__
+    if mod.startswith("datasets") and name in ("DatasetDict", "IterableDatasetDict"):
+        splits = list(value.keys()) if hasattr(value, "keys") else []
+        pick = repr(splits[0]) if splits else "'train'"
+        return f"; it is a {name} of splits {splits}: pick one, e.g. data[{pick}]"
+    if mod.startswith("pandas") and name in ("DataFrame", "Series"):
+        return ("; it is a pandas " + name + ": convert it, e.g. pyarrow.Table.from_pandas(df) "
+                "(or df['input_ids'].tolist() for one column)")
+    if mod.startswith("torch") and name == "Tensor":
+        return ("; it is a torch.Tensor: pass tensor.numpy() (a 2-D tensor's rows are rows; "
+                "move it to the CPU first)")
+    if isinstance(value, (str, bytes, os.PathLike)):
+        return ("; it is a path or a string: read the file first, e.g. "
+                "pyarrow.parquet.read_table(path), or fastaxo.iter_batches(path) for big files")
+    return ""

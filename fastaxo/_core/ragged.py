@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastaxo._core import arrow, backend
-from fastaxo._core.checks import require_offsets
+from fastaxo._core.checks import mistake_hint, require_offsets
 from fastaxo.errors import ColumnNotFoundError, InvalidInputError, InvalidTypeError
 
 _INT64 = np.dtype(np.int64)
@@ -346,7 +346,7 @@ def as_ragged(data: Any, name: str, *, integer: bool = True) -> Rows:
         f"{name}: expected a pyarrow ListArray/LargeListArray/ChunkedArray, a (values, offsets) "
         "tuple of "
         f"NumPy arrays, a list of NumPy arrays or a list of lists; got {type(data).__module__}."
-        f"{type(data).__qualname__}"
+        f"{type(data).__qualname__}" + mistake_hint(data)
     )
 
 
@@ -369,6 +369,9 @@ def column_names(data: Any) -> list[str]:
 
 def get_column(data: Any, name: str, what: str, *, integer: bool = True) -> Rows:
     """Column ``name`` of a Table / RecordBatch / mapping / datasets.Dataset as a Ragged."""
+    hint = mistake_hint(data)  # a DatasetDict is a Mapping of splits, not of columns
+    if hint:
+        raise InvalidTypeError(f"{what}: expected a table of columns{hint}")
     names = column_names(data)
     if name not in names:
         raise ColumnNotFoundError(f"{what}: no column {name!r}; the columns are {names}")

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from fastaxo._core import arrow
 from fastaxo._core.backend import ext
+from fastaxo._core.checks import mistake_hint
 from fastaxo._core.ragged import is_hf_dataset
 from fastaxo._reference import hashing as reference
 from fastaxo.errors import ColumnNotFoundError, InvalidInputError, InvalidTypeError
@@ -326,7 +327,7 @@ def as_rows(data: Any, columns: Any) -> RowSource:
     raise InvalidTypeError(
         f"data is {type(data).__module__}.{type(data).__qualname__}; expected a pyarrow Array, "
         "ChunkedArray, Table or RecordBatch, a datasets.Dataset, a NumPy array, or a list of "
-        "str/bytes"
+        "str/bytes" + mistake_hint(data)
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from fastaxo._core import backend
-from fastaxo._core.checks import choice, positive_int
+from fastaxo._core.checks import choice, mistake_hint, positive_int
 from fastaxo._core.ragged import (
     ArrayRows,
     Ragged,
@@ -182,11 +182,12 @@ def _lengths_of(lengths: Any) -> np.ndarray:
                 raise
             raise InvalidTypeError(
                 f"lengths: expected a 1-D array of integer lengths, got {type(lengths).__name__}"
+                + mistake_hint(lengths)
             ) from None
         if arr.ndim != 1 or (arr.dtype.kind not in "iu" and not (arr.size == 0)):
             raise InvalidTypeError(
                 f"lengths: expected a 1-D array of integer lengths (or ragged rows), got "
-                f"{arr.ndim}-D of dtype {arr.dtype}"
+                f"{arr.ndim}-D of dtype {arr.dtype}" + mistake_hint(lengths)
             )
     if arr.dtype.kind == "u" and arr.size and arr.max() > np.iinfo(np.int64).max:
         raise InvalidInputError("lengths: values exceed int64")
