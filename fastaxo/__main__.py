@@ -177,20 +177,24 @@ def _run(args: argparse.Namespace) -> int:
     """Run a command: a user error ends in one line on stderr and exit 1 (argparse's own errors
     are exit 2); Ctrl-C is 130; SIGTERM / SIGHUP remove this run's temporary files and exit
     128 + the signal; a closed stdout (``| head``) is not an error."""
-    from fastaxo._core.files import Terminated, signals_remove_temporaries
+    from fastaxo._core.files import Terminated, received_signal, signals_remove_temporaries
     from fastaxo.errors import FastaxoError
 
     cmd = args.command
     previous = signals_remove_temporaries()
+
+    def stopped(signum: int) -> int:
+        name = signal.Signals(signum).name
+        print(f"fastaxo {cmd}: stopped by {name}; no output written", file=sys.stderr)
+        return 128 + signum
+
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
         print(f"fastaxo {cmd}: interrupted; no output written", file=sys.stderr)
         return 130
     except Terminated as t:
-        name = signal.Signals(t.signum).name
-        print(f"fastaxo {cmd}: stopped by {name}; no output written", file=sys.stderr)
-        return 128 + t.signum
+        return stopped(t.signum)
     except BrokenPipeError:
         # the reader of stdout went away (| head): say nothing more, and keep Python's exit
         # flush from failing on the same pipe
@@ -198,8 +202,12 @@ def _run(args: argparse.Namespace) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except (FastaxoError, OSError, MemoryError, ImportError) as e:
-        return _fail(cmd, e)
+        sig = received_signal()  # the handler's Terminated, come back as another error
+        return _fail(cmd, e) if sig is None else stopped(sig)
     except Exception as e:
+        sig = received_signal()
+        if sig is not None:
+            return stopped(sig)
         if type(e).__module__.startswith("pyarrow"):  # ArrowInvalid & co: a data error
             return _fail(cmd, e)
         raise

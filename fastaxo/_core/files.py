@@ -20,6 +20,7 @@ __all__ = [
     "TempOutput",
     "check_not_an_input",
     "check_writable_dir",
+    "received_signal",
     "remove_live_temporaries",
     "remove_stale_temporaries",
     "signals_remove_temporaries",
@@ -162,6 +163,17 @@ class Terminated(BaseException):  # noqa: N818 (it is not an error: the process 
         self.signum = signum
 
 
+_received: list[int] = []
+
+
+def received_signal() -> int | None:
+    """The SIGTERM / SIGHUP the handler of :func:`signals_remove_temporaries` took, if any. The
+    handler's Terminated can come back as another error (raised inside a callback that library
+    code turns into its own exception, or replaced by a cleanup that fails on the temporary the
+    handler removed); the CLI asks this to report the signal all the same."""
+    return _received[-1] if _received else None
+
+
 def signals_remove_temporaries() -> dict[int, Any]:
     """Install SIGTERM and SIGHUP handlers (main thread only) that remove this process's
     temporaries and raise :class:`Terminated`, so that the code unwinds as for Ctrl-C. Returns
@@ -169,8 +181,10 @@ def signals_remove_temporaries() -> dict[int, Any]:
     previous: dict[int, Any] = {}
     if threading.current_thread() is not threading.main_thread():
         return previous
+    _received.clear()
 
     def on_signal(signum: int, frame: Any) -> None:
+        _received.append(signum)
         remove_live_temporaries()
         raise Terminated(signum)
 
