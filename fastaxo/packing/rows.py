@@ -8,8 +8,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from fastaxo._core import backend
+from fastaxo._core.arrow import list_array
 from fastaxo._core.checks import choice, int_arg, offsets_problem, positive_int
 from fastaxo._core.outputs import ArrayMap, check_fits, check_output_bytes, out_dtype
 from fastaxo._core.ragged import (
@@ -25,7 +27,7 @@ from fastaxo._reference import packing as reference
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 from fastaxo.packing.bins import BFD_MAX_CAPACITY, OVERFLOW_MODES, STRATEGIES, Bins, assign_bins
 
-__all__ = ["PackIterator", "Packed", "iter_pack", "pack"]
+__all__ = ["PackIterator", "Packed", "PackedRows", "iter_pack", "pack"]
 
 
 class Packed(ArrayMap):
@@ -46,6 +48,76 @@ class Packed(ArrayMap):
 
     def __repr__(self) -> str:
         return f"<fastaxo.Packed ({self.layout}) {self.shapes()}>"
+
+    def _row_columns(self) -> list[str]:
+        return [k for k in ("input_ids", "labels", "position_ids", "attention_mask")
+                if k in self._arrays] + [k for k in self._arrays if k not in _NOT_ROW_COLUMNS]
+
+    def to_arrow(self) -> pa.Table:
+        """One row per bin, a list column per packed column (``cu_seqlens`` and
+        ``bin_offsets`` are the boundaries, not columns). The values are the arrays' own
+        memory (zero-copy; the table keeps them alive)."""
+        cols = {}
+        n = len(self.bins)
+        for k in self._row_columns():
+            a = self._arrays[k]
+            if self.layout == "flat":
+                lengths = np.diff(self._arrays["bin_offsets"])
+            else:
+                lengths = np.full(n, a.shape[1], np.int64)
+            cols[k] = list_array(np.ascontiguousarray(a).reshape(-1), lengths)
+        return pa.table(cols)
+
+    def to_dataset(self) -> Any:
+        """The packed rows as a Hugging Face ``datasets.Dataset`` (one row per bin), on the
+        Arrow table of :meth:`to_arrow` (zero-copy; nothing written to disk)."""
+        import datasets
+        from datasets.fingerprint import generate_random_fingerprint
+
+        # a random fingerprint: the default one would hash every value
+        return datasets.Dataset(self.to_arrow(), fingerprint=generate_random_fingerprint())
+
+    def to_torch_dataset(self) -> PackedRows:
+        """A map-style dataset of the packed rows for ``torch.utils.data.DataLoader``: item
+        ``i`` is bin ``i`` as a dict of torch tensors sharing this object's memory."""
+        return PackedRows(self, torch=True)
+
+
+_NOT_ROW_COLUMNS = ("input_ids", "labels", "position_ids", "attention_mask", "cu_seqlens",
+                    "bin_offsets")
+
+
+class PackedRows:
+    """The bins of a :class:`Packed` as a sequence of rows (``len``, ``[i]``): what a
+    ``torch.utils.data.DataLoader`` takes as a map-style dataset. A row is a dict of 1-D
+    views (NumPy arrays, or torch tensors with ``torch=True``)."""
+
+    def __init__(self, packed: Packed, *, torch: bool = False):
+        self._cols = {k: packed[k] for k in packed._row_columns()}
+        self._flat = packed.layout == "flat"
+        self._bounds = packed["bin_offsets"] if self._flat else None
+        self._n = len(packed.bins)
+        self._torch = bool(torch)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        i = int_arg(i, "index")
+        if not -self._n <= i < self._n:
+            raise IndexError(f"index {i} is out of range for {self._n:,} packed rows")
+        i %= self._n
+        if self._flat:
+            assert self._bounds is not None
+            a, z = int(self._bounds[i]), int(self._bounds[i + 1])
+            row = {k: v[a:z] for k, v in self._cols.items()}
+        else:
+            row = {k: v[i] for k, v in self._cols.items()}
+        if self._torch:
+            import torch
+
+            return {k: torch.from_numpy(v) for k, v in row.items()}
+        return row
 
 
 def _resolve_columns(
