@@ -1284,7 +1284,7 @@ def main() -> None:
     p.add_argument("--skip-e2e", action="store_true", help="no real axolotl subprocess runs (packer calls simulated)")
     p.add_argument("--max-steps", type=int, default=2, help="max_steps of the real `axolotl train`")
     p.add_argument("--e2e-reps", type=int, default=3, help="repetitions of the real runs (both configurations)")
-    p.add_argument("--seq-len", type=int, default=2048)
+    p.add_argument("--max-length", type=int, default=2048)
     p.add_argument("--micro-batch-size", type=int, default=2)
     p.add_argument("--seed", type=int, default=42, help="Axolotl's seed (shuffle, sampler)")
     p.add_argument("--data-seed", type=int, default=0, help="seed of the generated rows")

@@ -25,7 +25,7 @@ Sections (--only, repeatable):
           (np.concatenate per bin into preallocated rows), fast-axolotl 0.2.0's
           `pack_sequences` (own format: seq + [eos, pad] per sequence, next-fit, labels =
           input_ids) and `concatenate_and_pack` (next-fit, 1/0 mask; checked against
-          `fastaxo.pack(strategy="nf", attention="binary")`), and this machine's memcpy
+          `fastaxo.pack(strategy="nf", attention="ones")`), and this machine's memcpy
           bandwidth (np.copyto into fresh and into reused memory) to state fastaxo's output
           bytes per second as a share of it.
   memory  peak RSS of `fastaxo.pack` / `fastaxo.pack_bins` in a fresh process (VmHWM reset after
@@ -327,7 +327,7 @@ FA_CP = "fast-axolotl concatenate_and_pack"
 NP_BUILD = "NumPy per-bin copies (build only)"
 FX_PACK = "fastaxo.pack (assign + build)"
 FX_BUILD = "fastaxo.pack(bins=...) (build only)"
-FX_NF = "fastaxo.pack(nf, attention=binary)"
+FX_NF = "fastaxo.pack(nf, attention=ones)"
 PY_NF = "Python NF reference (check only)"
 
 
@@ -396,7 +396,7 @@ def make_pack_impls(rows: B.Rows, cap: int, a: argparse.Namespace, members: set[
         impls[FX_BUILD] = Impl(fx_build, KEYS, None, FX_PACK)
         if FA_CP in impls:
             def fx_nf():
-                yield fastaxo.pack(ids_a, cap, labels=lab_a, strategy="nf", attention="binary", num_threads=nt)
+                yield fastaxo.pack(ids_a, cap, labels=lab_a, strategy="nf", attention="ones", num_threads=nt)
             impls[FX_NF] = Impl(fx_nf, KEYS, None, None)
     return impls
 

@@ -121,7 +121,7 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=400_000)
     p.add_argument("--files", type=int, default=8)
     p.add_argument("--mean-tokens", type=float, default=300.0)
-    p.add_argument("--seq-len", type=int, default=4096)
+    p.add_argument("--max-length", type=int, default=4096)
     p.add_argument("--window", type=int, default=100_000, help="pack_window (kept rows per shard)")
     p.add_argument("--unit-rows", type=int, default=20_000, help="rows per Ray scan task (row groups are 10,000)")
     p.add_argument("--reps", type=int, default=3)

@@ -1,8 +1,8 @@
 """The ``fastaxo`` command line.
 
-fastaxo prepare INPUT... -o OUT --seq-len N
+fastaxo prepare INPUT... -o OUT --max-length N
                              dedupe + pack tokenized rows into packed Parquet (bounded memory)
-fastaxo prepare --ray ADDRESS|local INPUT... -o OUT_DIR --seq-len N
+fastaxo prepare --ray ADDRESS|local INPUT... -o OUT_DIR --max-length N
                              the same on a Ray cluster: shards OUT_DIR/part-NNNNN.parquet
 fastaxo demo [--rows N]      prepare on the built-in dataset, next to a plain-Python pipeline
 fastaxo info                 what this build is: version, OpenMP, threads, SHA-256 path
@@ -339,7 +339,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                 data,
                 "-o",
                 out,
-                "--seq-len",
+                "--max-length",
                 str(args.seq_len),
                 "--strategy",
                 args.strategy,
@@ -448,8 +448,8 @@ def main(argv: list[str] | None = None) -> int:
         help="dedupe + pack tokenized rows into packed Parquet (bounded memory)",
         description="Stream tokenized rows (input_ids, and labels when present) from Parquet, "
         "Arrow, JSON Lines, CSV, ... files, drop exact duplicates, pack them into rows of "
-        "--seq-len tokens and write packed Parquet (input_ids, labels, position_ids, "
-        "attention_mask; unpadded rows of at most --seq-len tokens).",
+        "--max-length tokens and write packed Parquet (input_ids, labels, position_ids, "
+        "attention_mask; unpadded rows of at most --max-length tokens).",
     )
     p_p.add_argument(
         "inputs", nargs="+", metavar="INPUT", help="files, directories or globs (read in order)"
@@ -460,9 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         required=True,
         help="the packed Parquet file to write (with --ray: a directory for the shards)",
     )
-    p_p.add_argument(
-        "--seq-len", type=cli_positive_int, required=True, help="tokens per packed row"
-    )
+    _length_argument(p_p, None)
     p_p.add_argument(
         "--strategy",
         choices=("bfd", "ffd", "ff", "nf"),
@@ -480,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         "--overflow",
         choices=("error", "truncate", "split", "drop"),
         default="error",
-        help="rows longer than --seq-len: error (default; names file and row), truncate, split, "
+        help="rows longer than --max-length: error (default; names file and row), truncate, split, "
         "drop",
     )
     p_p.add_argument(
@@ -491,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_p.add_argument("--no-dedupe", action="store_true", help="keep duplicate rows")
     p_p.add_argument("--dedupe-columns", help="comma-separated columns that define a duplicate "
-                     "(default: input_ids,labels when labels exist, else input_ids)")
+                     "(default: the columns written: input_ids, and labels when present)")
     p_p.add_argument(
         "--tokenizer",
         metavar="DIR",
@@ -571,12 +569,7 @@ def main(argv: list[str] | None = None) -> int:
         default=200_000,
         help="rows of the built-in dataset (default 200000)",
     )
-    p_demo.add_argument(
-        "--seq-len",
-        type=cli_positive_int,
-        default=4096,
-        help="tokens per packed row (default 4096)",
-    )
+    _length_argument(p_demo, 4096)
     p_demo.add_argument("--strategy", choices=("bfd", "ffd", "ff", "nf"), default="bfd")
     p_demo.add_argument("--threads", type=cli_positive_int, default=None)
     p_demo.add_argument(
@@ -592,7 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     p_d = sub.add_parser("dedupe", help="exact dedupe of Parquet files, or of the built-in dataset")
     p_d.add_argument("inputs", nargs="*", help="Parquet files (default: the built-in dataset)")
     p_d.add_argument("-o", "--output", help="write the kept rows to this Parquet file")
-    p_d.add_argument("--columns", help="comma-separated columns to compare (default: all)")
+    p_d.add_argument("--columns", help="comma-separated columns to compare (default: all, "
+                     "the columns written)")
     p_d.add_argument(
         "--batch-rows",
         type=cli_positive_int,
@@ -629,7 +623,27 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     args.argv = argv
+    if getattr(args, "old_seq_len", None) is not None:
+        if args.seq_len is not None:
+            parser.error("--seq-len is the old name of --max-length; give one of them")
+        print("fastaxo: --seq-len is now --max-length; the old name is accepted until the next "
+              "minor release", file=sys.stderr)
+        args.seq_len = args.old_seq_len
+    if args.command in ("prepare", "demo") and args.seq_len is None:
+        if args.command == "demo":
+            args.seq_len = 4096
+        else:
+            parser.error("the following arguments are required: --max-length")
     return _run(args)
+
+
+def _length_argument(parser: argparse.ArgumentParser, default: int | None) -> None:
+    """``--max-length`` (the name pack, pack_bins, pad and prepare share) and its old name."""
+    parser.add_argument("--max-length", dest="seq_len", type=cli_positive_int, metavar="N",
+                        help="tokens per packed row" + (f" (default {default})" if default else
+                                                        " (required)"))
+    parser.add_argument("--seq-len", dest="old_seq_len", type=cli_positive_int,
+                        help=argparse.SUPPRESS)
 
 
 if __name__ == "__main__":

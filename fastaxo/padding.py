@@ -4,7 +4,7 @@ epoch of micro-batches in one call (:func:`pad_batches`), each to its own width.
 The same input forms as :func:`fastaxo.pack`; every output token is written once by C code
 with the GIL released (rows in parallel for big inputs). Truncation happens only with
 ``truncate=True`` (the head is kept when padding right, the tail when padding left) and is
-counted; otherwise a row longer than ``pad_to`` raises
+counted; otherwise a row longer than ``max_length`` raises
 :class:`~fastaxo.errors.SequenceTooLongError` naming the row.
 """
 
@@ -16,7 +16,7 @@ from typing import Any, Literal
 import numpy as np
 
 from fastaxo._core import backend
-from fastaxo._core.checks import choice, int_arg, positive_int
+from fastaxo._core.checks import choice, int_arg, positive_int, renamed_args
 from fastaxo._core.outputs import ArrayMap, check_fits, check_output_bytes, out_dtype
 from fastaxo._core.ragged import (
     Rows,
@@ -176,8 +176,8 @@ def _pad(
     dtype: Any,
     num_threads: Any,
 ):
-    pad_to = positive_int(pad_to, "pad_to", allow_none=True)
-    mult = positive_int(multiple_of, "multiple_of", allow_none=True)
+    pad_to = positive_int(pad_to, "max_length", allow_none=True)
+    mult = positive_int(multiple_of, "pad_to_multiple_of", allow_none=True)
     side = choice(side, "side", ("right", "left"))
     dt = out_dtype(dtype)
     pad_id = int_arg(pad_id, "pad_id")
@@ -223,10 +223,10 @@ def _pad(
             if not truncate:
                 lim = int(limit if np.ndim(limit) == 0 else limit[i])
                 raise SequenceTooLongError(
-                    f"input_ids row {i} has {int(lengths[i]):,} tokens; pad_to is {lim:,}. Pass "
-                    "truncate=True to "
+                    f"input_ids row {i} has {int(lengths[i]):,} tokens; max_length is {lim:,}. "
+                    "Pass truncate=True to "
                     f"keep the {'head' if side == 'right' else 'tail'} of long rows (counted), or "
-                    "a larger pad_to",
+                    "a larger max_length",
                     i,
                     int(lengths[i]),
                     lim,
@@ -291,13 +291,14 @@ def _pad(
     return buffers, bo, widths, bases, truncated, truncated_tokens
 
 
+@renamed_args(pad_to="max_length", multiple_of="pad_to_multiple_of")
 def pad(
     data: Any,
     *,
     labels: Any = None,
     position_ids: Any = None,
-    pad_to: int | None = None,
-    multiple_of: int | None = None,
+    max_length: int | None = None,
+    pad_to_multiple_of: int | None = None,
     pad_id: int = 0,
     label_pad_id: int = -100,
     position_pad_id: int | None = None,
@@ -318,8 +319,9 @@ def pad(
     labels, position_ids : ragged rows, optional
         Per-token columns aligned with ``input_ids``. ``position_ids=True`` generates
         0..len-1 per row.
-    pad_to : int, optional
-        Width of the output (default: the longest row), rounded up to ``multiple_of``.
+    max_length : int, optional
+        Width of the output (default: the longest row), rounded up to ``pad_to_multiple_of``
+        (``pad_to`` and ``multiple_of`` are their old names).
     pad_id, label_pad_id : int
         Fill for ``input_ids`` / ``labels``.
     position_pad_id : int, optional
@@ -327,7 +329,7 @@ def pad(
         as Axolotl's collator does.
     side : {"right", "left"}
     truncate : bool
-        Cut rows longer than ``pad_to`` (head kept for right padding, tail for left) instead of
+        Cut rows longer than ``max_length`` (head kept for right padding, tail for left) instead of
         raising; counted in ``truncated`` / ``truncated_tokens``.
     attention_mask : bool
         Emit ``attention_mask`` (1 for tokens, 0 for padding).
@@ -344,11 +346,12 @@ def pad(
         ext is not None
         and type(data) is list
         and position_ids is None
-        and pad_to is None
+        and max_length is None
         and (labels is None or type(labels) is list)
         and type(pad_id) is int
         and type(label_pad_id) is int
-        and (multiple_of is None or (type(multiple_of) is int and multiple_of >= 1))
+        and (pad_to_multiple_of is None
+             or (type(pad_to_multiple_of) is int and pad_to_multiple_of >= 1))
         and (side == "right" or side == "left")
     ):
         # the collator fast path: a list of NumPy rows, read in place, one kernel call
@@ -359,7 +362,7 @@ def pad(
             and _FITS[dt][0] <= label_pad_id <= _FITS[dt][1]
         ):
             try:
-                got = pad_rows(data, labels, dt, pad_id, label_pad_id, multiple_of or 0,
+                got = pad_rows(data, labels, dt, pad_id, label_pad_id, pad_to_multiple_of or 0,
                                side == "left", bool(attention_mask))
             except ValueError as exc:
                 raise InvalidInputError(str(exc)) from None
@@ -372,14 +375,16 @@ def pad(
                     arrays["labels"] = lab_out
                 return Padded(arrays, ids_out.shape[1])
     buffers, bo, widths, _bases, tr, trt = _pad(
-        data, None, labels, position_ids, pad_to, multiple_of, pad_id, label_pad_id,
+        data, None, labels, position_ids, max_length, pad_to_multiple_of, pad_id, label_pad_id,
         position_pad_id, side, truncate, attention_mask, dtype, num_threads)
     n, w = int(bo[-1]), int(widths[0])
     return Padded({k: v.reshape(n, w) for k, v in buffers.items()}, w, tr, trt)
 
 
+@renamed_args(pad_to="max_length", multiple_of="pad_to_multiple_of")
 def pad_batches(data: Any, batch_offsets: Any, *, labels: Any = None, position_ids: Any = None,
-                pad_to: int | None = None, multiple_of: int | None = None, pad_id: int = 0,
+                max_length: int | None = None, pad_to_multiple_of: int | None = None,
+                pad_id: int = 0,
                 label_pad_id: int = -100, position_pad_id: int | None = None, side: str = "right",
                 truncate: bool = False, attention_mask: bool = True, dtype: Any = np.int64,
                 num_threads: int | None = None) -> PaddedBatches:
@@ -387,7 +392,7 @@ def pad_batches(data: Any, batch_offsets: Any, *, labels: Any = None, position_i
 
     ``batch_offsets`` (``n_batches + 1`` non-decreasing row boundaries from 0 to the number of
     rows) splits the rows into batches; batch ``b`` is padded to its longest row (or
-    ``pad_to``), rounded up to ``multiple_of``. Other arguments as in :func:`pad`.
+    ``max_length``), rounded up to ``pad_to_multiple_of``. Other arguments as in :func:`pad`.
     Returns a sequence of :class:`Padded` views into one buffer per column.
     """
     if batch_offsets is None:
@@ -395,8 +400,8 @@ def pad_batches(data: Any, batch_offsets: Any, *, labels: Any = None, position_i
             "batch_offsets: expected n_batches + 1 row boundaries, got None (use pad())"
         )
     buffers, bo, widths, bases, tr, trt = _pad(
-        data, batch_offsets, labels, position_ids, pad_to, multiple_of, pad_id, label_pad_id,
-        position_pad_id, side, truncate, attention_mask, dtype, num_threads)
+        data, batch_offsets, labels, position_ids, max_length, pad_to_multiple_of, pad_id,
+        label_pad_id, position_pad_id, side, truncate, attention_mask, dtype, num_threads)
     return PaddedBatches(buffers, bo, widths, bases, tr, trt)
 
 

@@ -264,7 +264,7 @@ def test_prepare_chat_options_and_cli(tmp_path, qwen):
     out = tmp_path / "o.parquet"
     # child_argv: the child imports this same fastaxo, not the source tree of the cwd
     r = subprocess.run(child_argv("fastaxo", "prepare", str(src2), "-o", str(out),
-                                  "--seq-len", "4096", "--tokenizer", str(chat_data.qwen3_dir()),
+                                  "--max-length", "4096", "--tokenizer", str(chat_data.qwen3_dir()),
                                   "--messages-column", "conv", "--roles-to-train",
                                   "user,assistant", "--train-on-eos", "last", "--no-dedupe",
                                   "-q"),

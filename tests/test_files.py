@@ -79,7 +79,7 @@ def test_an_output_that_is_an_input_is_refused_and_the_input_kept(tmp_path, src,
     elif how == "hardlink":
         out = str(tmp_path / "hard.parquet")
         os.link(src, out)
-    extra = ["--seq-len", "128", "-q"] if cmd == "prepare" else []
+    extra = ["--max-length", "128", "-q"] if cmd == "prepare" else []
     r = _cli(cmd, inp, "-o", out, *extra)
     _one_line_error(r, 1, "is also an input")
     assert _md5(src) == before
@@ -88,7 +88,7 @@ def test_an_output_that_is_an_input_is_refused_and_the_input_kept(tmp_path, src,
 
 def test_report_json_that_is_an_input_is_refused_before_the_run(tmp_path, src):
     out = tmp_path / "out.parquet"
-    r = _cli("prepare", str(src), "-o", str(out), "--seq-len", "128", "-q",
+    r = _cli("prepare", str(src), "-o", str(out), "--max-length", "128", "-q",
              "--report-json", str(src))
     _one_line_error(r, 1, "--report-json", "is also an input")
     assert not out.exists()
@@ -136,7 +136,7 @@ def _long_run(tmp_path, cmd: str) -> list[str]:
     out = str(tmp_path / "out.parquet")
     if cmd == "dedupe":
         return ["dedupe", str(src), "-o", out, "--batch-rows", "200", "--threads", "1"]
-    return ["prepare", str(src), "-o", out, "--seq-len", "128", "--batch-rows", "200",
+    return ["prepare", str(src), "-o", out, "--max-length", "128", "--batch-rows", "200",
             "--pack-window", "200", "-q", "--threads", "1"]
 
 
@@ -213,7 +213,7 @@ def test_a_truncated_compressed_file_names_the_file(tmp_path, ext):
     p = tmp_path / f"chat.jsonl.{ext}"
     p.write_bytes(data[: len(data) // 2])
     out = tmp_path / "out.parquet"
-    r = _cli("prepare", str(p), "-o", str(out), "--seq-len", "128", "-q")
+    r = _cli("prepare", str(p), "-o", str(out), "--max-length", "128", "-q")
     _one_line_error(r, 1, str(p), "truncated")
     assert not out.exists() and _temporaries(tmp_path) == []
 
@@ -230,8 +230,8 @@ def test_an_unwritable_output_says_so_before_the_run(tmp_path, src):
     if os.access("/sys", os.W_OK) and os.geteuid() != 0:
         pytest.fail("expected /sys to be unwritable")
     for argv in (["dedupe", str(src), "-o", "/sys/out.parquet"],
-                 ["prepare", str(src), "-o", "/sys/out.parquet", "--seq-len", "128", "-q"],
-                 ["prepare", str(src), "-o", str(tmp_path / "o.parquet"), "--seq-len", "128",
+                 ["prepare", str(src), "-o", "/sys/out.parquet", "--max-length", "128", "-q"],
+                 ["prepare", str(src), "-o", str(tmp_path / "o.parquet"), "--max-length", "128",
                   "-q", "--report-json", "/sys/r.json"]):
         r = _cli(*argv)
         _one_line_error(r, 1, "cannot write in '/sys'")
@@ -241,7 +241,7 @@ def test_an_unwritable_output_says_so_before_the_run(tmp_path, src):
 def test_a_missing_input_and_bad_arguments(tmp_path, src):
     r = _cli("dedupe", str(tmp_path / "nope.parquet"), "-o", str(tmp_path / "o.parquet"))
     _one_line_error(r, 1, "nope.parquet")
-    r = _cli("prepare", str(src), "-o", str(tmp_path / "o.parquet"), "--seq-len", "128",
+    r = _cli("prepare", str(src), "-o", str(tmp_path / "o.parquet"), "--max-length", "128",
              "--format", "xml")
     assert r.returncode == 2 and "--format" in r.stderr and "Traceback" not in r.stderr
     r = _cli("dedupe", str(src), "--threads", "0")

@@ -91,7 +91,7 @@ threads = st.sampled_from([1, 2, None])
        st.sampled_from([2**46, 2**62])), st.booleans(), threads)
 def test_fuzz_pad(rag, data, side, pad_to, multiple_of, truncate, nt):
     got = _run_on(rag, data, lambda src: fastaxo.pad(
-        src, labels=src, pad_to=pad_to, multiple_of=multiple_of, side=side, truncate=truncate,
+        src, labels=src, max_length=pad_to, pad_to_multiple_of=multiple_of, side=side, truncate=truncate,
         num_threads=nt))
     if got is None:
         return
@@ -113,7 +113,7 @@ def test_fuzz_pad_batches(rag, data, pad_to, side, nt):
     if data.draw(st.integers(0, 5)) == 0:  # a hostile batch_offsets
         boff[data.draw(st.integers(0, len(boff) - 1))] = data.draw(st.sampled_from([-1, n + 1, INT64.max, INT64.min]))
     good_b = bool(boff[0] == 0 and boff[-1] == n and np.all(np.diff(boff) >= 0)) if n >= 0 else False
-    out, err = _fails_cleanly(lambda: fastaxo.pad_batches((values, offsets), boff, pad_to=pad_to, side=side,
+    out, err = _fails_cleanly(lambda: fastaxo.pad_batches((values, offsets), boff, max_length=pad_to, side=side,
                                                            truncate=pad_to is not None, num_threads=nt))
     if not (ok and good_b):
         assert err is not None, "invalid offsets were accepted"
@@ -154,7 +154,7 @@ PAD = -(2**40)  # outside every value drawn: what is not PAD is a token
 
 @given(ragged(), st.data(), st.one_of(st.integers(0, 60), st.sampled_from([2**46, 2**62])),
        st.sampled_from(["bfd", "ffd", "ff", "nf"]), st.sampled_from(["error", "truncate", "split", "drop"]),
-       st.sampled_from(["padded", "flat"]), st.sampled_from(["segments", "binary", None]), threads)
+       st.sampled_from(["padded", "flat"]), st.sampled_from(["segments", "ones", None]), threads)
 def test_fuzz_pack(rag, data, max_len, strategy, overflow, layout, attention, nt):
     got = _run_on(rag, data, lambda src: fastaxo.pack(
         src, max_len, labels=src, strategy=strategy, overflow=overflow, layout=layout,

@@ -251,14 +251,14 @@ def test_bins_slicing_and_chunks():
 @pytest.mark.parametrize(
     "kwargs, exc, words",
     [
-        ({"capacity": 0}, InvalidInputError, "capacity must be >= 1"),
-        ({"capacity": 2.5}, InvalidTypeError, "capacity must be a positive int"),
+        ({"capacity": 0}, InvalidInputError, "max_length must be >= 1"),
+        ({"capacity": 2.5}, InvalidTypeError, "max_length must be a positive int"),
         ({"strategy": "best"}, InvalidInputError, "strategy must be one of"),
         ({"overflow": "wrap"}, InvalidInputError, "overflow must be one of"),
         ({"max_rows_per_bin": 0}, InvalidInputError, "max_rows_per_bin must be >= 1"),
         ({"group_size": -1}, InvalidInputError, "group_size must be >= 1"),
         ({"num_threads": 0}, InvalidInputError, "num_threads"),
-        ({"capacity": (1 << 26) + 1}, InvalidInputError, "supports capacities up to"),
+        ({"capacity": (1 << 26) + 1}, InvalidInputError, "supports bins of up to"),
     ],
 )
 def test_pack_bins_argument_errors(kwargs, exc, words):
@@ -269,7 +269,7 @@ def test_pack_bins_argument_errors(kwargs, exc, words):
 
 
 def test_overlong_error_names_row_and_length():
-    with pytest.raises(SequenceTooLongError, match=r"row 2 has 5,000 tokens; the capacity \(max_len\) is 4,096") as ei:
+    with pytest.raises(SequenceTooLongError, match=r"row 2 has 5,000 tokens; max_length is 4,096") as ei:
         fastaxo.pack_bins([10, 20, 5000, 6000], 4096)
     assert (ei.value.row, ei.value.length, ei.value.limit) == (2, 5000, 4096)
     assert isinstance(ei.value, ValueError)
@@ -332,7 +332,7 @@ def pack_case(draw):
         rows=rows, labels=labels, form=form, max_len=max_len,
         strategy=draw(st.sampled_from(STRATS)),
         layout=draw(st.sampled_from(["padded", "flat"])),
-        attention=draw(st.sampled_from(["segments", "binary", None])),
+        attention=draw(st.sampled_from(["segments", "ones", None])),
         overflow=draw(st.sampled_from(["truncate", "split", "drop"])),
         dtype=draw(st.sampled_from([np.int32, np.int64])),
         mult=draw(st.sampled_from([None, 8, 64])),
@@ -550,3 +550,36 @@ def test_list_of_lists_conversion_and_errors():
         fastaxo.pack([[2**70]], 8)
     # NumPy scalars inside lists take the general path and still work
     assert fastaxo.pack([[np.int32(3), 4]], 4)["input_ids"].tolist() == [[3, 4, 0, 0]]
+
+
+def test_old_names_warn_and_new_names_work():
+    """One vocabulary (max_length, pad_to_multiple_of, attention 'ones'); the old names keep
+    working for one release with a DeprecationWarning pointing at the caller."""
+    rows = [np.arange(1, 6), np.arange(1, 4), np.arange(1, 8)]
+    new = fastaxo.pack(rows, 8, attention="ones")
+    with pytest.warns(DeprecationWarning, match=r"max_len= is now max_length=") as rec:
+        old = fastaxo.pack(rows, max_len=8)
+    assert rec[0].filename == __file__
+    assert np.array_equal(old["input_ids"], new["input_ids"])
+    with pytest.warns(DeprecationWarning, match=r"attention='binary' is now attention='ones'") as rec:
+        b = fastaxo.pack(rows, 8, attention="binary")
+    assert rec[0].filename == __file__
+    assert np.array_equal(b["attention_mask"], new["attention_mask"])
+    assert set(np.unique(new["attention_mask"])) <= {0, 1}
+    assert "attention_mask" not in fastaxo.pack(rows, 8, attention="none")
+    with pytest.warns(DeprecationWarning, match="max_len= is now max_length="):
+        chunks = list(fastaxo.iter_pack(rows, max_len=8))
+    assert np.array_equal(chunks[0]["input_ids"], fastaxo.pack(rows, max_length=8)["input_ids"])
+    with pytest.warns(DeprecationWarning, match="capacity= is now max_length="):
+        old_bins = fastaxo.pack_bins([5, 3, 7], capacity=8)
+    assert old_bins.to_list() == fastaxo.pack_bins([5, 3, 7], max_length=8).to_list()
+    with pytest.warns(DeprecationWarning, match="pad_to= is now max_length="):
+        p = fastaxo.pad(rows, pad_to=9)
+    with pytest.warns(DeprecationWarning, match="multiple_of= is now pad_to_multiple_of="):
+        q = fastaxo.pad(rows, multiple_of=4)
+    assert p["input_ids"].shape == (3, 9) and q["input_ids"].shape == (3, 8)
+    assert fastaxo.pad(rows, max_length=9, pad_to_multiple_of=4)["input_ids"].shape == (3, 12)
+    with pytest.warns(DeprecationWarning, match="multiple_of= is now pad_to_multiple_of="):
+        fastaxo.pad_batches(rows, [0, 1, 3], multiple_of=4)
+    with pytest.raises(TypeError, match="both max_len= and max_length="):
+        fastaxo.pack(rows, max_len=8, max_length=8)

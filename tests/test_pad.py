@@ -56,7 +56,7 @@ def test_pad_matches_reference(c):
     labels = make_form(c["labels"], "arrays") if c["with_labels"] else None
     pos_rows = [np.arange(len(r)) * 2 for r in rows]
     pos = True if c["pos"] is True else (pos_rows if c["pos"] == "given" else None)
-    kw = dict(labels=labels, position_ids=pos, pad_to=c["pad_to"], multiple_of=c["mult"], side=c["side"],
+    kw = dict(labels=labels, position_ids=pos, max_length=c["pad_to"], pad_to_multiple_of=c["mult"], side=c["side"],
               truncate=True, pad_id=7, label_pad_id=-100, position_pad_id=c["pos_pad"], dtype=c["dtype"],
               num_threads=c["threads"])
     lens = [len(r) for r in rows]
@@ -146,7 +146,7 @@ def test_pad_list_fast_path_matches_reference(case, dtype, side, mult, mask):
     if not mask:
         del want["attention_mask"]
     try:
-        out = fastaxo.pad(data, labels=lab, multiple_of=mult, side=side, pad_id=7, attention_mask=mask,
+        out = fastaxo.pad(data, labels=lab, pad_to_multiple_of=mult, side=side, pad_id=7, attention_mask=mask,
                           dtype=dtype)
     except (InvalidInputError, InvalidTypeError) as exc:
         # only a 2-D row is refused (by the general path); strided, swapped or subclassed rows are padded
@@ -160,14 +160,14 @@ def test_pad_list_fast_path_matches_reference(case, dtype, side, mult, mask):
 
 def test_pad_example_left_right_and_truncate():
     rows = [np.array([1, 2, 3, 4, 5]), np.array([6, 7])]
-    r = fastaxo.pad(rows, multiple_of=4, position_ids=True)
+    r = fastaxo.pad(rows, pad_to_multiple_of=4, position_ids=True)
     assert r["input_ids"].tolist() == [[1, 2, 3, 4, 5, 0, 0, 0], [6, 7, 0, 0, 0, 0, 0, 0]]
     assert r["attention_mask"].tolist() == [[1, 1, 1, 1, 1, 0, 0, 0], [1, 1, 0, 0, 0, 0, 0, 0]]
     assert r["position_ids"].tolist() == [[0, 1, 2, 3, 4, 0, 1, 2], [0, 1, 0, 1, 2, 3, 4, 5]]
-    l = fastaxo.pad(rows, pad_to=3, side="left", truncate=True, pad_id=9)
+    l = fastaxo.pad(rows, max_length=3, side="left", truncate=True, pad_id=9)
     assert l["input_ids"].tolist() == [[3, 4, 5], [9, 6, 7]]
     assert (l.truncated, l.truncated_tokens) == (1, 2)
-    rt = fastaxo.pad(rows, pad_to=3, truncate=True)
+    rt = fastaxo.pad(rows, max_length=3, truncate=True)
     assert rt["input_ids"].tolist() == [[1, 2, 3], [6, 7, 0]]
 
 
@@ -183,15 +183,15 @@ def test_pad_batches_each_to_its_own_width():
 
 def test_pad_from_table_uses_labels_and_position_ids():
     tbl = pa.table({"input_ids": [[1, 2], [3]], "labels": [[-100, 2], [3]], "position_ids": [[0, 1], [0]]})
-    r = fastaxo.pad(tbl, pad_to=4)
+    r = fastaxo.pad(tbl, max_length=4)
     assert r["labels"].tolist() == [[-100, 2, -100, -100], [3, -100, -100, -100]]
     assert r["position_ids"].tolist() == [[0, 1, 0, 1], [0, 0, 1, 2]]
 
 
 def test_pad_errors():
     rows = [[1, 2, 3], [4]]
-    with pytest.raises(SequenceTooLongError, match=r"input_ids row 0 has 3 tokens; pad_to is 2. Pass truncate=True"):
-        fastaxo.pad(rows, pad_to=2)
+    with pytest.raises(SequenceTooLongError, match=r"input_ids row 0 has 3 tokens; max_length is 2. Pass truncate=True"):
+        fastaxo.pad(rows, max_length=2)
     with pytest.raises(InvalidInputError, match="side must be one of"):
         fastaxo.pad(rows, side="middle")
     with pytest.raises(InvalidInputError, match="labels row 1 has 2 values"):
@@ -209,8 +209,8 @@ def test_pad_errors():
         fastaxo.pad_batches(rows, [0, 1])
     with pytest.raises(InvalidInputError, match="must not decrease"):
         fastaxo.pad_batches(rows, [0, 2, 1, 2])
-    with pytest.raises(InvalidInputError, match="pad_to must be >= 1"):
-        fastaxo.pad(rows, pad_to=0)
+    with pytest.raises(InvalidInputError, match="max_length must be >= 1"):
+        fastaxo.pad(rows, max_length=0)
     with pytest.raises(InvalidTypeError, match="pad_id must be an int"):
         fastaxo.pad(rows, pad_id=None)
     with pytest.raises(InvalidInputError, match="pad_id is 4294967296; it does not fit"):
@@ -220,9 +220,9 @@ def test_pad_errors():
 def test_pad_empty():
     r = fastaxo.pad([])
     assert r["input_ids"].shape == (0, 0)
-    r = fastaxo.pad([[], []], multiple_of=8)
+    r = fastaxo.pad([[], []], pad_to_multiple_of=8)
     assert r["input_ids"].shape == (2, 0)
-    r = fastaxo.pad([[], []], pad_to=3)
+    r = fastaxo.pad([[], []], max_length=3)
     assert r["attention_mask"].tolist() == [[0, 0, 0], [0, 0, 0]]
 
 

@@ -180,7 +180,7 @@ def test_overflow_error_cli_names_file_and_row_and_leaves_no_output(tmp_path):
     labs[217] = list(range(SEQ + 9))
     src = _write(tmp_path / "in.parquet", ids, labs, row_group_size=50)
     out = tmp_path / "out.parquet"
-    r = _cli("prepare", src, "-o", out, "--seq-len", SEQ, "--quiet")
+    r = _cli("prepare", src, "-o", out, "--max-length", SEQ, "--quiet")
     assert r.returncode == 1, r.stderr
     assert "in.parquet row 217" in r.stderr and f"{SEQ + 9} tokens" in r.stderr and "--overflow" in r.stderr
     assert "Traceback" not in r.stderr
@@ -211,7 +211,7 @@ def test_cli_formats_and_labels(tmp_path, fmt, with_labels):
     f2 = _write(tmp_path / f"b.{fmt}", ids[half:], None if labs is None else labs[half:], fmt)
     out = tmp_path / "out.parquet"
     rj = tmp_path / "report.json"
-    r = _cli("prepare", f1, f2, "-o", out, "--seq-len", SEQ, "--pack-window", 200, "--attention", "ones",
+    r = _cli("prepare", f1, f2, "-o", out, "--max-length", SEQ, "--pack-window", 200, "--attention", "ones",
              "--report-json", rj, "--quiet")
     assert r.returncode == 0, r.stderr
     assert "duplicates dropped" in r.stdout and "efficiency" in r.stdout and "peak RSS" in r.stdout
@@ -257,23 +257,23 @@ def test_data_errors_name_file_and_row(tmp_path):
     with pytest.raises(fastaxo.InvalidInputError, match=r"mis\.parquet row 1 .*labels has 2 values and input_ids 3"):
         prepare(str(tmp_path / "mis.parquet"), tmp_path / "o.parquet", 8)
     pq.write_table(pa.table({"text": ["a"]}), tmp_path / "text.parquet")
-    r = _cli("prepare", tmp_path / "text.parquet", "-o", tmp_path / "o.parquet", "--seq-len", 8)
+    r = _cli("prepare", tmp_path / "text.parquet", "-o", tmp_path / "o.parquet", "--max-length", 8)
     assert r.returncode == 1 and "no column 'input_ids'" in r.stderr and "--tokenizer" in r.stderr
     with open(tmp_path / "big.jsonl", "w") as fh:
         fh.write('{"input_ids": [1, 2]}\n{"input_ids": [3, 5000000000]}\n')
-    r = _cli("prepare", tmp_path / "big.jsonl", "-o", tmp_path / "o.parquet", "--seq-len", 8)
+    r = _cli("prepare", tmp_path / "big.jsonl", "-o", tmp_path / "o.parquet", "--max-length", 8)
     assert r.returncode == 1 and "big.jsonl row 1" in r.stderr and "int32" in r.stderr
-    r = _cli("prepare", tmp_path / "missing.parquet", "-o", tmp_path / "o.parquet", "--seq-len", 8)
+    r = _cli("prepare", tmp_path / "missing.parquet", "-o", tmp_path / "o.parquet", "--max-length", 8)
     assert r.returncode == 1 and "missing.parquet" in r.stderr
     assert not (tmp_path / "o.parquet").exists()
 
 
 @pytest.mark.parametrize("argv", [
-    ["prepare", "x.parquet", "-o", "o.parquet"],                          # no --seq-len
-    ["prepare", "x.parquet", "-o", "o.parquet", "--seq-len", "0"],
-    ["prepare", "x.parquet", "-o", "o.parquet", "--seq-len", "8", "--strategy", "best"],
-    ["prepare", "x.parquet", "--seq-len", "8"],                           # no -o
-    ["prepare", "x.parquet", "-o", "o.parquet", "--seq-len", "8", "--overflow", "isolate"],
+    ["prepare", "x.parquet", "-o", "o.parquet"],                          # no --max-length
+    ["prepare", "x.parquet", "-o", "o.parquet", "--max-length", "0"],
+    ["prepare", "x.parquet", "-o", "o.parquet", "--max-length", "8", "--strategy", "best"],
+    ["prepare", "x.parquet", "--max-length", "8"],                           # no -o
+    ["prepare", "x.parquet", "-o", "o.parquet", "--max-length", "8", "--overflow", "isolate"],
     ["demo", "--rows", "-5"],
 ])
 def test_bad_arguments_exit_2(argv):
@@ -299,7 +299,7 @@ def test_tokenizer(tmp_path):
             fh.write(json.dumps({"id": i, "body": t}) + "\n")
     out = tmp_path / "out.parquet"
     rj = tmp_path / "r.json"
-    r = _cli("prepare", tmp_path / "raw.jsonl", "-o", out, "--seq-len", 32, "--tokenizer", tmp_path / "tok",
+    r = _cli("prepare", tmp_path / "raw.jsonl", "-o", out, "--max-length", 32, "--tokenizer", tmp_path / "tok",
              "--text-column", "body", "--report-json", rj, "--quiet", "--batch-rows", 64)
     assert r.returncode == 0, r.stderr
     enc = [e.ids for e in tok.encode_batch(texts)]
@@ -309,7 +309,7 @@ def test_tokenizer(tmp_path):
     assert Counter(segs) == Counter(_expected_segments(enc, None, keep, "error", C=32))
     rep = json.loads(rj.read_text())
     assert rep["duplicates"] == len(texts) - len(keep) >= 40 and rep["tokenizer"].endswith("tok")
-    r = _cli("prepare", tmp_path / "raw.jsonl", "-o", out, "--seq-len", 32, "--tokenizer", tmp_path)
+    r = _cli("prepare", tmp_path / "raw.jsonl", "-o", out, "--max-length", 32, "--tokenizer", tmp_path)
     assert r.returncode == 1 and "tokenizer.json" in r.stderr
 
 
@@ -378,7 +378,7 @@ def test_2m_rows_peak_rss_under_1gib_and_output_verified(tmp_path):
     rj = tmp_path / "r.json"
     try:
         _write_big(src)
-        r = _cli("prepare", src, "-o", out, "--seq-len", 2048, "--report-json", rj, "--quiet", timeout=900)
+        r = _cli("prepare", src, "-o", out, "--max-length", 2048, "--report-json", rj, "--quiet", timeout=900)
         assert r.returncode == 0, r.stderr
         rep = json.loads(rj.read_text())
         assert rep["peak_rss_bytes"] < 1 << 30, rep["peak_rss_bytes"]
@@ -430,7 +430,7 @@ def test_ctrl_c_leaves_no_output_that_looks_complete(tmp_path):
     out.write_bytes(b"old")
     env = {**os.environ, "FASTAXO_REQUIRE_EXTENSION": "1"}
     # small windows and batches: many row groups, so the interrupt lands mid-write
-    p = subprocess.Popen([sys.executable, "-m", "fastaxo", "prepare", src, "-o", str(out), "--seq-len", "512",
+    p = subprocess.Popen([sys.executable, "-m", "fastaxo", "prepare", src, "-o", str(out), "--max-length", "512",
                           "--pack-window", "500", "--batch-rows", "500", "-q"],
                          cwd="/", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
@@ -472,6 +472,25 @@ def test_errors_survive_pickling():
 
 
 def test_ray_flags_are_checked_by_argparse(tmp_path):
-    r = _cli("prepare", tmp_path / "x.parquet", "-o", tmp_path / "o", "--seq-len", 8, "--ray", "local",
+    r = _cli("prepare", tmp_path / "x.parquet", "-o", tmp_path / "o", "--max-length", 8, "--ray", "local",
              "--ray-cpus-per-task", "0")
     assert r.returncode == 2 and "--ray-cpus-per-task: expected a number > 0, got 0" in r.stderr
+
+
+def test_old_names_warn_and_new_names_work(tmp_path):
+    ids, labs = _rows(300, seed=21)
+    src = _write(tmp_path / "in.parquet", ids, labs)
+    new = fastaxo.prepare(src, tmp_path / "new.parquet", max_length=SEQ, attention=None)
+    with pytest.warns(DeprecationWarning, match="seq_len= is now max_length="):
+        old = fastaxo.prepare(src, tmp_path / "old.parquet", seq_len=SEQ, attention="none")
+    assert pq.read_table(tmp_path / "new.parquet").equals(pq.read_table(tmp_path / "old.parquet"))
+    assert "attention_mask" not in pq.read_table(tmp_path / "new.parquet").column_names
+    with pytest.warns(DeprecationWarning, match="seq_len is now .max_length"):
+        assert old.seq_len == new.max_length == SEQ
+    r = _cli("prepare", src, "-o", tmp_path / "cli.parquet", "--seq-len", SEQ, "-q")
+    assert r.returncode == 0, r.stderr
+    assert "--seq-len is now --max-length" in r.stderr
+    assert pq.read_table(tmp_path / "cli.parquet").column("input_ids").equals(
+        pq.read_table(tmp_path / "new.parquet").column("input_ids"))
+    r = _cli("prepare", src, "-o", tmp_path / "x.parquet", "--seq-len", SEQ, "--max-length", SEQ)
+    assert r.returncode == 2 and "give one of them" in r.stderr

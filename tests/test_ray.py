@@ -301,7 +301,7 @@ def test_command_line(cluster, tmp_path):
     env = {**os.environ, "FASTAXO_REQUIRE_EXTENSION": "1", "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("FASTAXO_RAY_TEST_HOLD", None)
     r = subprocess.run([sys.executable, "-m", "fastaxo", "prepare", "--ray", cluster["address"], *files,
-                        "-o", str(tmp_path / "out"), "--seq-len", str(SEQ), "--pack-window", "1000",
+                        "-o", str(tmp_path / "out"), "--max-length", str(SEQ), "--pack-window", "1000",
                         "--report-json", str(tmp_path / "r.json")],
                        capture_output=True, text=True, cwd="/", env=env, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -328,7 +328,7 @@ def test_workers_importing_an_uncompiled_fastaxo_are_refused(cluster, tmp_path):
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("FASTAXO_RAY_TEST_HOLD", None)
     r = subprocess.run([str(script), "prepare", "--ray", cluster["address"], f, "-o", str(tmp_path / "out"),
-                        "--seq-len", str(SEQ)], capture_output=True, text=True, cwd=checkout, env=env, timeout=600)
+                        "--max-length", str(SEQ)], capture_output=True, text=True, cwd=checkout, env=env, timeout=600)
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
     # the workers either import the checkout and report it, or (FASTAXO_REQUIRE_EXTENSION=1 on the
     # cluster, as in CI) fail to import it: both name the remedy

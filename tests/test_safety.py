@@ -41,9 +41,9 @@ def test_a_huge_pad_to_is_refused_before_anything_is_allocated(pad_to):
     r = _child(f"""
         import numpy as np, fastaxo
         vals = np.arange(40, dtype=np.int64); offs = np.arange(0, 41, 5, dtype=np.int64)
-        for call in (lambda: fastaxo.pad_batches((vals, offs), [0, 4, 8], pad_to={pad_to},
+        for call in (lambda: fastaxo.pad_batches((vals, offs), [0, 4, 8], max_length={pad_to},
                                                  truncate=True),
-                     lambda: fastaxo.pad((vals, offs), pad_to={pad_to}, truncate=True)):
+                     lambda: fastaxo.pad((vals, offs), max_length={pad_to}, truncate=True)):
             try:
                 call()
                 print("returned")
@@ -56,9 +56,9 @@ def test_a_huge_pad_to_is_refused_before_anything_is_allocated(pad_to):
 def test_a_huge_multiple_of_is_refused():
     rows = [np.arange(5, dtype=np.int64), np.arange(3, dtype=np.int64)]
     with pytest.raises((CapacityError, InvalidInputError)):
-        fastaxo.pad(rows, multiple_of=2**62)
+        fastaxo.pad(rows, pad_to_multiple_of=2**62)
     with pytest.raises((CapacityError, InvalidInputError)):
-        fastaxo.pad((np.arange(8, dtype=np.int64), np.array([0, 5, 8])), multiple_of=2**62)
+        fastaxo.pad((np.arange(8, dtype=np.int64), np.array([0, 5, 8])), pad_to_multiple_of=2**62)
 
 
 def test_a_huge_packed_width_is_refused():
@@ -81,7 +81,7 @@ def test_offsets_are_validated_without_subtracting(dtype, offsets):
         vals = np.arange(10, dtype=np.int64)
         offs = np.array({offsets!r}, dtype=np.{np.dtype(dtype).name})
         for name, call in (("pack", lambda: fastaxo.pack((vals, offs), 8, overflow="truncate")),
-                           ("pad", lambda: fastaxo.pad((vals, offs), pad_to=8, truncate=True)),
+                           ("pad", lambda: fastaxo.pad((vals, offs), max_length=8, truncate=True)),
                            ("bins", lambda: fastaxo.pack_bins((vals, offs), 8,
                                                               overflow="truncate"))):
             try:

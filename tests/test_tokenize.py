@@ -125,7 +125,7 @@ def test_cli_flags(tmp_path, data):
     tok = _tokenizer_dir(tmp_path / "tok")
     out = tmp_path / "out.parquet"
     r = subprocess.run([sys.executable, "-m", "fastaxo", "prepare", str(src), "-o", str(out),
-                        "--seq-len", "64", "--tokenizer", tok, "--no-dedupe", "--no-special-tokens",
+                        "--max-length", "64", "--tokenizer", tok, "--no-dedupe", "--no-special-tokens",
                         "--append-eos", "-q"], capture_output=True, text=True, cwd="/")
     assert r.returncode == 0, r.stderr
     assert "EOS '[EOS]' appended to 300 rows" in r.stdout and "special tokens off" in r.stdout

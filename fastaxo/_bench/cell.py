@@ -272,7 +272,7 @@ def _runner_pack(impl: str, spec: dict) -> Runner:
                 cap,
                 labels=lab2,
                 strategy="nf",
-                attention="binary",
+                attention="ones",
                 position_ids=False,
                 num_threads=nt,
             ),

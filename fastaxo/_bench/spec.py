@@ -434,7 +434,7 @@ def _kernels() -> dict[str, Kernel]:
                     "fastaxo",
                     "nf",
                     "fastaxo.pack(ids + [eos, pad], capacity, labels=..., strategy='nf', "
-                    "attention='binary', "
+                    "attention='ones', "
                     "position_ids=False)",
                     lambda e: 2 * _ARROW_TOKENS(e) + 30 * e.tokens + 100 * e.n,
                     requires=("fast_axolotl",),

@@ -272,7 +272,9 @@ def dedupe(
     Parameters
     ----------
     data, columns, num_threads
-        As for :func:`hash_rows`.
+        As for :func:`hash_rows`. The default key is every column: a row is a duplicate when
+        everything the output would hold of it is equal. :func:`fastaxo.prepare` follows the
+        same rule; it writes only ``input_ids`` and ``labels``, so those are its default key.
     seen
         Rows seen earlier; updated in place and returned. Default: a new :class:`Seen`
         (digests: picklable, bounded memory on a stream). A :class:`RowSet` instead compares

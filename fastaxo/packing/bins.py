@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from fastaxo._core import backend
-from fastaxo._core.checks import choice, mistake_hint, positive_int
+from fastaxo._core.checks import choice, mistake_hint, positive_int, renamed_args
 from fastaxo._core.ragged import (
     ArrayRows,
     Ragged,
@@ -225,7 +225,7 @@ def _items(lengths: np.ndarray, capacity: int, overflow: str, what: str):
     first = int(np.flatnonzero(over)[0])
     if overflow == "error":
         raise SequenceTooLongError(
-            f"{what} row {first} has {int(lengths[first]):,} tokens; the capacity (max_len) is "
+            f"{what} row {first} has {int(lengths[first]):,} tokens; max_length is "
             f"{capacity:,}. "
             f"{n_over:,} row(s) are longer. Pass overflow='truncate', 'split' or 'drop' to handle "
             "them "
@@ -277,9 +277,10 @@ def _assign(
     return order, offsets, entry_len
 
 
+@renamed_args(capacity="max_length")
 def pack_bins(
     lengths: Any,
-    capacity: int,
+    max_length: int,
     *,
     strategy: str = "bfd",
     max_rows_per_bin: int | None = None,
@@ -288,15 +289,15 @@ def pack_bins(
     num_threads: int | None = None,
     order: Any = None,
 ) -> Bins:
-    """Assign sequences to bins of ``capacity`` tokens (bin assignment only).
+    """Assign sequences to bins of ``max_length`` tokens (bin assignment only).
 
     Parameters
     ----------
     lengths : array-like of int, or ragged rows
         Token count per sequence (1-D integers), or the sequences themselves (anything
         :func:`pack` accepts), whose lengths are used.
-    capacity : int
-        Tokens per bin (the packed row length).
+    max_length : int
+        Tokens per bin (the packed row length; ``capacity`` is its old name).
     strategy : {"bfd", "ffd", "ff", "nf"}
         ``"bfd"`` best-fit decreasing (default; tightest), ``"ffd"`` first-fit decreasing,
         ``"ff"`` first-fit in the given order (Axolotl's ``pack_parallel``, bin for bin),
@@ -309,9 +310,9 @@ def pack_bins(
         Pack consecutive groups of this many rows independently (Axolotl packs groups of
         100,000); groups run in parallel and their bins are concatenated in group order.
     overflow : {"error", "truncate", "split", "drop", "isolate"}
-        Sequences longer than ``capacity``: raise :class:`~fastaxo.errors.SequenceTooLongError`
-        naming the row (default); keep the first ``capacity`` tokens; cut into pieces of at
-        most ``capacity`` tokens, each packed as its own sequence; leave the row out; or give
+        Sequences longer than ``max_length``: raise :class:`~fastaxo.errors.SequenceTooLongError`
+        naming the row (default); keep the first ``max_length`` tokens; cut into pieces of at
+        most ``max_length`` tokens, each packed as its own sequence; leave the row out; or give
         it a bin of its own that nothing else joins (Axolotl's behaviour; such bins exceed the
         capacity, so :func:`pack` refuses this mode). Every case is counted in ``stats``.
     num_threads : int, optional
@@ -332,7 +333,7 @@ def pack_bins(
         they were added. Every row (every piece, when split) appears exactly once (with
         ``order``: every entry of ``order``).
     """
-    capacity = positive_int(capacity, "capacity")
+    capacity = positive_int(max_length, "max_length")
     strategy = choice(strategy, "strategy", STRATEGIES)
     overflow = choice(overflow, "overflow", OVERFLOW_MODES)
     max_rows = positive_int(max_rows_per_bin, "max_rows_per_bin", allow_none=True)
@@ -340,7 +341,7 @@ def pack_bins(
     nt = resolve_num_threads(num_threads)
     if strategy == "bfd" and capacity > BFD_MAX_CAPACITY:
         raise InvalidInputError(
-            f"capacity is {capacity:,}; strategy 'bfd' supports capacities up to "
+            f"max_length is {capacity:,}; strategy 'bfd' supports bins of up to "
             f"{BFD_MAX_CAPACITY:,} "
             "tokens (use 'ffd', nearly as tight, for larger bins)"
         )
@@ -408,8 +409,7 @@ def _pack_bins_ordered(
         row = int(order[bad])
         n_over = int(np.count_nonzero(lengths[order] > capacity))
         raise SequenceTooLongError(
-            f"lengths row {row} (order[{bad}]) has {int(lengths[row]):,} tokens; the capacity "
-            "(max_len) is "
+            f"lengths row {row} (order[{bad}]) has {int(lengths[row]):,} tokens; max_length is "
             f"{capacity:,}. {n_over:,} entries of order are longer. Pass overflow='truncate', "
             "'split' or 'drop' "
             "to handle them (each is counted in the stats), or filter them out first",

@@ -12,7 +12,14 @@ import pyarrow as pa
 
 from fastaxo._core import backend
 from fastaxo._core.arrow import list_array
-from fastaxo._core.checks import choice, int_arg, offsets_problem, positive_int
+from fastaxo._core.checks import (
+    choice,
+    deprecated_value,
+    int_arg,
+    offsets_problem,
+    positive_int,
+    renamed_args,
+)
 from fastaxo._core.outputs import ArrayMap, check_fits, check_output_bytes, out_dtype
 from fastaxo._core.ragged import (
     Rows,
@@ -27,7 +34,10 @@ from fastaxo._reference import packing as reference
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 from fastaxo.packing.bins import BFD_MAX_CAPACITY, OVERFLOW_MODES, STRATEGIES, Bins, assign_bins
 
-__all__ = ["PackIterator", "Packed", "PackedRows", "iter_pack", "pack"]
+__all__ = ["ATTENTION", "PackIterator", "Packed", "PackedRows", "iter_pack", "pack"]
+
+#: attention_mask layouts of pack and prepare (None / "none": no mask)
+ATTENTION = ("segments", "ones")
 
 
 class Packed(ArrayMap):
@@ -363,7 +373,7 @@ def _materialise(
 
 
 def _pack_options(
-    max_len: Any,
+    max_length: Any,
     strategy: str,
     layout: str,
     attention: Any,
@@ -376,16 +386,17 @@ def _pack_options(
     group_size: Any,
     num_threads: Any,
 ) -> dict[str, Any]:
-    max_len = positive_int(max_len, "max_len")
+    max_length = positive_int(max_length, "max_length")
     mult = positive_int(pad_to_multiple_of, "pad_to_multiple_of", allow_none=True)
+    attention = deprecated_value(attention, "attention", {"binary": "ones"}, depth=3)
     opts = {
-        "max_len": max_len,
-        "width": max_len if mult is None else -(-max_len // mult) * mult,
+        "max_length": max_length,
+        "width": max_length if mult is None else -(-max_length // mult) * mult,
         "strategy": choice(strategy, "strategy", STRATEGIES),
         "layout": choice(layout, "layout", ("padded", "flat")),
         "attention": None
-        if attention is None
-        else choice(attention, "attention", ("segments", "binary")),
+        if attention is None or attention == "none"
+        else choice(attention, "attention", ATTENTION),
         "overflow": choice(overflow, "overflow", OVERFLOW_MODES[:4])
         if overflow != "isolate"
         else None,
@@ -398,12 +409,12 @@ def _pack_options(
     }
     if opts["overflow"] is None:
         raise InvalidInputError(
-            "overflow='isolate' makes bins longer than max_len, which packed rows cannot hold; "
+            "overflow='isolate' makes bins longer than max_length, which packed rows cannot hold; "
             "use 'error', 'truncate', 'split' or 'drop' with pack (isolate is for pack_bins)"
         )
-    if opts["strategy"] == "bfd" and max_len > BFD_MAX_CAPACITY:
+    if opts["strategy"] == "bfd" and max_length > BFD_MAX_CAPACITY:
         raise InvalidInputError(
-            f"max_len is {max_len:,}; strategy 'bfd' supports up to {BFD_MAX_CAPACITY:,}"
+            f"max_length is {max_length:,}; strategy 'bfd' supports up to {BFD_MAX_CAPACITY:,}"
         )
     return opts
 
@@ -415,16 +426,17 @@ def _prepare(data: Any, labels: Any, columns: Any, pad_values: Any, bins: Any, o
     if lab is not None:
         check_fits(lab, o["dt"], o["label_pad_id"], "label_pad_id")
     if bins is None:
-        bins = assign_bins(ids.lengths, o["max_len"], o["strategy"], o["max_rows"], o["group_size"],
-                          o["overflow"], o["nt"], "input_ids")
+        bins = assign_bins(ids.lengths, o["max_length"], o["strategy"], o["max_rows"],
+                          o["group_size"], o["overflow"], o["nt"], "input_ids")
     else:
         bins = _check_bins(bins, ids, o["width"], o["layout"])
     return ids, lab, extra, pv, bins
 
 
+@renamed_args(max_len="max_length")
 def pack(
     data: Any,
-    max_len: int,
+    max_length: int,
     *,
     labels: Any = None,
     columns: Any = None,
@@ -443,7 +455,7 @@ def pack(
     bins: Bins | None = None,
     num_threads: int | None = None,
 ) -> Packed:
-    """Pack sequences into rows of ``max_len`` tokens: bin assignment plus the packed arrays.
+    """Pack sequences into rows of ``max_length`` tokens: bin assignment plus the packed arrays.
 
     Parameters
     ----------
@@ -453,8 +465,8 @@ def pack(
         2-D array, or a list of lists (converted once: the slow path). Or a pyarrow Table /
         RecordBatch, a ``datasets.Dataset`` or a mapping with an ``input_ids`` column (and
         ``labels``, used when present).
-    max_len : int
-        Tokens per packed row (the bin capacity).
+    max_length : int
+        Tokens per packed row (the bin capacity; ``max_len`` is its old name).
     labels : ragged rows, optional
         Per-token labels aligned with ``input_ids`` (same length row by row); ``False`` ignores
         a table's ``labels`` column.
@@ -464,12 +476,15 @@ def pack(
     strategy, max_rows_per_bin, group_size, overflow
         As in :func:`pack_bins` (``overflow='isolate'`` is not available here).
     layout : {"padded", "flat"}
-        ``"padded"``: ``[n_bins, width]`` arrays (``width`` = ``max_len`` rounded up to
+        ``"padded"``: ``[n_bins, width]`` arrays (``width`` = ``max_length`` rounded up to
         ``pad_to_multiple_of``). ``"flat"``: 1-D arrays with no padding, plus ``cu_seqlens``
         and ``bin_offsets``, for variable-length (flash-attention varlen) kernels.
-    attention : {"segments", "binary", None}
+    attention : {"segments", "ones", None}
         ``attention_mask`` as segment ids 1..k per bin with 0 for padding (Axolotl's V2
-        collator layout), as 1/0, or left out (None).
+        collator layout), as 1 for tokens and 0 for padding, or left out (None or "none").
+        Either layout is for Axolotl's attention; a stock transformers model needs
+        :class:`fastaxo.integrations.transformers.PackedCollator` to keep sequences apart.
+        (``"binary"`` is the old name of ``"ones"``.)
     position_ids : bool
         Emit ``position_ids``, restarting at 0 for every sequence; the pad tail continues
         0, 1, 2, ... as Axolotl's collator does.
@@ -487,8 +502,8 @@ def pack(
     Packed
         A mapping of NumPy arrays with ``.bins`` and ``.stats``.
     """
-    o = _pack_options(max_len, strategy, layout, attention, overflow, dtype, pad_id, label_pad_id,
-                      pad_to_multiple_of, max_rows_per_bin, group_size, num_threads)
+    o = _pack_options(max_length, strategy, layout, attention, overflow, dtype, pad_id,
+                      label_pad_id, pad_to_multiple_of, max_rows_per_bin, group_size, num_threads)
     ids, lab, extra, pv, bins = _prepare(data, labels, columns, pad_values, bins, o)
     return _materialise(
         ids,
@@ -543,9 +558,10 @@ class PackIterator:
             )
 
 
+@renamed_args(max_len="max_length")
 def iter_pack(
     data: Any,
-    max_len: int,
+    max_length: int,
     *,
     chunk_bins: int = 65536,
     labels: Any = None,
@@ -574,8 +590,8 @@ def iter_pack(
     That saves the allocation and first touch of fresh memory per chunk, which on virtual
     machines costs more than the writing itself."""
     chunk_bins = positive_int(chunk_bins, "chunk_bins")
-    o = _pack_options(max_len, strategy, layout, attention, overflow, dtype, pad_id, label_pad_id,
-                      pad_to_multiple_of, max_rows_per_bin, group_size, num_threads)
+    o = _pack_options(max_length, strategy, layout, attention, overflow, dtype, pad_id,
+                      label_pad_id, pad_to_multiple_of, max_rows_per_bin, group_size, num_threads)
     ids, lab, extra, pv, bins = _prepare(data, labels, columns, pad_values, bins, o)
     return PackIterator(
         (ids, lab, extra, pv, o, bool(position_ids)), bins, chunk_bins, bool(reuse_buffers)

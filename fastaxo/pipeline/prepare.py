@@ -7,7 +7,7 @@ Pipeline (one pass, never the whole dataset in memory)::
     -> pack_bins + materialise (iter_pack, chunks of bins) -> Parquet row groups -> rename
 
 Output rows are bins: ``input_ids`` (and ``labels`` when the input has them) with the bin's
-sequences back to back and no padding (a row holds at most ``seq_len`` tokens; the collator
+sequences back to back and no padding (a row holds at most ``max_length`` tokens; the collator
 pads), ``position_ids`` restarting at 0 for every sequence, and ``attention_mask`` as segment
 ids 1..k (``"segments"``), all ones (``"ones"``) or left out (``"none"``). Every token of every
 kept row is in exactly one output row, in order; the only exceptions are the explicit
@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastaxo._core import arrow
-from fastaxo._core.checks import positive_int
+from fastaxo._core.checks import positive_int, renamed_args
 from fastaxo._core.files import check_not_an_input, check_writable_dir
 from fastaxo._core.proc import io_counters, status_kib
 from fastaxo._core.threads import resolve_num_threads
@@ -71,8 +71,9 @@ def _schema_of(path: str, fmt: str, comp: str | None, batch_rows: int,
     return (lambda cols: reader), reader.schema, None
 
 
-def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
-            overflow: str = "error", attention: str = "segments", dedupe: bool = True,
+@renamed_args(seq_len="max_length")
+def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
+            overflow: str = "error", attention: str | None = "segments", dedupe: bool = True,
             dedupe_columns: Sequence[str] | None = None, pack_window: int = DEFAULT_PACK_WINDOW,
             tokenizer: str | None = None, text_column: str = "text", batch_rows: int = 8192,
             format: str | None = None, progress: bool = False, num_threads: int | None = None,
@@ -91,20 +92,25 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
     output : str
         The Parquet file to write. It is written under a temporary name in the same directory
         and renamed at the end: an error or Ctrl-C leaves no file at ``output``.
-    seq_len : int
-        Tokens per packed row (the bin capacity).
+    max_length : int
+        Tokens per packed row (the bin capacity; ``seq_len`` is its old name).
     strategy : {"bfd", "ffd", "ff", "nf"}
         Bin assignment (see :func:`fastaxo.pack_bins`), per window.
     overflow : {"error", "truncate", "split", "drop"}
-        Rows longer than ``seq_len``: raise naming the file and row (default), keep the first
-        ``seq_len`` tokens, cut into pieces of at most ``seq_len``, or leave out. Counted.
-    attention : {"segments", "ones", "none"}
-        ``attention_mask`` as segment ids 1..k per row, all ones, or no column.
+        Rows longer than ``max_length``: raise naming the file and row (default), keep the
+        first ``max_length`` tokens, cut into pieces of at most ``max_length``, or leave out.
+        Counted.
+    attention : {"segments", "ones", None}
+        ``attention_mask`` as segment ids 1..k per row, all ones, or no column (None or
+        ``"none"``); the values of :func:`fastaxo.pack`. For a stock transformers model, train
+        through :class:`fastaxo.integrations.transformers.PackedCollator`.
     dedupe : bool
         Drop rows equal to an earlier row (any file) on ``dedupe_columns``; exact (SHA-256 of
         the canonical row encoding, one :class:`fastaxo.Seen`: 32 bytes per distinct row).
     dedupe_columns : list of str, optional
-        Columns that define a duplicate (default: ``input_ids`` and ``labels`` when present).
+        Columns that define a duplicate. Default: the columns the output is made of
+        (``input_ids``, and ``labels`` when present), the rule of :func:`fastaxo.dedupe`,
+        whose output holds every column and whose default key is every column.
     pack_window : int
         Kept rows packed together (default 100,000, Axolotl's group size): the memory bound.
     tokenizer : str, optional
@@ -142,7 +148,7 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
     PrepareReport
     """
     seq_len, strategy, overflow, attention, pack_window, dedupe_columns = check_options(
-        seq_len, strategy, overflow, attention, pack_window, dedupe_columns)
+        max_length, strategy, overflow, attention, pack_window, dedupe_columns)
     batch_rows = positive_int(batch_rows, "batch_rows")
     nt = resolve_num_threads(num_threads)
     if not isinstance(output, (str, os.PathLike)):
@@ -186,7 +192,7 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
     out_schema = output_schema(has_labels, attention, options)
     fields = list(out_schema)
 
-    rep = PrepareReport(inputs=[p for p, _, _ in files], output=output, seq_len=seq_len,
+    rep = PrepareReport(inputs=[p for p, _, _ in files], output=output, max_length=seq_len,
                         strategy=strategy, overflow=overflow, attention=attention,
                         pack_window=pack_window, dedupe=bool(dedupe),
                         dedupe_columns=key_cols if dedupe else None, labels=has_labels,

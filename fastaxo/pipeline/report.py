@@ -19,7 +19,7 @@ class ReportCounts:
 
     inputs: list[str]
     output: str
-    seq_len: int
+    max_length: int
     strategy: str
     overflow: str
     attention: str
@@ -28,6 +28,16 @@ class ReportCounts:
     dedupe_columns: list[str] | None
     labels: bool
     tokenizer: str | None = None
+
+    @property
+    def seq_len(self) -> int:
+        """The old name of :attr:`max_length` (one release, with a DeprecationWarning)."""
+        import warnings
+
+        warnings.warn("PrepareReport.seq_len is now .max_length; the old name is accepted "
+                      "until the next minor release", DeprecationWarning, stacklevel=2)
+        return self.max_length
+
     #: with a tokenizer: what it did (TextTokenizer.settings: special tokens, EOS, and the
     #: truncation/padding stored in tokenizer.json that was not applied)
     tokenizer_settings: dict[str, Any] | None = None
@@ -101,8 +111,8 @@ class ReportCounts:
     def finish(self, seconds: float) -> None:
         """Wall time, rates, the lower bound and the efficiency, from the counts."""
         self.seconds = seconds
-        self.lower_bound = -(-self.tokens_out // self.seq_len)
-        self.efficiency = self.tokens_out / (self.bins * self.seq_len) if self.bins else 0.0
+        self.lower_bound = -(-self.tokens_out // self.max_length)
+        self.efficiency = self.tokens_out / (self.bins * self.max_length) if self.bins else 0.0
         self.rows_per_s = self.rows_in / seconds if seconds > 0 else 0.0
         self.tokens_per_s = self.tokens_in / seconds if seconds > 0 else 0.0
 
@@ -110,10 +120,10 @@ class ReportCounts:
 @dataclass
 class PrepareReport(ReportCounts):
     """What :func:`prepare` did. Rows count input rows; ``duplicates`` are rows equal to an
-    earlier row on the dedupe columns (dropped); ``overlong`` rows are longer than ``seq_len``
+    earlier row on the dedupe columns (dropped); ``overlong`` rows are longer than ``max_length``
     (kept rows only) and were truncated / split / dropped as ``overflow`` says. ``efficiency``
-    = tokens_out / (bins x seq_len); no packing can use fewer than ``lower_bound`` =
-    ceil(tokens_out / seq_len) bins. ``reader_wait_seconds`` is the time the pipeline waited for
+    = tokens_out / (bins x max_length); no packing can use fewer than ``lower_bound`` =
+    ceil(tokens_out / max_length) bins. ``reader_wait_seconds`` is the time the pipeline waited for
     the reader's next batch (the rest runs in the caller's thread: tokenize, dedupe, pack,
     write); ``bytes_read`` what the process read through read calls while
     reading (``/proc/self/io`` rchar), ``bytes_decoded`` the Arrow size of the batches."""
@@ -132,7 +142,7 @@ class PrepareReport(ReportCounts):
     def __str__(self) -> str:
         mib = lambda v: "n/a" if v is None else f"{v / 2**20:,.0f} MiB"  # noqa: E731
         pct = lambda a, b: f"{100 * a / b:.2f}%" if b else "0%"  # noqa: E731
-        over = f"{self.overlong:,} longer than {self.seq_len:,}"
+        over = f"{self.overlong:,} longer than {self.max_length:,}"
         if self.overlong:
             what = {"truncate": f"truncated (-{self.truncated_tokens:,} tokens)",
                     "split": f"split into {self.split_pieces:,} pieces",
@@ -149,7 +159,7 @@ class PrepareReport(ReportCounts):
             f"  over-long rows     {over}",
             *self._tokenizer_lines(),
             f"  packed             {self.rows_packed:,} rows ({self.sequences_out:,} sequences, "
-            f"{self.tokens_out:,} tokens) -> {self.bins:,} bins of {self.seq_len:,} "
+            f"{self.tokens_out:,} tokens) -> {self.bins:,} bins of {self.max_length:,} "
             f"({self.strategy}, windows of {self.pack_window:,} rows)",
             f"  efficiency         {self.efficiency:.4%} of the bins' tokens used; lower bound "
             f"{self.lower_bound:,} bins (+{extra_bins:,}, {pct(extra_bins, self.lower_bound)})",

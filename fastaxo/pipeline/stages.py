@@ -38,7 +38,7 @@ DEFAULT_PACK_WINDOW = 100_000  # Axolotl's pack_parallel group size
 ROW_GROUP_TOKENS = 1 << 22  # bins per output row group: ~4M tokens (16 MiB per int32 column)
 _I32 = pa.int32()
 
-ATTENTION_MODES = {"segments": "segments", "ones": "binary", "none": None}
+ATTENTION_MODES = {"segments": "segments", "ones": "ones", "none": None}
 
 
 def output_schema(has_labels: bool, attention: str, options: dict[str, Any]) -> pa.Schema:
@@ -62,9 +62,9 @@ def check_options(seq_len: Any, strategy: Any, overflow: Any, attention: Any, pa
             raise InvalidInputError("dedupe_columns must be a non-empty list of column names, got "
                                     f"{dedupe_columns!r}")
         dedupe_columns = list(dedupe_columns)
-    return (positive_int(seq_len, "seq_len"), choice(strategy, "strategy", STRATEGIES),
+    return (positive_int(seq_len, "max_length"), choice(strategy, "strategy", STRATEGIES),
             choice(overflow, "overflow", OVERFLOW),
-            choice(attention, "attention", ATTENTION_LAYOUTS),
+            "none" if attention is None else choice(attention, "attention", ATTENTION_LAYOUTS),
             positive_int(pack_window, "pack_window"), dedupe_columns)
 
 
@@ -117,7 +117,7 @@ def input_columns(schema: pa.Schema, where: str, first: str, *, tokenizing: bool
 def schema_options(seq_len: int, strategy: str, overflow: str, attention: str, dedupe: bool,
                    key_cols: list[str], pack_window: int) -> dict[str, Any]:
     """The options recorded in the output's metadata."""
-    return {"seq_len": seq_len, "strategy": strategy, "overflow": overflow,
+    return {"max_length": seq_len, "strategy": strategy, "overflow": overflow,
             "attention": attention, "dedupe": dedupe,
             "dedupe_columns": key_cols if dedupe else None, "pack_window": pack_window,
             "layout": "flat (unpadded bins)"}
@@ -157,9 +157,9 @@ def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
         if len(over):
             i = int(over[0])
             raise SequenceTooLongError(
-                f"{row_where(path, row0 + i)}: input_ids has {int(lens[i]):,} tokens; --seq-len "
-                f"is {seq_len:,}. Pass --overflow truncate, split or drop to handle such rows "
-                "(each is counted in the report), or filter them out first",
+                f"{row_where(path, row0 + i)}: input_ids has {int(lens[i]):,} tokens; max_length "
+                f"(--max-length) is {seq_len:,}. Pass --overflow truncate, split or drop to "
+                "handle such rows (each is counted in the report), or filter them out first",
                 row0 + i, int(lens[i]), seq_len)
     return work, lens, tsec
 

@@ -147,7 +147,7 @@ class FastaxoCollator(V2BatchSamplerDataCollatorForSeq2Seq):
         labels = (flat["labels"], bin_off) if "labels" in flat else None
         positions = (flat["position_ids"], bin_off) if "position_ids" in flat else None
         padded = fastaxo.pad(ids, labels=labels, position_ids=positions,
-                             pad_to=width, pad_id=int(self.tokenizer.pad_token_id),
+                             max_length=width, pad_id=int(self.tokenizer.pad_token_id),
                              label_pad_id=int(self.label_pad_token_id), attention_mask=False,
                              dtype=np.int64, num_threads=nt)
         out: dict[str, np.ndarray] = {}
@@ -159,7 +159,7 @@ class FastaxoCollator(V2BatchSamplerDataCollatorForSeq2Seq):
             elif k == "position_ids":
                 out[k] = padded["position_ids"]
             else:  # attention_mask (segment ids made above, or 1/0)
-                out[k] = fastaxo.pad((flat[k], bin_off), pad_to=width, pad_id=0,
+                out[k] = fastaxo.pad((flat[k], bin_off), max_length=width, pad_id=0,
                                      attention_mask=False, dtype=np.int64,
                                      num_threads=nt)["input_ids"]
         return out

@@ -15,7 +15,7 @@ import ray
 import ray.data
 
 import fastaxo
-from fastaxo._core.checks import positive_int
+from fastaxo._core.checks import positive_int, renamed_args
 from fastaxo.errors import FastaxoError, InvalidInputError, InvalidTypeError
 from fastaxo.integrations.ray.tasks import (
     block_totals,
@@ -83,11 +83,11 @@ class RayPrepareReport(ReportCounts):
             + ("" if self.dedupe else " [dedupe off]")
             + (f"; empty rows left out {self.empty_rows:,}" if self.empty_rows else "")
             + f"; shuffle: {self.partitions} digest partitions, {self.buckets} key buckets",
-            f"  over-long rows     {self.overlong:,} longer than {self.seq_len:,}"
+            f"  over-long rows     {self.overlong:,} longer than {self.max_length:,}"
             + (f" ({self.overflow})" if self.overlong else ""),
             *self._tokenizer_lines(),
             f"  packed             {self.rows_packed:,} rows ({self.sequences_out:,} sequences, "
-            f"{self.tokens_out:,} tokens) -> {self.bins:,} bins of {self.seq_len:,} "
+            f"{self.tokens_out:,} tokens) -> {self.bins:,} bins of {self.max_length:,} "
             f"({self.strategy}, {self.windows:,} windows of "
             f"{self.pack_window:,} rows, a shard each)",
             f"  efficiency         {self.efficiency:.4%} of the bins' tokens used; lower bound "
@@ -179,8 +179,9 @@ def _check_workers_fastaxo() -> None:
                            f"extension ({why}); {remedy}")
 
 
-def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
-            overflow: str = "error", attention: str = "segments", dedupe: bool = True,
+@renamed_args(seq_len="max_length")
+def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
+            overflow: str = "error", attention: str | None = "segments", dedupe: bool = True,
             dedupe_columns: list[str] | None = None, pack_window: int = DEFAULT_PACK_WINDOW,
             tokenizer: str | None = None, text_column: str = "text", format: str | None = None,
             unit_rows: int = DEFAULT_UNIT_ROWS, partitions: int | None = None,
@@ -199,7 +200,7 @@ def prepare(inputs: Any, output: str, seq_len: int, *, strategy: str = "bfd",
         A directory (created if missing; it must not hold shards already) for
         ``part-NNNNN.parquet`` and the manifest ``_fastaxo_ray.json``. On a cluster, a path every
         node can write (a shared file system).
-    seq_len, strategy, overflow, attention, dedupe, dedupe_columns, pack_window, tokenizer, \
+    max_length, strategy, overflow, attention, dedupe, dedupe_columns, pack_window, tokenizer, \
 text_column, format, add_special_tokens, append_eos, eos_token
         As for :func:`fastaxo.prepare`; ``pack_window`` kept rows are packed together (a window
         is a shard, and the unit of parallelism of the packing stage: efficiency is measured per
@@ -223,7 +224,7 @@ text_column, format, add_special_tokens, append_eos, eos_token
     RayPrepareReport
     """
     seq_len, strategy, overflow, attention, pack_window, dedupe_columns = check_options(
-        seq_len, strategy, overflow, attention, pack_window, dedupe_columns)
+        max_length, strategy, overflow, attention, pack_window, dedupe_columns)
     unit_rows = positive_int(unit_rows, "unit_rows")
     if partitions is not None:
         partitions = positive_int(partitions, "partitions")
@@ -293,7 +294,7 @@ text_column, format, add_special_tokens, append_eos, eos_token
     os.makedirs(output, exist_ok=True)
     stage["plan"] = time.perf_counter() - t
 
-    rep = RayPrepareReport(inputs=names, output=output, seq_len=seq_len, strategy=strategy,
+    rep = RayPrepareReport(inputs=names, output=output, max_length=seq_len, strategy=strategy,
                            overflow=overflow,
                            attention=attention, pack_window=pack_window, dedupe=bool(dedupe),
                            dedupe_columns=key_cols if dedupe else None, labels=has_labels,
