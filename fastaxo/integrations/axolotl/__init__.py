@@ -179,6 +179,9 @@ class FastaxoPlugin(BasePlugin):
         if not self.active:
             return
         check_axolotl_version()
+        from fastaxo.integrations.axolotl.prepacked import check_prepacked
+
+        check_prepacked(cfg)  # before anything is patched: a refused config changes nothing
         self.settings = Settings.from_cfg(cfg)
         use(self.settings)
         names = ("dedupe", "packing", "chat_template", "length_filter")
@@ -211,8 +214,14 @@ class FastaxoPlugin(BasePlugin):
                                        report=report)
 
     def get_collator_cls_and_kwargs(self, cfg, is_eval: bool = False):
-        if not (self.active and self.settings.collator):
+        if not self.active:
             return None
+        from fastaxo.integrations.axolotl.prepacked import collator_for_prepacked
+
+        # a fastaxo-packed dataset: its sequences kept apart whatever fastaxo_collator says
+        got = collator_for_prepacked(cfg, is_eval, say_once=say_once)
+        if got is not None or not self.settings.collator:
+            return got
         from fastaxo.integrations.axolotl.collator import collator_for
 
         return collator_for(cfg, is_eval, self.settings, say_once=say_once)

@@ -1,0 +1,120 @@
+"""Training on ``fastaxo prepare``'s packed Parquet in Axolotl.
+
+Axolotl reads such a file as a pretokenized dataset (it has ``input_ids``, ``labels`` and
+``attention_mask``). Left alone it would leak: with ``sample_packing: false`` its collator
+pads the rows and hands the segment ids to the model as a 2-D mask (each sequence then attends
+to the ones before it in its row), and with ``sample_packing: true`` it renumbers
+``position_ids`` per row and packs the packed rows again. The plugin collates such datasets
+with :class:`PackedCollator` (a block-diagonal mask for eager/sdpa, varlen keywords for flash
+attention) and refuses ``sample_packing: true`` on them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from fastaxo.errors import InvalidInputError
+from fastaxo.integrations.transformers.collator import PackedCollator, layout_for
+
+__all__ = ["AxolotlPackedCollator", "attn_implementation", "check_prepacked",
+           "collator_for_prepacked", "is_prepacked", "prepacked_paths"]
+
+#: the schema metadata key fastaxo prepare writes
+METADATA_KEY = b"fastaxo.prepare"
+
+
+def is_prepacked(path: str) -> bool:
+    """Whether ``path`` (a Parquet file, or a directory of them) was written by fastaxo
+    prepare (its schema metadata)."""
+    import pyarrow.parquet as pq
+
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        names = sorted(n for n in os.listdir(p) if n.endswith(".parquet"))
+        if not names:
+            return False
+        p = os.path.join(p, names[0])
+    if not (os.path.isfile(p) and p.endswith(".parquet")):
+        return False
+    try:
+        meta = pq.read_schema(p).metadata or {}
+    except OSError:
+        return False
+    return METADATA_KEY in meta
+
+
+def prepacked_paths(cfg: Any) -> list[str]:
+    """The local dataset paths of ``cfg.datasets`` / ``cfg.test_datasets`` that fastaxo
+    prepare packed."""
+    out = []
+    for key in ("datasets", "test_datasets"):
+        for ds in (cfg.get(key) if hasattr(cfg, "get") else None) or []:
+            path = ds.get("path") if hasattr(ds, "get") else None
+            if isinstance(path, str) and is_prepacked(path):
+                out.append(path)
+    return out
+
+
+def attn_implementation(cfg: Any) -> str:
+    """The attention implementation the run asks for (``attn_implementation``, or the older
+    flags), sdpa when none is set (transformers' default)."""
+    if cfg.get("attn_implementation"):
+        return str(cfg.get("attn_implementation"))
+    for flag, name in (("flash_attention", "flash_attention_2"), ("flex_attention",
+                       "flex_attention"), ("sdp_attention", "sdpa"), ("eager_attention", "eager")):
+        if cfg.get(flag):
+            return name
+    return "sdpa"
+
+
+def check_prepacked(cfg: Any) -> list[str]:
+    """The packed paths of ``cfg``, after refusing the settings that would merge their
+    sequences (raised at ``register``, before any work)."""
+    paths = prepacked_paths(cfg)
+    if not paths:
+        return paths
+    if cfg.get("sample_packing"):
+        raise InvalidInputError(
+            f"datasets: {paths[0]} was packed by fastaxo prepare; with sample_packing: true "
+            "Axolotl would renumber its position_ids and pack the packed rows again, merging "
+            "their sequences. Set sample_packing: false (the fastaxo plugin then collates the "
+            "rows with their sequences kept apart)")
+    attn = attn_implementation(cfg)
+    try:
+        layout_for(attn)
+    except InvalidInputError as e:
+        raise InvalidInputError(f"datasets: {paths[0]} was packed by fastaxo prepare; {e}") \
+            from None
+    return paths
+
+
+class AxolotlPackedCollator:
+    """The collator Axolotl builds for a fastaxo-packed dataset: Axolotl calls
+    ``Cls(tokenizer, padding=..., pad_to_multiple_of=..., return_tensors="pt", **kwargs)``;
+    the rows go through :class:`PackedCollator`. Plain attributes only: picklable, safe in
+    forked DataLoader workers."""
+
+    def __init__(self, tokenizer: Any = None, *, attn_implementation: str = "sdpa",
+                 pad_to_multiple_of: int | None = None, return_tensors: str = "pt",
+                 label_pad_token_id: int = -100, **_axolotl_kwargs: Any):
+        pad_id = getattr(tokenizer, "pad_token_id", None)
+        self.collator = PackedCollator(attn_implementation=attn_implementation,
+                                       pad_token_id=pad_id, label_pad_token_id=label_pad_token_id,
+                                       pad_to_multiple_of=pad_to_multiple_of,
+                                       return_tensors=return_tensors)
+
+    def __call__(self, features: Any, return_tensors: str | None = None) -> dict[str, Any]:
+        return self.collator(features, return_tensors=return_tensors)
+
+
+def collator_for_prepacked(cfg: Any, is_eval: bool, say_once: Any) -> tuple[type, dict] | None:
+    """``(AxolotlPackedCollator, kwargs)`` when the run trains on fastaxo-packed data."""
+    if cfg.get("eval_sample_packing" if is_eval else "sample_packing"):
+        return None
+    if not prepacked_paths(cfg):
+        return None
+    attn = attn_implementation(cfg)
+    say_once("collator-prepacked", f"collator: fastaxo-packed dataset; sequences kept apart "
+             f"for {attn} ({layout_for(attn)} layout)")
+    return AxolotlPackedCollator, {"attn_implementation": attn}
