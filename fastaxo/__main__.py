@@ -123,12 +123,21 @@ def _cmd_dedupe(args: argparse.Namespace) -> int:
         check_not_an_input(args.output, args.inputs)
         tmp = TempOutput(args.output)
     writer = None
+    from fastaxo._core.progress import Progress
+
+    try:
+        total: int | None = sum(pq.read_metadata(p).num_rows for p in args.inputs)
+    except Exception:  # not Parquet: the reading below says so, naming the file
+        total = None
+    bar = None if args.quiet else Progress("fastaxo dedupe", total, "rows")
     try:
         for path in args.inputs:
             for batch in _parquet_batches(path, args.batch_rows):
                 res = fastaxo.dedupe(batch, columns=columns, seen=seen, num_threads=args.threads)
                 n_in += res.n_rows
                 n_out += len(res.keep)
+                if bar is not None:
+                    bar.update(res.n_rows, f"{n_in - n_out:,} duplicates")
                 if tmp is not None:
                     if writer is None:
                         writer = pq.ParquetWriter(tmp.path, batch.schema)
@@ -147,6 +156,8 @@ def _cmd_dedupe(args: argparse.Namespace) -> int:
                 pass
         if tmp is not None:
             tmp.abort()  # (nothing left to remove after a commit)
+        if bar is not None:
+            bar.close()
     dt = time.perf_counter() - t0
     print(
         f"fastaxo dedupe: {n_in:,} rows in, {n_out:,} kept, {n_in - n_out:,} duplicates dropped, "
@@ -540,7 +551,8 @@ def main(argv: list[str] | None = None) -> int:
         help="threads (default: FASTAXO_NUM_THREADS, OMP_NUM_THREADS, CPUs)",
     )
     p_p.add_argument("--report-json", metavar="FILE", help="also write the report as JSON")
-    p_p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p_p.add_argument("-q", "--quiet", action="store_true",
+                     help="no progress (a bar on a terminal, else a line every few seconds)")
     p_p.add_argument(
         "--ray",
         metavar="ADDRESS",
@@ -578,11 +590,14 @@ def main(argv: list[str] | None = None) -> int:
     p_demo.add_argument(
         "--report-json", metavar="FILE", help="also write both reports and the check as JSON"
     )
-    p_demo.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p_demo.add_argument("-q", "--quiet", action="store_true",
+                     help="no progress (a bar on a terminal, else a line every few seconds)")
     p_demo.set_defaults(func=_cmd_demo)
     p_info = sub.add_parser("info", help="show version, OpenMP, threads and the SHA-256 path")
     p_info.set_defaults(func=_cmd_info)
     p_d = sub.add_parser("dedupe", help="exact dedupe of Parquet files, or of the built-in dataset")
+    p_d.add_argument("-q", "--quiet", action="store_true",
+                     help="no progress (a bar on a terminal, else a line every few seconds)")
     p_d.add_argument("inputs", nargs="*", help="Parquet files (default: the built-in dataset)")
     p_d.add_argument("-o", "--output", help="write the kept rows to this Parquet file")
     p_d.add_argument("--columns", help="comma-separated columns to compare (default: all, "

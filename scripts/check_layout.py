@@ -11,7 +11,10 @@ Rules (ARCHITECTURE.md explains them):
 - no underscore name taken from another module (``from m import _x`` or ``m._x`` where m is a
   fastaxo module and _x is not a submodule): a helper used in two places is public inside the
   package;
-- ``import fastaxo`` never reaches fastaxo._bench or fastaxo.integrations.
+- ``import fastaxo`` never reaches fastaxo._bench or fastaxo.integrations;
+- no ``print()`` in library code: the CLI (``__main__``), the benchmark (``_bench``) and
+  ``show_config`` print; everything else logs through ``logging`` (progress goes through
+  ``_core.progress``).
 Only the package is checked; tests may reach into it.
 """
 
@@ -23,6 +26,8 @@ import sys
 from pathlib import Path
 
 MAX_LINES = 800
+#: the modules that may print: the CLI, the benchmark, show_config
+MAY_PRINT = ("fastaxo.__main__", "fastaxo._bench", "fastaxo._core.config")
 PKG = "fastaxo"
 
 # Bottom first. A module's layer is the first pattern that matches its dotted name
@@ -213,6 +218,14 @@ def check(root: Path) -> list[str]:
         for what, line in m.private:
             problems.append(f"{m.path.relative_to(root)}:{line}: underscore name from another "
                             f"module: {what}")
+    for m in mods.values():
+        if m.name.startswith(MAY_PRINT) or m.path.suffix != ".py" or not m.path.exists():
+            continue
+        for node in ast.walk(ast.parse(m.path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id == "print"):
+                problems.append(f"{m.path.relative_to(root)}:{node.lineno}: print() in library "
+                                "code; log through logging")
     for comp in find_cycles(graph):
         problems.append("import cycle: " + " <-> ".join(comp))
     # what `import fastaxo` reaches: its __init__ and the closure of module imports

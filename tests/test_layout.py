@@ -55,6 +55,8 @@ def test_the_source_tree_passes():
     ({"fastaxo/hashing.py": "from fastaxo import _hash\n"}, "imports the extension fastaxo._hash"),
     ({"fastaxo/__init__.py": "from fastaxo._bench import x\n", "fastaxo/_bench/x.py": ""},
      "import fastaxo reaches fastaxo._bench"),
+    ({"fastaxo/integrations/x.py": "def f():\n    print('done')\n"},
+     "fastaxo/integrations/x.py:2: print() in library code"),
 ])
 def test_each_rule_fails_a_tree_that_breaks_it(tmp_path, files, expected):
     problems = _checker().check(_tree(tmp_path, files))

@@ -18,7 +18,6 @@ counted (``empty_rows``) and left out.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,6 +29,7 @@ from fastaxo._core import arrow
 from fastaxo._core.checks import positive_int, renamed_args
 from fastaxo._core.files import check_not_an_input, check_writable_dir
 from fastaxo._core.proc import io_counters, status_kib
+from fastaxo._core.progress import Progress, interactive
 from fastaxo._core.threads import resolve_num_threads
 from fastaxo.errors import FileFormatError, InvalidInputError, InvalidTypeError
 from fastaxo.hashing import Seen
@@ -76,7 +76,8 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
             overflow: str = "error", attention: str | None = "segments", dedupe: bool = True,
             dedupe_columns: Sequence[str] | None = None, pack_window: int = DEFAULT_PACK_WINDOW,
             tokenizer: str | None = None, text_column: str = "text", batch_rows: int = 8192,
-            format: str | None = None, progress: bool = False, num_threads: int | None = None,
+            format: str | None = None, progress: bool | None = None,
+            num_threads: int | None = None,
             reader_options: dict[str, Any] | None = None, cancel: Any = None,
             add_special_tokens: bool = True, append_eos: bool = False,
             eos_token: str | None = None, messages_column: str | None = None,
@@ -135,8 +136,9 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         prove are made by Axolotl's own algorithm, counted in the report's tokenizer settings.
     batch_rows, format, reader_options
         Passed to :func:`fastaxo.iter_batches` (``format`` for names it cannot detect).
-    progress : bool
-        Show a tqdm progress bar on stderr (if tqdm is installed).
+    progress : bool, optional
+        Show progress on stderr: a bar on a terminal (tqdm's, when installed), else a line
+        every few seconds. Default: on in interactive sessions (a terminal, the REPL, Jupyter).
     cancel : threading.Event, optional
         Checked before every batch: once set, prepare stops as on KeyboardInterrupt (the
         temporary file is removed, nothing is written to ``output``). ``fastaxo prepare`` sets
@@ -202,19 +204,13 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     window: list[pa.Table] = []
     window_rows = 0
     bar = None
-    if progress:
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            tqdm = None
-        if tqdm is not None:
-            total = None
-            if all(f == "parquet" for _, f, _ in files):
-                import pyarrow.parquet as pq
+    if interactive() if progress is None else progress:
+        total = None
+        if all(f == "parquet" for _, f, _ in files):
+            import pyarrow.parquet as pq
 
-                total = sum(pq.read_metadata(p).num_rows for p, _, _ in files)
-            bar = tqdm(total=total, unit=" rows", unit_scale=True, file=sys.stderr,
-                       dynamic_ncols=True, desc="fastaxo prepare", mininterval=0.5)
+            total = sum(pq.read_metadata(p).num_rows for p, _, _ in files)
+        bar = Progress("fastaxo prepare", total, "rows")
 
     writer = Writer(output, out_schema)
 
@@ -228,7 +224,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         rep.pack_seconds += time.perf_counter() - t0 - (writer.seconds - w0)
         rep.add_pack_stats(st)
         if bar is not None:
-            bar.set_postfix_str(f"{rep.bins:,} bins", refresh=False)
+            bar.update(0, f"{rep.bins:,} bins")
 
     try:
         for fi, (path, fmt, comp) in enumerate(files):

@@ -159,5 +159,4 @@ class LoaderHealthCallback(TrainerCallback):
         if "mfu" in s:
             lines.append(f"  {'MFU':24s} {100 * s['mfu']:11.2f} %  ({s['params']:,} params)")
         LOG.info("\n".join(lines))
-        print("\n".join(lines), flush=True)
         self.report("loader_health", **s, intervals=self.rows)

@@ -1,0 +1,116 @@
+"""Progress of long work on stderr: a bar on a terminal (tqdm's when it is installed), a plain
+line every few seconds otherwise (a log file, CI, a pipe), with or without tqdm."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+__all__ = ["Progress", "interactive"]
+
+#: seconds before the first plain line, and between two
+FIRST_LINE = 1.0
+EVERY = 5.0
+
+
+def interactive() -> bool:
+    """Whether a person is watching: stderr is a terminal, or Python runs interactively (the
+    REPL, ``python -i``, IPython, Jupyter)."""
+    try:
+        if sys.stderr is not None and sys.stderr.isatty():
+            return True
+    except (AttributeError, ValueError):
+        pass
+    return hasattr(sys, "ps1") or bool(sys.flags.interactive) or "ipykernel" in sys.modules
+
+
+def _count(n: float) -> str:
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= div:
+            return f"{n / div:.1f}{suffix}"
+    return f"{n:.0f}"
+
+
+class Progress:
+    """Counts done out of ``total`` (None: unknown) ``unit`` for ``desc``.
+
+    On a terminal: tqdm's bar if tqdm is installed, else one line rewritten in place. Anywhere
+    else: a line ``desc: done/total unit (pct), rate, elapsed, left`` after ``first`` seconds and
+    then every ``every`` seconds, so a redirected run shows it is alive."""
+
+    def __init__(self, desc: str, total: int | None = None, unit: str = "rows", *,
+                 stream: TextIO | None = None, first: float = FIRST_LINE,
+                 every: float = EVERY):
+        self.desc, self.total, self.unit = desc, total, unit
+        self.stream = stream if stream is not None else sys.stderr
+        self.done = 0
+        self.postfix = ""
+        self.t0 = time.monotonic()
+        self.next_at = self.t0 + first
+        self.every = every
+        self.lines = 0
+        self._bar: Any = None
+        self._tty = _isatty(self.stream)
+        if self._tty and not os.environ.get("FASTAXO_NO_TQDM"):
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                tqdm = None
+            if tqdm is not None:
+                self._bar = tqdm(total=total, unit=f" {unit}", unit_scale=True,
+                                 file=self.stream, dynamic_ncols=True, desc=desc,
+                                 mininterval=0.5)
+
+    def update(self, n: int, postfix: str | None = None) -> None:
+        self.done += int(n)
+        if postfix is not None:
+            self.postfix = postfix
+        if self._bar is not None:
+            if postfix is not None:
+                self._bar.set_postfix_str(postfix, refresh=False)
+            self._bar.update(int(n))
+            return
+        now = time.monotonic()
+        if now >= self.next_at:
+            self.next_at = now + (0.5 if self._tty else self.every)
+            self._write(now, final=False)
+
+    def _write(self, now: float, final: bool) -> None:
+        elapsed = max(now - self.t0, 1e-9)
+        rate = self.done / elapsed
+        parts = [f"{self.desc}: {self.done:,}"
+                 + (f"/{self.total:,}" if self.total else "") + f" {self.unit}"]
+        if self.total:
+            parts[0] += f" ({100 * self.done / self.total:.1f}%)"
+        parts.append(f"{_count(rate)} {self.unit}/s")
+        parts.append(f"{elapsed:.0f} s")
+        if self.total and rate > 0 and not final:
+            parts.append(f"~{max(self.total - self.done, 0) / rate:.0f} s left")
+        if self.postfix:
+            parts.append(self.postfix)
+        text = ", ".join(parts)
+        try:
+            if self._tty:
+                self.stream.write("\r" + text + "\x1b[K" + ("\n" if final else ""))
+            else:
+                self.stream.write(text + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: progress is not worth an error
+            pass
+        self.lines += 1
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        elif self._tty and self.lines:
+            self._write(time.monotonic(), final=True)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False

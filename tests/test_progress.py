@@ -1,0 +1,127 @@
+"""Progress by default: the CLI always shows it (a bar on a terminal, a plain line every few
+seconds otherwise, with or without tqdm); prepare() shows it in interactive sessions."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import fastaxo
+from fastaxo._core import progress as P
+
+
+class Stream(io.StringIO):
+    def __init__(self, tty: bool):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_plain_lines_when_redirected():
+    s = Stream(tty=False)
+    p = P.Progress("job", 1000, "rows", stream=s, first=0.0, every=3600)
+    p.update(250, "3 bins")
+    p.update(250)  # within `every`: no second line
+    p.close()
+    lines = s.getvalue().splitlines()
+    assert len(lines) == 1 and "\r" not in s.getvalue()
+    assert lines[0].startswith("job: 250/1,000 rows (25.0%), ") and lines[0].endswith("3 bins")
+    assert "s left" in lines[0]
+
+
+def test_a_line_rewritten_in_place_on_a_terminal_without_tqdm(monkeypatch):
+    monkeypatch.setenv("FASTAXO_NO_TQDM", "1")
+    s = Stream(tty=True)
+    p = P.Progress("job", None, "rows", stream=s, first=0.0)
+    p.update(10)
+    p.close()
+    out = s.getvalue()
+    assert out.startswith("\rjob: 10 rows, ") and out.endswith("\n") and out.count("\r") == 2
+
+
+def test_tqdm_bar_on_a_terminal_when_installed(monkeypatch):
+    tqdm = __import__("pytest").importorskip("tqdm")  # a test dependency: installed in CI
+    monkeypatch.delenv("FASTAXO_NO_TQDM", raising=False)
+    s = Stream(tty=True)
+    p = P.Progress("job", 100, "rows", stream=s)
+    assert isinstance(p._bar, tqdm.tqdm)
+    p.update(100)
+    p.close()
+    assert "job" in s.getvalue() and "100/100" in s.getvalue()
+
+
+def test_a_closed_stream_is_not_an_error():
+    s = Stream(tty=False)
+    s.close()
+    p = P.Progress("job", 10, stream=s, first=0.0)
+    p.update(5)
+    p.close()
+
+
+def test_prepare_progress_default_follows_the_session(tmp_path, monkeypatch, capsys):
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"input_ids": [[1, 2, 3]] * 100}), src)
+    mod = sys.modules["fastaxo.pipeline.prepare"]  # (the package's name is the function)
+    made = []
+    monkeypatch.setattr(mod, "Progress", lambda *a, **k: made.append(a) or P.Progress(*a, **k))
+    monkeypatch.setattr(mod, "interactive", lambda: False)
+    fastaxo.prepare(str(src), str(tmp_path / "a.parquet"), 8)
+    assert made == []
+    monkeypatch.setattr(mod, "interactive", lambda: True)
+    fastaxo.prepare(str(src), str(tmp_path / "b.parquet"), 8)
+    assert made == [("fastaxo prepare", 100, "rows")]
+    fastaxo.prepare(str(src), str(tmp_path / "c.parquet"), 8, progress=False)
+    assert len(made) == 1
+
+
+def test_a_multi_million_row_prepare_redirected_shows_progress_in_its_first_half(tmp_path):
+    """The CLI with stderr to a pipe and tqdm unimportable: a plain progress line appears
+    before half of the run has passed."""
+    n = 6_000_000
+    rng = np.random.default_rng(0)
+    lens = rng.integers(4, 29, n).astype(np.int32)
+    off = np.zeros(n + 1, np.int32)
+    np.cumsum(lens, out=off[1:])
+    vals = rng.integers(0, 50_000, int(off[-1]), dtype=np.int32)
+    src = tmp_path / "big.parquet"
+    pq.write_table(pa.table({"input_ids": pa.ListArray.from_arrays(pa.array(off),
+                                                                   pa.array(vals))}),
+                   src, row_group_size=262_144)
+    del vals, off, lens
+    no_tqdm = tmp_path / "shadow"
+    no_tqdm.mkdir()
+    (no_tqdm / "tqdm.py").write_text("raise ImportError('tqdm hidden by the test')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(no_tqdm)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    stamps: list[tuple[float, str]] = []
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "fastaxo", "prepare", str(src), "-o",
+                             str(tmp_path / "out.parquet"), "--max-length", "2048"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            cwd="/", env=env)
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            stamps.append((time.monotonic() - t0, line.rstrip("\n")))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert proc.wait(timeout=600) == 0, stamps
+    total = time.monotonic() - t0
+    reader.join()
+    lines = [(t, s) for t, s in stamps if s.startswith("fastaxo prepare: ")]
+    assert lines, stamps
+    assert "\r" not in "".join(s for _, s in stamps)
+    assert f"/{n:,} rows (" in lines[0][1]
+    assert lines[0][0] < total / 2, (lines, total)
