@@ -99,3 +99,21 @@ def conversations(seed: int, n: int, turns: int | tuple[int, int], **kw: Any
         t = turns if isinstance(turns, int) else rng.randint(*turns)
         out.append(conversation(rng, t, **kw))
     return out
+
+
+def packed_sequences(path: Any) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(input_ids, labels) of every sequence in a packed Parquet file, split where the
+    position ids restart."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path)
+    out = []
+    for r in range(t.num_rows):
+        ids = t.column("input_ids")[r].values.to_numpy()
+        lab = t.column("labels")[r].values.to_numpy()
+        pos = t.column("position_ids")[r].values.to_numpy()
+        starts = np.flatnonzero(pos == 0)
+        for a, b in zip(starts, np.append(starts[1:], len(ids)), strict=True):
+            out.append((tuple(ids[a:b].tolist()), tuple(lab[a:b].tolist())))
+    return out

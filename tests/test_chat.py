@@ -6,7 +6,6 @@ The comparison with Axolotl itself is tests/test_chat_axolotl.py."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -196,22 +195,6 @@ def test_quick_renderer_equals_apply_chat_template(spec):
 
 # -- prepare on chat data ---------------------------------------------------------------------
 
-def _packed_rows(path):
-    """(input_ids, labels) of every sequence in a packed file, split where position_ids restart."""
-    import pyarrow.parquet as pq
-
-    t = pq.read_table(path)
-    out = []
-    for r in range(t.num_rows):
-        ids = t.column("input_ids")[r].values.to_numpy()
-        lab = t.column("labels")[r].values.to_numpy()
-        pos = t.column("position_ids")[r].values.to_numpy()
-        starts = np.flatnonzero(pos == 0)
-        for a, b in zip(starts, np.append(starts[1:], len(ids)), strict=True):
-            out.append((tuple(ids[a:b].tolist()), tuple(lab[a:b].tolist())))
-    return out
-
-
 def _write_chat(path, convs, fmt="jsonl"):
     import json
 
@@ -240,7 +223,7 @@ def test_prepare_chat_rows_are_tokenize_chats(tmp_path, qwen, fmt):
     rep = fastaxo.prepare(str(src), str(out), 4096, tokenizer=str(chat_data.qwen3_dir()),
                           batch_rows=16)
     want = tokenize_chat(convs[:-1], qwen)
-    assert Counter(_packed_rows(out)) == Counter(zip(map(tuple, want.input_ids),
+    assert Counter(chat_data.packed_sequences(out)) == Counter(zip(map(tuple, want.input_ids),
                                                      map(tuple, want.labels), strict=True))
     assert rep.rows_in == 41 and rep.duplicates == 1 and rep.labels
     assert rep.tokenizer_settings["fallback_rows"] == {}
@@ -273,7 +256,7 @@ def test_prepare_chat_options_and_cli(tmp_path, qwen):
     want = tokenize_chat(convs, qwen, roles_to_train=["user", "assistant"], train_on_eos="last")
     from collections import Counter
 
-    assert Counter(_packed_rows(out)) == Counter(zip(map(tuple, want.input_ids),
+    assert Counter(chat_data.packed_sequences(out)) == Counter(zip(map(tuple, want.input_ids),
                                                      map(tuple, want.labels), strict=True))
 
 

@@ -215,9 +215,6 @@ def test_fastaxo_prepare_matches_axolotl(tmp_path, template):
     """`fastaxo prepare` of raw chat JSONL gives Axolotl's rows (packed: compared as sequences)."""
     from collections import Counter
 
-    import numpy as np
-    import pyarrow.parquet as pq
-
     import fastaxo
 
     data = rows(seed=12, n=40, turns=(1, 12), hi=80)
@@ -229,15 +226,7 @@ def test_fastaxo_prepare_matches_axolotl(tmp_path, template):
                           chat=chat, dedupe=False)
     s = strategy(template)
     want = s.tokenize_prompt({"messages": [r["messages"] for r in json.loads(json.dumps(data))]})
-    t = pq.read_table(out)
-    got = []
-    for r in range(t.num_rows):
-        ids = t.column("input_ids")[r].values.to_numpy()
-        lab = t.column("labels")[r].values.to_numpy()
-        pos = t.column("position_ids")[r].values.to_numpy()
-        starts = np.flatnonzero(pos == 0)
-        for a, b in zip(starts, np.append(starts[1:], len(ids)), strict=True):
-            got.append((tuple(ids[a:b].tolist()), tuple(lab[a:b].tolist())))
+    got = chat_data.packed_sequences(out)
     assert Counter(got) == Counter(zip(map(tuple, want["input_ids"]), map(tuple, want["labels"]),
                                        strict=True))
     assert rep.tokenizer_settings["fallback_rows"] == {}

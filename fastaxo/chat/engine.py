@@ -261,36 +261,42 @@ def row_problem(turns: Any) -> str | None:
     return None
 
 
-def _identity(turns: list[dict[str, Any]], j: int, content: str) -> str:
+def _identity(content: str, after_last_user: bool) -> str:
     return content
 
 
-def _lstrip_after_last_user(turns: list[dict[str, Any]], j: int, content: str) -> str:
+def _lstrip_after_last_user(content: str, after_last_user: bool) -> str:
     # templates (Qwen3's) that strip leading newlines from the answer after the last question
-    last_user = max((k for k, t in enumerate(turns) if t["role"] == "user"), default=-1)
-    return content.lstrip("\n") if j > last_user else content
+    return content.lstrip("\n") if after_last_user else content
 
 
-def _strip(turns: list[dict[str, Any]], j: int, content: str) -> str:
+def _strip(content: str, after_last_user: bool) -> str:
     # templates that write `message['content'] | trim` (Llama 3's, Gemma's)
     return content.strip()
 
 
+def _last_user(turns: list[dict[str, Any]]) -> int:
+    """The index of the last user turn (-1: none), once per row: a variant gets ``j > it``."""
+    return max((k for k, t in enumerate(turns) if t["role"] == "user"), default=-1)
+
+
 # How the template may write a content (each tried in turn, each proven by the marker check).
-_VARIANTS: tuple[Callable[[list[dict[str, Any]], int, str], str], ...] = (
+_VARIANTS: tuple[Callable[[str, bool], str], ...] = (
     _identity, _lstrip_after_last_user, _strip)
 
 
 def _changes(variant: Any, turns: list[dict[str, Any]], trainable: list[int]) -> bool:
-    return any(variant(turns, j, turns[j]["content"]) != turns[j]["content"] for j in trainable)
+    last = _last_user(turns)
+    return any(variant(turns[j]["content"], j > last) != turns[j]["content"] for j in trainable)
 
 
 def _replaced(turns: list[dict[str, Any]], trainable: list[int], variant: Any
               ) -> list[dict[str, Any]]:
     new = list(turns)
+    last = _last_user(turns)
     for j in trainable:
         t = turns[j]
-        new[j] = {"role": t["role"], "content": _OPEN + variant(turns, j, t["content"]) + _CLOSE}
+        new[j] = {"role": t["role"], "content": _OPEN + variant(t["content"], j > last) + _CLOSE}
     return new
 
 
@@ -313,12 +319,13 @@ def _locate(text: str, marked: str | None, turns: list[dict[str, Any]], trainabl
         return None
     segments = []
     at = 0
+    last = _last_user(turns)
     for k, j in enumerate(trainable):
         a = marked.find(_OPEN, at)
         b = marked.find(_CLOSE, a + 1)
         if a < 0 or b < 0 or marked.find(_CLOSE, at, a) >= 0:
             return None
-        content = variant(turns, j, turns[j]["content"])
+        content = variant(turns[j]["content"], j > last)
         if b - a - 1 != len(content) or marked[a + 1:b] != content:
             return None
         start = a - 2 * k
