@@ -214,7 +214,13 @@ def test_errors_name_the_argument():
     assert layout_for("paged|flash_attention_2") == "varlen"
     c = PackedCollator(attn_implementation="sdpa")
     with pytest.raises(fastaxo.InvalidInputError, match=r"features\[1\]\['labels'\] has 2"):
-        c([{"input_ids": [1, 2, 3]}, {"input_ids": [1, 2, 3], "labels": [1, 2]}])
+        c([{"input_ids": [1, 2, 3], "labels": [1, 2, 3]},
+           {"input_ids": [1, 2, 3], "labels": [1, 2]}])
+    with pytest.raises(fastaxo.InvalidInputError,
+                       match=r"features\[0\] has no 'labels'; features\[1\] has it"):
+        c([{"input_ids": [1, 2, 3]}, {"input_ids": [1, 2, 3], "labels": [1, 2, 3]}])
+    with pytest.raises(fastaxo.InvalidInputError, match=r"features\[1\]\['position_ids'\] must"):
+        c([{"input_ids": [1], "position_ids": [0]}, {"input_ids": [1], "position_ids": [0.5]}])
     with pytest.raises(fastaxo.InvalidInputError, match=r"features\[0\] has no 'input_ids'"):
         c([{"labels": [1]}])
     with pytest.raises(fastaxo.InvalidInputError, match="features is empty"):
@@ -263,3 +269,27 @@ def test_packed_as_datasets_and_a_dataloader(layout):
                     assert torch.allclose(logits[b, a:z], want[key], atol=ATOL)
                     n += 1
     assert n == len(seqs)
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "flash_attention_2"])
+def test_seq_lengths_position_ids_and_segments_give_one_batch(attn):
+    """The three ways rows can mark their sequences (TRL's seq_lengths, position ids,
+    fastaxo's segment ids) give the same batch, and rows as lists, NumPy arrays or tensors
+    too."""
+    seqs = sequences(6, n=30)
+    packed = fastaxo.pack(seqs, 64, layout="flat")
+    rows = packed.to_arrow().to_pylist()
+    by_len = []
+    for r, b in zip(rows, range(len(packed.bins))):
+        lens = packed.bins.lengths[packed.bins.offsets[b]:packed.bins.offsets[b + 1]]
+        by_len.append({"input_ids": r["input_ids"], "seq_lengths": lens.tolist()})
+    by_pos = [{"input_ids": r["input_ids"], "position_ids": r["position_ids"]} for r in rows]
+    by_seg = [{"input_ids": r["input_ids"], "attention_mask": r["attention_mask"]} for r in rows]
+    as_np = [{k: np.asarray(v) for k, v in r.items()} for r in by_pos]
+    as_pt = list(packed.to_torch_dataset())
+    c = PackedCollator(attn_implementation=attn, pad_to_multiple_of=16)
+    want = c(by_len)
+    for other in (by_pos, by_seg, as_np, as_pt):
+        got = c(other)
+        for k, v in want.items():
+            assert (torch.equal(got[k], v) if isinstance(v, torch.Tensor) else got[k] == v), k

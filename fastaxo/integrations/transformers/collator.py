@@ -4,11 +4,12 @@ sequence to itself."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from fastaxo._core.checks import choice, int_arg, positive_int
+from fastaxo._core.ragged import lists_to_values
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 
 __all__ = ["MASK_IMPLEMENTATIONS", "PackedCollator", "layout_for"]
@@ -46,51 +47,99 @@ def _model_attn(model: Any) -> str:
     return impl
 
 
-def _row(feature: Any, key: str, i: int, n: int | None) -> np.ndarray | None:
-    v = feature.get(key) if isinstance(feature, Mapping) else None
-    if v is None:
+_COLUMNS = ("input_ids", "labels", "position_ids", "attention_mask", "seq_lengths")
+
+
+def _column(rows: Sequence[Any], key: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """``key`` of every row as one int64 array and its per-row lengths, or None when no row
+    has it. Lists of Python ints go through one C pass; arrays and tensors are concatenated."""
+    vals = [r.get(key) if isinstance(r, Mapping) else None for r in rows]
+    missing = [i for i, v in enumerate(vals) if v is None]
+    if len(missing) == len(vals):
         return None
-    if hasattr(v, "detach"):  # a torch tensor
-        v = v.detach().cpu().numpy()
-    a = np.asarray(v)
-    if a.ndim != 1 or (a.size and a.dtype.kind not in "iub"):
-        raise InvalidInputError(
-            f"features[{i}][{key!r}] must be a 1-D sequence of integers, got "
-            f"{'shape ' + str(a.shape) if a.ndim != 1 else a.dtype}")
-    if n is not None and len(a) != n and key != "seq_lengths":
-        raise InvalidInputError(
-            f"features[{i}][{key!r}] has {len(a):,} values; its input_ids have {n:,}")
-    return a.astype(np.int64, copy=False)
-
-
-def _segments(ids: np.ndarray, pos: np.ndarray | None, mask: np.ndarray | None,
-              seq_lengths: np.ndarray | None, i: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per token: the segment number (0, 1, ... in order) and whether it is padding.
-
-    A new segment starts where ``seq_lengths`` say, else wherever the attention mask's value
-    changes (segment ids, or 1/0) or the position ids do not continue by one."""
-    n = len(ids)
-    start = np.zeros(n, bool)
-    if n:
-        start[0] = True
-    pad = np.zeros(n, bool) if mask is None else mask == 0
-    if seq_lengths is not None:
-        if (seq_lengths < 0).any() or int(seq_lengths.sum()) > n:
+    if missing:
+        has = next(i for i, v in enumerate(vals) if v is not None)
+        raise InvalidInputError(f"features[{missing[0]}] has no {key!r}; features[{has}] has it")
+    if type(vals[0]) is list:
+        got = lists_to_values(vals) if all(type(v) is list for v in vals) else None
+        if got is not None and len(got) == 2:
+            return got[0], got[1]
+    arrays = []
+    for i, v in enumerate(vals):
+        v = cast(Any, v)
+        if hasattr(v, "detach"):  # a torch tensor
+            v = v.detach().cpu().numpy()
+        a = np.asarray(v)
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iub"):
             raise InvalidInputError(
-                f"features[{i}]['seq_lengths'] add up to {int(seq_lengths.sum()):,}; the row has "
-                f"{n:,} tokens")
-        cuts = np.cumsum(seq_lengths)[:-1]
-        start[cuts[cuts < n]] = True
-        rest = int(seq_lengths.sum())
-        if rest < n:  # tokens after the declared sequences: a pad tail
-            start[rest] = True
-            pad[rest:] = True
+                f"features[{i}][{key!r}] must be a 1-D sequence of integers, got "
+                f"{'shape ' + str(a.shape) if a.ndim != 1 else a.dtype}")
+        arrays.append(a.astype(np.int64, copy=False))
+    lengths = np.fromiter((len(a) for a in arrays), np.int64, len(arrays))
+    return np.concatenate(arrays) if arrays else np.zeros(0, np.int64), lengths
+
+
+def _batch(rows: Sequence[Any]) -> dict[str, Any]:
+    """The batch as flat columns: values, ``row_lengths`` and ``row_starts`` (of input_ids);
+    every per-token column checked to have the lengths of input_ids, row by row."""
+    cols = {k: _column(rows, k) for k in _COLUMNS}
+    if cols["input_ids"] is None:
+        raise InvalidInputError("features[0] has no 'input_ids'")
+    ids, lengths = cols["input_ids"]
+    out: dict[str, Any] = {"input_ids": ids, "row_lengths": lengths}
+    for k in _COLUMNS[1:]:
+        got = cols[k]
+        if got is None:
+            out[k] = None
+            continue
+        vals, lens = got
+        if k != "seq_lengths" and not np.array_equal(lens, lengths):
+            i = int(np.flatnonzero(lens != lengths)[0])
+            raise InvalidInputError(f"features[{i}][{k!r}] has {int(lens[i]):,} values; its "
+                                    f"input_ids have {int(lengths[i]):,}")
+        out[k] = vals if k != "seq_lengths" else (vals, lens)
+    starts = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    out["row_starts"] = starts
+    return out
+
+
+def _segments(b: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Per token of the flat batch: where a sequence starts, and whether it is padding.
+
+    A row starts a sequence. Inside a row a new one starts where its ``seq_lengths`` say, else
+    wherever the attention mask's value changes (segment ids, or 1/0) or the position ids do
+    not continue by one."""
+    n = len(b["input_ids"])
+    lengths, starts = b["row_lengths"], b["row_starts"]
+    start = np.zeros(n, bool)
+    start[starts[:-1][lengths > 0]] = True
+    mask = b["attention_mask"]
+    pad = np.zeros(n, bool) if mask is None else mask == 0
+    if b["seq_lengths"] is not None:
+        vals, counts = b["seq_lengths"]
+        at = 0
+        for r, c in enumerate(counts.tolist()):
+            sl = vals[at:at + c]
+            at += c
+            total, base, n_r = int(sl.sum()), int(starts[r]), int(lengths[r])
+            if (sl < 0).any() or total > n_r:
+                raise InvalidInputError(f"features[{r}]['seq_lengths'] add up to {total:,}; "
+                                        f"the row has {n_r:,} tokens")
+            cuts = base + np.cumsum(sl)[:-1]
+            start[cuts[cuts < base + total]] = True
+            if total < n_r:  # tokens after the declared sequences: a pad tail
+                start[base + total] = True
+                pad[base + total:base + n_r] = True
     else:
+        inner = np.ones(n, bool)
+        inner[starts[:-1][lengths > 0]] = False  # compare only within a row
         if mask is not None and n > 1:
-            start[1:] |= mask[1:] != mask[:-1]
+            start[1:] |= (mask[1:] != mask[:-1]) & inner[1:]
+        pos = b["position_ids"]
         if pos is not None and n > 1:
-            start[1:] |= pos[1:] != pos[:-1] + 1
-    return np.cumsum(start) - 1, pad
+            start[1:] |= (pos[1:] != pos[:-1] + 1) & inner[1:]
+    return start, pad
 
 
 class PackedCollator:
@@ -165,24 +214,17 @@ class PackedCollator:
     def __call__(self, features: Any, return_tensors: str | None = None) -> dict[str, Any]:
         rows = _feature_rows(features)
         tensors = choice(return_tensors or self.return_tensors, "return_tensors", ("pt", "np"))
-        parsed = []
-        for i, f in enumerate(rows):
-            ids = _row(f, "input_ids", i, None)
-            if ids is None:
-                raise InvalidInputError(f"features[{i}] has no 'input_ids'")
-            n = len(ids)
-            labels = _row(f, "labels", i, n)
-            seg, pad = _segments(ids, _row(f, "position_ids", i, n),
-                                 _row(f, "attention_mask", i, n), _row(f, "seq_lengths", i, n),
-                                 i)
-            lab = ids.copy() if labels is None else labels.copy()
-            lab[pad] = self.label_pad_token_id
-            if self.separator_id is not None and n:
-                first = np.ones(n, bool)
-                first[1:] = seg[1:] != seg[:-1]
-                lab[first & ~pad] = self.separator_id
-            parsed.append((ids, lab, seg, pad))
-        out = self._varlen(parsed) if self.layout == "varlen" else self._mask(parsed)
+        b = _batch(rows)
+        start, pad = _segments(b)
+        ids = b["input_ids"]
+        lab = ids.copy() if b["labels"] is None else b["labels"].copy()
+        lab[pad] = self.label_pad_token_id
+        if self.separator_id is not None:
+            lab[start & ~pad] = self.separator_id
+        if self.layout == "varlen":
+            out = self._varlen(ids, lab, start, pad)
+        else:
+            out = self._mask(b, ids, lab, start, pad)
         return _to_tensors(out, tensors, self.layout, self._float_dtype())
 
     def _float_dtype(self) -> Any:
@@ -193,60 +235,70 @@ class PackedCollator:
         m = self.pad_to_multiple_of
         return n if m is None else -(-n // m) * m
 
-    def _varlen(self, parsed: list) -> dict[str, Any]:
-        ids, lab, lens = [], [], []
-        for row_ids, row_lab, seg, pad in parsed:
-            keep = ~pad
-            ids.append(row_ids[keep])
-            lab.append(row_lab[keep])
-            s = seg[keep]
-            if len(s):
-                lens.append(_run_lengths(s))
-        seq_lens = np.concatenate(lens) if lens else np.zeros(0, np.int64)
-        total = int(seq_lens.sum())
+    def _varlen(self, ids: np.ndarray, lab: np.ndarray, start: np.ndarray,
+                pad: np.ndarray) -> dict[str, Any]:
+        keep = ~pad
+        if keep.all():
+            ids_k, lab_k, start_k = ids, lab, start
+        else:
+            ids_k, lab_k, start_k = ids[keep], lab[keep], start[keep]
+        total = len(ids_k)
         width = self._round(total)
-        if width > total:
-            ids.append(np.full(width - total, self.pad_token_id, np.int64))
-            lab.append(np.full(width - total, self.label_pad_token_id, np.int64))
-            seq_lens = np.append(seq_lens, width - total)
-        cu = np.zeros(len(seq_lens) + 1, np.int64)
-        np.cumsum(seq_lens, out=cu[1:])
-        pos = np.arange(width, dtype=np.int64) - np.repeat(cu[:-1], seq_lens)
+        bounds = np.append(np.flatnonzero(start_k), total)
+        if width > total:  # the rounding tail: one more sequence of padding
+            ids_k = np.concatenate([ids_k, np.full(width - total, self.pad_token_id, np.int64)])
+            lab_k = np.concatenate([lab_k, np.full(width - total, self.label_pad_token_id,
+                                                   np.int64)])
+            bounds = np.append(bounds, width)
+        seq_lens = np.diff(bounds)
+        pos = np.arange(width, dtype=np.int64) - np.repeat(bounds[:-1], seq_lens)
+        cu = bounds.astype(np.int32)
         longest = int(seq_lens.max()) if len(seq_lens) else 0
-        return {"input_ids": _cat(ids)[None], "labels": _cat(lab)[None], "position_ids": pos[None],
-                "cu_seq_lens_q": cu.astype(np.int32), "cu_seq_lens_k": cu.astype(np.int32),
+        return {"input_ids": ids_k[None], "labels": lab_k[None], "position_ids": pos[None],
+                "cu_seq_lens_q": cu, "cu_seq_lens_k": cu.copy(),
                 "max_length_q": longest, "max_length_k": longest}
 
-    def _mask(self, parsed: list) -> dict[str, Any]:
-        width = self._round(max((len(p[0]) for p in parsed), default=0))
-        b = len(parsed)
-        ids = np.full((b, width), self.pad_token_id, np.int64)
-        lab = np.full((b, width), self.label_pad_token_id, np.int64)
-        seg = np.empty((b, width), np.int64)
-        for r, (row_ids, row_lab, row_seg, _pad) in enumerate(parsed):
-            n = len(row_ids)
-            ids[r, :n] = row_ids
-            lab[r, :n] = row_lab
-            seg[r, :n] = row_seg
-            seg[r, n:] = (int(row_seg[-1]) + 1) if n else 0  # the added tail: one segment
-        starts = np.ones((b, width), bool)
-        starts[:, 1:] = seg[:, 1:] != seg[:, :-1]
-        idx = np.arange(width, dtype=np.int64)
-        first = np.maximum.accumulate(np.where(starts, idx, 0), axis=1)
-        same = seg[:, :, None] == seg[:, None, :]
-        allowed = same & (idx[None, :] <= idx[:, None])[None]
-        return {"input_ids": ids, "labels": lab, "position_ids": idx[None] - first,
-                "attention_mask": allowed[:, None]}
-
-
-def _run_lengths(s: np.ndarray) -> np.ndarray:
-    change = np.flatnonzero(s[1:] != s[:-1]) + 1
-    bounds = np.concatenate(([0], change, [len(s)]))
-    return np.diff(bounds).astype(np.int64)
-
-
-def _cat(parts: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    def _mask(self, b: dict[str, Any], ids: np.ndarray, lab: np.ndarray, start: np.ndarray,
+              pad: np.ndarray) -> dict[str, Any]:
+        lengths, starts = b["row_lengths"], b["row_starts"]
+        nrows = len(lengths)
+        width = self._round(int(lengths.max()) if nrows else 0)
+        # every token's place in the [rows, width] output
+        row_of = np.repeat(np.arange(nrows, dtype=np.int64), lengths)
+        col = np.arange(len(ids), dtype=np.int64) - starts[row_of]
+        dest = row_of * width + col
+        out_ids = np.full(nrows * width, self.pad_token_id, np.int64)
+        out_lab = np.full(nrows * width, self.label_pad_token_id, np.int64)
+        out_ids[dest] = ids
+        out_lab[dest] = lab
+        # sequences as (row, first column, end column): each row's tail is one more, of padding
+        seq_first = np.flatnonzero(start)
+        seq_row = row_of[seq_first]
+        seq_a = col[seq_first]
+        seq_b = np.append(seq_a[1:], 0)
+        last = np.append(seq_row[1:] != seq_row[:-1], True)
+        seq_b[last] = lengths[seq_row[last]]
+        tails = np.flatnonzero(lengths < width)
+        seq_row = np.concatenate([seq_row, tails])
+        seq_a = np.concatenate([seq_a, lengths[tails]])
+        seq_b = np.concatenate([seq_b, np.full(len(tails), width, np.int64)])
+        # positions restart at each sequence's first column
+        pos = np.tile(np.arange(width, dtype=np.int64), nrows)
+        first = np.zeros(nrows * width, np.int64)
+        first[seq_row * width + seq_a] = seq_a
+        np.maximum.accumulate(first.reshape(nrows, width), axis=1,
+                              out=first.reshape(nrows, width))
+        pos -= first
+        # the block-diagonal causal mask: zeroed memory (the kernel maps it lazily) with each
+        # sequence's lower triangle written, not rows x width x width comparisons
+        mask = np.zeros((nrows, 1, width, width), bool)
+        longest = int((seq_b - seq_a).max()) if len(seq_a) else 0
+        tril = np.tri(longest, dtype=bool)
+        for r, a, z in zip(seq_row.tolist(), seq_a.tolist(), seq_b.tolist()):
+            mask[r, 0, a:z, a:z] = tril[:z - a, :z - a]
+        return {"input_ids": out_ids.reshape(nrows, width),
+                "labels": out_lab.reshape(nrows, width),
+                "position_ids": pos.reshape(nrows, width), "attention_mask": mask}
 
 
 def _feature_rows(features: Any) -> Sequence[Any]:
