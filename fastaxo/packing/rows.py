@@ -81,8 +81,12 @@ class Packed(ArrayMap):
     def to_dataset(self) -> Any:
         """The packed rows as a Hugging Face ``datasets.Dataset`` (one row per bin), on the
         Arrow table of :meth:`to_arrow` (zero-copy; nothing written to disk)."""
-        import datasets
-        from datasets.fingerprint import generate_random_fingerprint
+        try:
+            import datasets
+            from datasets.fingerprint import generate_random_fingerprint
+        except ImportError as e:
+            raise ImportError("Packed.to_dataset needs Hugging Face datasets (pip install "
+                              f"datasets): {e}") from None
 
         # a random fingerprint: the default one would hash every value
         return datasets.Dataset(self.to_arrow(), fingerprint=generate_random_fingerprint())
