@@ -22,7 +22,7 @@ process_datasets_for_packing (adds position_ids, length). That is the dataset Ax
 Sections:
   e2e      (first, unless --skip-e2e) real `axolotl preprocess` then `axolotl train
            --launcher python` (max_steps --max-steps), tiny random Llama on CPU, the CPU config of
-           /work/shared/AXOLOTL.md (sdpa, sample_packing, dataset_exact_deduplication,
+           Axolotl on CPU (sdpa, sample_packing, dataset_exact_deduplication,
            sequence_len 2048, micro_batch_size 2, dataset_num_proc 1, ...), twice: Axolotl alone
            (with a recording plugin, written into the temp dir, that wraps pack_parallel and
            _deduplicate_dataset: it saves every call's lengths array and arguments and times

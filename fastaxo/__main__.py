@@ -450,9 +450,12 @@ def _chat_options(args: Any) -> dict[str, Any] | None:
     return opts or None
 
 def main(argv: list[str] | None = None) -> int:
+    from fastaxo._version import __version__
+
     parser = argparse.ArgumentParser(
         prog="fastaxo", description="Fast, memory-bounded data preparation for Axolotl."
     )
+    parser.add_argument("--version", action="version", version=f"fastaxo {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p_p = sub.add_parser(
         "prepare",

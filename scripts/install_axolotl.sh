@@ -12,7 +12,7 @@
 # 0.21.0, and `pip check` reports nothing but what the recipe skips on purpose (xformers,
 # axolotl's Requires-Python); it prints the versions that matter.
 #
-# The recipe (../shared/AXOLOTL.md, "Installing it here"), steps in this order:
+# The recipe, steps in this order:
 #   1. torch==2.13.0: the CPU wheel on this machine (/opt/wheels). Every pip call here gets
 #      `-c constraints.txt`: never let pip resolve another torch, it would pull several GB of
 #      CUDA wheels.
@@ -22,7 +22,8 @@
 #
 # Environment:
 #   AXOLOTL_REQS=...              axolotl's dependency list (default:
-#                                 <repo>/../shared/axolotl/requirements-axolotl-0.21.0-no-xformers.txt)
+#                                 scripts/requirements-axolotl-0.21.0-no-xformers.txt: the
+#                                 wheel's Requires-Dist without extras and without xformers)
 #   FASTAXO_WHEELHOUSE=...        the wheel cache, shared by the tests and the benchmarks
 #                                 (default: ${XDG_CACHE_HOME:-~/.cache}/fastaxo-bench/wheelhouse)
 #   FASTAXO_WHEELHOUSE_OFFLINE=1  never fall back to the registry: fail if the cache lacks
@@ -45,7 +46,7 @@ TORCH_VERSION=2.13.0
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CONSTRAINTS="$REPO_ROOT/constraints.txt"
-AXOLOTL_REQS="${AXOLOTL_REQS:-$REPO_ROOT/../shared/axolotl/requirements-axolotl-${AXOLOTL_VERSION}-no-xformers.txt}"
+AXOLOTL_REQS="${AXOLOTL_REQS:-$REPO_ROOT/scripts/requirements-axolotl-${AXOLOTL_VERSION}-no-xformers.txt}"
 WHEELHOUSE="${FASTAXO_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/fastaxo-bench/wheelhouse}"
 OFFLINE="${FASTAXO_WHEELHOUSE_OFFLINE:-${FASTAXO_BENCH_OFFLINE:-0}}"
 REFRESH="${FASTAXO_WHEELHOUSE_REFRESH:-${FASTAXO_BENCH_REFRESH:-0}}"

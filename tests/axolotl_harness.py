@@ -4,7 +4,7 @@ Nothing here imports axolotl, torch or transformers at module import time: the t
 decides whether axolotl is importable first (and fails or skips with a clear message).
 Everything is deterministic: same arguments -> byte-identical tokenizer, model weights and data.
 
-Facts this relies on (read off axolotl 0.21.0, see /work/shared/AXOLOTL.md):
+Facts this relies on (read off the axolotl 0.21.0 wheel):
 - `axolotl preprocess` saves the prepared dataset with `Dataset.save_to_disk` under
   `<dataset_prepared_path>/<md5 of the dataset config>/` (utils/data/shared.py
   get_prepared_dataset_path); `load_prepared` finds that subdirectory.

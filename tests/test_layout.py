@@ -68,3 +68,20 @@ def test_a_clean_tree_has_no_problems(tmp_path):
              "fastaxo/errors.py": "class InvalidInputError(ValueError):\n    pass\n",
              "fastaxo/readers/b.py": "from fastaxo._core import a\nfrom fastaxo._core.a import x\n"}
     assert _checker().check(_tree(tmp_path, files)) == []
+
+
+def test_nothing_in_the_repository_reads_beside_it():
+    """Users clone the repository alone: no file may point at ../shared (the developers' notes)."""
+    bad = []
+    for p in REPO.rglob("*"):
+        if (p.is_file() and p.suffix in (".py", ".sh", ".toml", ".cfg", ".txt", ".yml", ".yaml", "")
+                and not any(part.startswith(".") or part in ("build", "dist", "wheelhouse")
+                            for part in p.relative_to(REPO).parts)):
+            try:
+                text = p.read_text(encoding="utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue
+            if "../shared" in text or "/work/shared" in text:
+                bad.append(str(p.relative_to(REPO)))
+    bad = [b for b in bad if b != "tests/test_layout.py"]
+    assert not bad, bad
