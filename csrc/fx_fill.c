@@ -1,5 +1,6 @@
 /* fx_fill: typed copy / fill / iota runs (see fx_fill.h). */
 #include "fx_fill.h"
+#include "fx_compat.h"
 
 #include <string.h>
 
@@ -98,11 +99,8 @@ void fx_iota_elems(void *dst, int dt, int64_t start, int64_t n)
 /* ---------------------------------------------------------------- prefetch */
 void fx_prefetch_run(const void *p, int64_t bytes)
 {
-#if defined(__GNUC__) || defined(__clang__)
     const char *c = (const char *)p;
     if (bytes > 4096) bytes = 4096;
-    for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(c + i, 0, 0);
-#else
-    (void)p; (void)bytes;
-#endif
+    for (int64_t i = 0; i < bytes; i += 64) FX_PREFETCH_ONCE(c + i);
+    (void)c;
 }

@@ -28,17 +28,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fx_compat.h"
 #include "fx_pack.h"
 #include "fx_sync.h"
 
 /* ------------------------------------------------------------------ bit helpers */
 
 /* FXP_PORTABLE_BITS forces the portable fallback (used by the tests). */
-#if !defined(FXP_PORTABLE_BITS) && (defined(__GNUC__) || defined(__clang__))
+#if !defined(FXP_PORTABLE_BITS) && FX_GNUC
 static inline int fxp_ctz64(uint64_t x) { return __builtin_ctzll(x); }
 static inline int fxp_bitlen64(uint64_t x) { return x ? 64 - __builtin_clzll(x) : 0; }
 #define FXP_INLINE inline
-#elif !defined(FXP_PORTABLE_BITS) && defined(_MSC_VER) && (defined(_M_X64) || defined(_M_ARM64))
+#elif !defined(FXP_PORTABLE_BITS) && FX_MSVC && (defined(_M_X64) || defined(_M_ARM64))
 unsigned char _BitScanForward64(unsigned long *index, unsigned __int64 mask);
 unsigned char _BitScanReverse64(unsigned long *index, unsigned __int64 mask);
 #pragma intrinsic(_BitScanForward64)
@@ -79,13 +80,7 @@ static int fxp_bitlen64(uint64_t x)
 
 /* Bodies instantiated twice (items read in place, or through an index) are forced inline
  * into their wrappers, so that each copy is compiled for its own way of reading. */
-#if defined(__GNUC__) || defined(__clang__)
-#define FXP_ALWAYS_INLINE static inline __attribute__((always_inline))
-#elif defined(_MSC_VER)
-#define FXP_ALWAYS_INLINE static __forceinline
-#else
-#define FXP_ALWAYS_INLINE static
-#endif
+#define FXP_ALWAYS_INLINE static FX_FORCE_INLINE
 
 /* Where FF's items come from: item k has length slen[k], or (index != NULL) it is row
  * index[k] of length len32[index[k]], readable once *progress > k (progress != NULL). */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fx_rowset.h"
+#include "fx_compat.h"
 #if defined(__unix__) || defined(__APPLE__)
 #include <sys/mman.h>
 #if defined(MAP_ANONYMOUS) || defined(MAP_ANON)
@@ -164,8 +165,8 @@ static void fx_segs_prefetch_windows(const fx_segbuf *sb, int64_t len)
         for (int64_t ss = s, sbase = base; ss < sb->nsegs && sbase < pos + FX_KEY_WIDTH; ss++) {
             const uint8_t *p = sb->segs[ss].ptr;
             int64_t lo = pos > sbase ? pos - sbase : 0;
-            __builtin_prefetch(p + lo);
-            __builtin_prefetch(p + lo + FX_KEY_WIDTH - 1);
+            FX_PREFETCH(p + lo);
+            FX_PREFETCH(p + lo + FX_KEY_WIDTH - 1);
             sbase += (int64_t)sb->segs[ss].len;
         }
     }
@@ -219,7 +220,7 @@ static void fx_segs_prefetch_heads(const fx_segbuf *sb)
     for (int64_t s = 0; s < sb->nsegs; s++) {
         const uint8_t *p = sb->segs[s].ptr;
         size_t n = sb->segs[s].len < 512 ? sb->segs[s].len : 512;
-        for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o);
+        for (size_t o = 0; o < n; o += 64) FX_PREFETCH(p + o);
     }
 }
 
@@ -485,7 +486,7 @@ static int64_t fx_new_entry(fx_rowset *s, uint64_t key, int32_t src, int64_t row
 
 void fx_rowset_prefetch(const fx_rowset *s, uint64_t key)
 {
-    if (s->kmask) __builtin_prefetch(&s->kslot[fx_tag(key) & s->kmask]);
+    if (s->kmask) FX_PREFETCH(&s->kslot[fx_tag(key) & s->kmask]);
 }
 
 int64_t fx_rowset_head(fx_rowset *s, uint64_t key, int32_t src, int64_t row, int *inserted)

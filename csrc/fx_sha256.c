@@ -6,6 +6,7 @@
  * attributes) and are only called after a runtime CPU probe.
  */
 #include "fx_sha256.h"
+#include "fx_compat.h"
 
 #include <string.h>
 
@@ -16,7 +17,7 @@
 #define FX_HAVE_SHANI 0
 #define FX_HAVE_ARMV8 0
 
-#if defined(__x86_64__) || defined(_M_X64) || defined(_M_AMD64)
+#if !defined(FX_PORTABLE) && (defined(__x86_64__) || defined(_M_X64) || defined(_M_AMD64))
 #  if defined(__clang__)
      /* clang-cl (MSVC mode) only declares the SHA intrinsics in <immintrin.h>
       * without -msha from clang 19 on. */
@@ -40,7 +41,7 @@
 #  endif
 #endif
 
-#if defined(__aarch64__) && !defined(_MSC_VER) && defined(__ARM_NEON) && \
+#if !defined(FX_PORTABLE) && defined(__aarch64__) && !defined(_MSC_VER) && defined(__ARM_NEON) && \
     (defined(__LITTLE_ENDIAN__) || (defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__))
 #  if defined(__ARM_FEATURE_SHA2) || (defined(__ARM_FEATURE_CRYPTO) && !defined(__clang__))
      /* The build already targets the SHA2 extension. */
@@ -94,7 +95,7 @@
 typedef atomic_int fx_atomic_int;
 #  define FX_ATOMIC_LOAD(p) atomic_load_explicit((p), memory_order_acquire)
 #  define FX_ATOMIC_STORE(p, v) atomic_store_explicit((p), (v), memory_order_release)
-#elif defined(__GNUC__) || defined(__clang__)
+#elif FX_GNUC
 typedef int fx_atomic_int;
 #  define FX_ATOMIC_LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #  define FX_ATOMIC_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
@@ -134,22 +135,16 @@ static const uint32_t fx_sha256_IV[8] = {
 
 /* Big-endian load/store: a bswap + unaligned 4-byte access where the byte
  * order is known to be little-endian, portable shifts otherwise. */
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#if FX_GNUC && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #  define FX_BSWAP32(x) __builtin_bswap32(x)
-#elif defined(_MSC_VER) && !defined(__clang__)
+#elif FX_MSVC
 #  include <stdlib.h>
 #  define FX_BSWAP32(x) _byteswap_ulong(x) /* every MSVC target is little-endian */
 #endif
 
 /* Force inlining of small helpers into the SIMD functions (gcc otherwise
  * keeps some out of line, with their vectors going through memory). */
-#if defined(__GNUC__) || defined(__clang__)
-#  define FX_INLINE inline __attribute__((always_inline))
-#elif defined(_MSC_VER)
-#  define FX_INLINE __forceinline
-#else
-#  define FX_INLINE inline
-#endif
+#define FX_INLINE FX_FORCE_INLINE
 
 static inline uint32_t fx_load_be32(const uint8_t *p)
 {

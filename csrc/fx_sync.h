@@ -13,7 +13,9 @@
 
 #include <stdint.h>
 
-#if defined(_MSC_VER) && !defined(__clang__)
+#include "fx_compat.h"
+
+#if FX_MSVC
 #ifndef WIN32_LEAN_AND_MEAN
 #define WIN32_LEAN_AND_MEAN
 #endif
@@ -35,11 +37,23 @@ static __forceinline void fx_publish(volatile int64_t *p, int64_t v)
 #define FX_THREAD_YIELD() SwitchToThread()
 #define FX_THREAD_NAP() Sleep(0)
 #else
+#if FX_GNUC
 #define fx_acquire_load(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define fx_publish(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#if defined(__x86_64__) || defined(__i386__)
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__STDC_NO_ATOMICS__)
+/* C11 atomics on the counter (an aligned int64_t: the same object representation as
+ * _Atomic int64_t on every target with lock-free 64-bit atomics). */
+#include <stdatomic.h>
+#define fx_acquire_load(p) \
+    atomic_load_explicit((const volatile _Atomic int64_t *)(p), memory_order_acquire)
+#define fx_publish(p, v) \
+    atomic_store_explicit((volatile _Atomic int64_t *)(p), (v), memory_order_release)
+#else
+#error "fx_sync.h needs gcc/clang builtins, MSVC or C11 atomics"
+#endif
+#if FX_GNUC && (defined(__x86_64__) || defined(__i386__))
 #define FX_CPU_RELAX() __builtin_ia32_pause()
-#elif defined(__aarch64__)
+#elif FX_GNUC && defined(__aarch64__)
 #define FX_CPU_RELAX() __asm__ __volatile__("yield" ::: "memory")
 #else
 #define FX_CPU_RELAX() ((void)0)

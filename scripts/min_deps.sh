@@ -60,4 +60,5 @@ env -u CI FASTAXO_HYPOTHESIS=ci FASTAXO_REQUIRE_EXTENSION=1 FASTAXO_EXPECT_OPENM
     --deselect tests/test_safety.py::test_with_torch_loaded_first_fastaxo_still_waits_passively \
     --deselect tests/test_mistakes.py::test_torch_tensor_names_the_fix \
     --deselect tests/test_readme.py::test_readme_examples_run_in_order \
+    --deselect tests/test_build.py::test_portable_c \
     "$@"

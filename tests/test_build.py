@@ -99,3 +99,14 @@ def test_c_packing_harness():
     r = subprocess.run(["bash", str(script), "--quick", "--no-bench"], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert "pack: " in r.stdout and ", 0 failed" in r.stdout.splitlines()[-1], r.stdout[-2000:]
+
+
+def test_portable_c():
+    """scripts/check_c.sh: every csrc/*.c warning-free (-Wall -Wextra -Werror) with gcc and
+    clang, as is, with -DFX_PORTABLE (no compiler builtins) and as C99 -pedantic; the
+    FX_PORTABLE SHA-256 build against the NIST vectors."""
+    src = Path(os.environ.get("FASTAXO_SOURCE_TREE", REPO))
+    r = subprocess.run(["bash", str(src / "scripts" / "check_c.sh"), sys.executable],
+                       capture_output=True, text=True, timeout=900, env={**os.environ, "CI": "true"})
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert "clang version" in r.stdout and "passes NIST" in r.stdout, r.stdout

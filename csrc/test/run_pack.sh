@@ -11,7 +11,8 @@
 #    invariants on n = 1e6 inputs and (unless --no-bench) the timing lines;
 # 2. checks fx_pack.c also compiles as C99 with -pedantic (also with the portable
 #    bit-scan fallback, -DFXP_PORTABLE_BITS);
-# 3. runs the suite (fewer cases) with the portable bit-scan fallback, and with FF/FFD's
+# 3. runs the suite (fewer cases) with the portable bit-scan fallback, with no GNU builtins
+#    at all (-DFX_PORTABLE, csrc/fx_compat.h), and with FF/FFD's
 #    int64 window (-DFXP_NO_SSE2) instead of the SSE2 int32 one;
 # 4. builds and runs the same with clang, if clang is installed;
 # 5. runs the suite (fewer cases) under ASan + UBSan, with gcc and, if installed, clang
@@ -100,6 +101,11 @@ note "gcc, portable bit-scan fallback (-DFXP_PORTABLE_BITS)"
 gcc "${CFLAGS_STRICT[@]}" -DFXP_PORTABLE_BITS -pthread -I"$src" "$here/test_pack.c" "$src/fx_pack.c" \
     -o "$build/test_portable" -lm
 run_suite portable "$build/test_portable" "${small_args[@]}"
+
+note "gcc -DFX_PORTABLE: no GNU builtins (what a compiler with neither GNU builtins nor MSVC's gets)"
+gcc "${CFLAGS_STRICT[@]}" -DFX_PORTABLE -pthread -I"$src" "$here/test_pack.c" "$src/fx_pack.c" \
+    -o "$build/test_gcc_fxportable" -lm
+run_suite gcc-fx-portable "$build/test_gcc_fxportable" "${small_args[@]}"
 
 note "gcc, FF/FFD on the int64 window (-DFXP_NO_SSE2: the path of capacities >= 2^31 - 1 and non-x86)"
 gcc "${CFLAGS_STRICT[@]}" -DFXP_NO_SSE2 -pthread -I"$src" "$here/test_pack.c" "$src/fx_pack.c" \
