@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# The minimum-dependencies leg (.ci/run; issue 18): fastaxo built from its sdist on the oldest
-# declared Python (3.10) and tested with exactly the declared minimum numpy and pyarrow (read
-# from pyproject.toml), so that the floors users see are true. The test extra's other packages
-# come at versions that accept those floors; tests that need Axolotl or Ray skip here (the main
-# leg runs them).
+# A Python leg of .ci/run: fastaxo built from its sdist on one Python and the quick suite
+# (FASTAXO_SUITE=quick, tests/conftest.py: everything but what needs Axolotl, torch, TRL,
+# Ray or a second C compiler, which the main leg runs) against the installed wheel.
 #
-#   bash scripts/min_deps.sh [PYTHON]     # default: pyenv's CPython 3.10.13
+#   bash scripts/min_deps.sh [PYTHON] [--latest] [PYTEST-ARGS...]
+#
+# Default (the minimum-dependencies leg, issue 18): the oldest declared Python (pyenv's
+# CPython 3.10.13) with exactly the declared minimum numpy and pyarrow (read from
+# pyproject.toml), so that the floors users see are true; the test extra's other packages come
+# at versions that accept those floors. --latest: the newest numpy and pyarrow that pip picks
+# for that Python instead (the 3.12 and 3.13 legs).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PY=${1:-$HOME/.pyenv/versions/3.10.13/bin/python}
-[ $# -gt 0 ] && shift
+PY=$HOME/.pyenv/versions/3.10.13/bin/python
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then PY=$1; shift; fi
+LATEST=0
+if [ "${1:-}" = --latest ]; then LATEST=1; shift; fi
+PY=$(command -v "$PY" || echo "$PY")  # a name on PATH (python3.12) or a path
 [ -x "$PY" ] || { echo "min_deps.sh: no Python at $PY (pass one)" >&2; exit 1; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fastaxo-min.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
@@ -25,7 +32,8 @@ for d in deps:
         print(f"{m.group(1)}=={m.group(2)}")
 PYEOF
 [ "$(wc -l < "$WORK/floors.txt")" = 2 ] || { echo "min_deps.sh: floors not found" >&2; exit 1; }
-echo "==> $("$PY" --version), $(tr '\n' ' ' < "$WORK/floors.txt")"
+[ $LATEST = 1 ] && : > "$WORK/floors.txt"  # no pins: what pip picks for this Python
+echo "==> $("$PY" --version), $( [ $LATEST = 1 ] && echo "latest numpy and pyarrow" || tr '\n' ' ' < "$WORK/floors.txt")"
 
 "$PY" -m venv "$WORK/venv"
 VPY=$WORK/venv/bin/python
@@ -49,16 +57,9 @@ got = {"numpy": numpy.__version__, "pyarrow": pyarrow.__version__}
 print("  installed:", got)
 assert all(Version(got[k]) == Version(v) for k, v in want.items()), f"expected {want}, got {got}"
 PYEOF
-echo "==> pytest (the Axolotl and Ray files, and the torch test, are the main leg's: not run here)"
+echo "==> pytest, the quick suite (FASTAXO_SUITE=quick: Axolotl, torch, TRL and Ray are the main leg's)"
 cd "$ROOT"
 env -u CI FASTAXO_HYPOTHESIS=ci FASTAXO_REQUIRE_EXTENSION=1 FASTAXO_EXPECT_OPENMP=1 \
     FASTAXO_SOURCE_TREE="$ROOT" FASTAXO_EXPECT_AXOLOTL=0 \
-    "$WORK/venv/bin/pytest" -p no:cacheprovider -q tests --ignore=tests/test_axolotl.py \
-    --ignore=tests/test_axolotl_inprocess.py --ignore=tests/test_chat_axolotl.py \
-    --ignore=tests/test_ray.py --ignore=tests/test_transformers.py \
-    --ignore=tests/test_train_recipes.py \
-    --deselect tests/test_safety.py::test_with_torch_loaded_first_fastaxo_still_waits_passively \
-    --deselect tests/test_mistakes.py::test_torch_tensor_names_the_fix \
-    --deselect tests/test_readme.py::test_readme_examples_run_in_order \
-    --deselect tests/test_build.py::test_portable_c \
+    FASTAXO_SUITE=quick "$WORK/venv/bin/pytest" -p no:cacheprovider -q tests \
     "$@"

@@ -22,6 +22,34 @@ settings.load_profile(os.environ.get("FASTAXO_HYPOTHESIS") or ("ci" if os.enviro
 REPO = Path(__file__).resolve().parent.parent
 EXT = _backend.ext
 
+# FASTAXO_SUITE=quick: the suite without what only the main leg installs (Axolotl, torch,
+# TRL, Ray, a second C compiler). The minimum-dependencies leg, the other Python versions'
+# legs and the wheels' own tests run it; the main leg (scripts/test.sh) runs everything.
+QUICK_LEAVES_OUT_FILES = ("test_axolotl.py", "test_axolotl_inprocess.py", "test_chat_axolotl.py",
+                          "test_ray.py", "test_transformers.py", "test_train_recipes.py")
+QUICK_LEAVES_OUT_TESTS = (
+    "test_safety.py::test_with_torch_loaded_first_fastaxo_still_waits_passively",
+    "test_mistakes.py::test_torch_tensor_names_the_fix",
+    "test_readme.py::test_readme_examples_run_in_order",
+    "test_build.py::test_portable_c",
+)
+
+
+def pytest_ignore_collect(collection_path, config):
+    if os.environ.get("FASTAXO_SUITE") == "quick" and collection_path.name in QUICK_LEAVES_OUT_FILES:
+        return True
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("FASTAXO_SUITE") != "quick":
+        return
+    out = [it for it in items
+           if any(it.nodeid.split("[")[0].endswith(t) for t in QUICK_LEAVES_OUT_TESTS)]
+    if out:
+        config.hook.pytest_deselected(items=out)
+        items[:] = [it for it in items if it not in out]
+
 
 def pytest_report_header(config):
     c = fastaxo.config()
