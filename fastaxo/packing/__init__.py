@@ -20,7 +20,7 @@ from fastaxo.packing.bins import (
     PackStats,
     pack_bins,
 )
-from fastaxo.packing.rows import Packed, PackIterator, iter_pack, pack
+from fastaxo.packing.rows import Packed, PackedRows, PackIterator, iter_pack, pack
 
-__all__ = ["pack_bins", "pack", "iter_pack", "Bins", "PackStats", "Packed", "PackIterator",
-           "STRATEGIES", "OVERFLOW_MODES", "BFD_MAX_CAPACITY"]
+__all__ = ["pack_bins", "pack", "iter_pack", "Bins", "PackStats", "Packed", "PackedRows",
+           "PackIterator", "STRATEGIES", "OVERFLOW_MODES", "BFD_MAX_CAPACITY"]
