@@ -53,6 +53,7 @@ rm -rf "$ROOT/dist" "$ROOT/wheelhouse"
 FASTAXO_OPENMP=1 "$VPY" -m build --outdir "$ROOT/dist" "$ROOT" > "$ROOT/dist.log" 2>&1 || { tail -50 "$ROOT/dist.log"; exit 1; }
 grep -E "Successfully built|fastaxo: " "$ROOT/dist.log" || true
 "$VENV/bin/twine" check --strict "$ROOT"/dist/*
+"$VPY" "$ROOT/scripts/check_sdist.py" "$ROOT"/dist/*.tar.gz  # LICENSE and every linked file
 
 step "auditwheel"
 WHEEL=$(ls "$ROOT"/dist/*.whl)
@@ -91,12 +92,20 @@ else
     "$VPY" -I -m pip check || true
 fi
 
-step "gates: ruff, layout, mypy, stubtest (CONTRIBUTING.md)"
+step "gates: ruff, layout, mypy, stubtest, workflow lint (CONTRIBUTING.md)"
 (cd "$ROOT" && "$VENV/bin/ruff" check fastaxo tests bench scripts setup.py)
 "$VPY" "$ROOT/scripts/check_layout.py"
 (cd "$ROOT" && "$VENV/bin/mypy")
 # the .pyi stubs against the installed wheel's compiled modules (from /: not the source tree)
 (cd / && "$VPY" -m mypy.stubtest --allowlist "$ROOT/stubtest-allowlist.txt" fastaxo._hash fastaxo._pack)
+# .github/workflows: the schema of GitHub's workflow syntax, and zizmor's audits (offline)
+"$VENV/bin/check-jsonschema" --builtin-schema vendor.github-workflows "$ROOT"/.github/workflows/*.yml
+"$VENV/bin/zizmor" --offline --persona pedantic --config "$ROOT/.github/zizmor.yml" \
+    "$ROOT/.github/workflows" 2>&1 | tail -n 1
+
+step "API reference: sphinx -W (docs/api, from the installed package's docstrings)"
+(cd / && "$VPY" -m sphinx -W --keep-going -q -b html "$ROOT/docs/api" "$ROOT/build/docs")
+echo "built $ROOT/build/docs/index.html"
 
 step "pytest (against the installed wheel)"
 cd "$ROOT"

@@ -110,3 +110,26 @@ def test_portable_c():
                        capture_output=True, text=True, timeout=900, env={**os.environ, "CI": "true"})
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert "clang version" in r.stdout and "passes NIST" in r.stdout, r.stdout
+
+
+def test_check_sdist_finds_what_a_link_misses(tmp_path):
+    """scripts/check_sdist.py (run by scripts/test.sh on the real sdist) names a missing
+    LICENSE and a linked file the archive lacks."""
+    import importlib.util
+    import tarfile
+
+    spec = importlib.util.spec_from_file_location("check_sdist", REPO / "scripts" / "check_sdist.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    src = tmp_path / "fastaxo-9"
+    (src / "docs").mkdir(parents=True)
+    (src / "README.md").write_text("[guide](docs/guide.md) ![chart](docs/c.png) [web](https://x.y)")
+    (src / "docs" / "guide.md").write_text("[back](../README.md) [gone](../BENCHMARKS.md#top)")
+    sdist = tmp_path / "fastaxo-9.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
+        tar.add(src, arcname="fastaxo-9")
+    got = mod.missing(str(sdist))
+    assert "LICENSE" in got
+    assert "docs/c.png (linked from README.md)" in got
+    assert "BENCHMARKS.md (linked from docs/guide.md)" in got
+    assert not any("guide.md (linked" in g or "README.md (linked" in g for g in got), got
