@@ -1,6 +1,6 @@
-"""Every Python example of the README runs as written (in order, one namespace per section), on
-small files made here: the names it uses are the current ones, and no DeprecationWarning comes
-out of it. The training recipes (``<!-- recipe: ... -->``) run in test_train_recipes.py.
+"""Every Python example of the README and of the guide (docs/guide.md) runs as written (in
+order, in one namespace), on small files made here: the names it uses are the current ones, and
+no DeprecationWarning comes out of it. The training recipes (``<!-- recipe: ... -->``) run in test_train_recipes.py.
 
 Examples reach for names they leave to the reader (``rank``, ``ckpt``, ``convs``...): those are
 given below, with the files the examples open. The Ray example's cluster address and shared
@@ -22,11 +22,13 @@ import pytest
 from conftest import REPO
 
 README = REPO / "README.md"
+GUIDE = REPO / "docs" / "guide.md"
 
 
 def python_blocks() -> list[tuple[str, str]]:
-    """(section heading, code) of every ```python block that is not a training recipe."""
-    text = README.read_text(encoding="utf-8")
+    """(section heading, code) of every ```python block of the README and then the guide that
+    is not a training recipe."""
+    text = README.read_text(encoding="utf-8") + "\n" + GUIDE.read_text(encoding="utf-8")
     out, heading = [], "top"
     for m in re.finditer(r"^(#{2,4} [^\n]*)$|(<!-- recipe: [\w-]+ -->\s*)?```python\n(.*?)```",
                          text, re.S | re.M):
@@ -113,5 +115,6 @@ def test_an_old_name_in_an_example_fails():
 
 def test_every_section_with_code_is_covered():
     headings = {h for h, _ in BLOCKS}
-    assert {"Use", "Packing and padding", "Streaming reader"} <= headings, headings
+    assert {"Quick start 2: a preprocessing script", "Exact dedupe", "Packing and padding",
+            "Streaming reader"} <= headings, headings
     assert any(h.startswith("Chat data") for h in headings)
