@@ -16,6 +16,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from conftest import main_leg_only
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,10 +34,7 @@ try:
 except ImportError as exc:  # pragma: no cover
     _MISSING = exc
 
-if _MISSING is not None:  # pragma: no cover
-    if os.environ.get("CI") == "true":
-        raise RuntimeError(f"axolotl must be installed in CI (scripts/test.sh installs it): {_MISSING}")
-    pytest.skip(f"axolotl not installed: {_MISSING}", allow_module_level=True)
+main_leg_only(_MISSING, "axolotl")
 
 import datasets  # noqa: E402
 

@@ -6,10 +6,10 @@ and a real ``axolotl preprocess`` with and without the plugin, compared row for 
 from __future__ import annotations
 
 import json
-import os
 import random
 
 import pytest
+from conftest import main_leg_only
 
 try:
     import axolotl  # noqa: F401
@@ -19,10 +19,7 @@ try:
 except ImportError as exc:  # pragma: no cover
     _MISSING = exc
 
-if _MISSING is not None:  # pragma: no cover
-    if os.environ.get("CI") == "true":
-        raise RuntimeError(f"axolotl must be installed in CI (scripts/test.sh installs it): {_MISSING}")
-    pytest.skip(f"axolotl not installed: {_MISSING}", allow_module_level=True)
+main_leg_only(_MISSING, "axolotl")
 
 import axolotl_harness as ah  # noqa: E402
 import chat_data  # noqa: E402

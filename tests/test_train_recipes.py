@@ -17,19 +17,20 @@ import axolotl_harness as H
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from conftest import main_leg_only
 
 import fastaxo
 
 pytestmark = [pytest.mark.axolotl, pytest.mark.slow]
 
-if os.environ.get("FASTAXO_EXPECT_AXOLOTL") == "1":  # the main leg: never skipped
-    import torch
-    import transformers
-    import trl
-else:
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    trl = pytest.importorskip("trl")
+try:
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+    import trl  # noqa: F401
+    _MISSING = None
+except ImportError as exc:  # pragma: no cover
+    _MISSING = exc
+main_leg_only(_MISSING, "torch, transformers and TRL")
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 SEQ = 256

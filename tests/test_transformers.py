@@ -4,23 +4,21 @@ and the leak it exists to prevent is real."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import main_leg_only
 
 import fastaxo
 from fastaxo.integrations.transformers import PackedCollator, layout_for
 
-if os.environ.get("FASTAXO_EXPECT_AXOLOTL") == "1":  # the main leg: never skipped
-    import datasets  # noqa: F401
+try:
     import torch
     import transformers
-    import trl  # noqa: F401
-else:  # min_deps.sh ignores this file; a local run without torch skips it
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    _MISSING = None
+except ImportError as exc:  # pragma: no cover
+    _MISSING = exc
+main_leg_only(_MISSING, "torch and transformers")
 
 VOCAB = 97
 ATOL = 1e-4
