@@ -1,6 +1,6 @@
 """fastaxo on Ray: exact dedupe across a whole corpus and packing, on a Ray cluster.
 
-    pip install 'fastaxo[ray]'
+Install with ``pip install 'fastaxo[ray]'``, then::
 
     from fastaxo.integrations.ray import prepare
     report = prepare(["data/*.parquet"], "packed/", 4096, address="auto")   # or a ray.data.Dataset

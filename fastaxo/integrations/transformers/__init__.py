@@ -1,4 +1,4 @@
-"""Training on packed rows with transformers, TRL or any PyTorch loop.
+"""Training on packed rows with transformers, TRL or any PyTorch loop::
 
     from fastaxo.integrations.transformers import PackedCollator
     collator = PackedCollator(model=model)        # reads model.config._attn_implementation
