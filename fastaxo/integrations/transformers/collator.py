@@ -276,7 +276,8 @@ class PackedCollator:
         seq_row = row_of[seq_first]
         seq_a = col[seq_first]
         seq_b = np.append(seq_a[1:], 0)
-        last = np.append(seq_row[1:] != seq_row[:-1], True)
+        last = np.ones(len(seq_row), bool)  # each row's last sequence ends at the row's end
+        last[:-1] = seq_row[1:] != seq_row[:-1]
         seq_b[last] = lengths[seq_row[last]]
         tails = np.flatnonzero(lengths < width)
         seq_row = np.concatenate([seq_row, tails])
