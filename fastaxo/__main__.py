@@ -19,6 +19,7 @@ check), 2 bad arguments.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import hashlib
 import os
@@ -26,6 +27,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from fastaxo._core.checks import cli_positive_float, cli_positive_int
@@ -108,31 +110,55 @@ def _cmd_dedupe(args: argparse.Namespace) -> int:
         return _dedupe_builtin(args)
     import pyarrow.parquet as pq
 
-    import fastaxo
     from fastaxo._core.files import TempOutput, check_not_an_input
+    from fastaxo._core.progress import Progress
 
-    seen = fastaxo.Seen()
-    n_in = n_out = 0
     t0 = time.perf_counter()
-    columns = args.columns.split(",") if args.columns else None
     for path in args.inputs:
         if not os.path.isfile(path):
             raise FileNotFoundError(errno.ENOENT, "no such input file", path)
-    tmp = None
-    if args.output:
-        check_not_an_input(args.output, args.inputs)
-        tmp = TempOutput(args.output)
-    writer = None
-    from fastaxo._core.progress import Progress
-
     try:
         total: int | None = sum(pq.read_metadata(p).num_rows for p in args.inputs)
     except Exception:  # not Parquet: the reading below says so, naming the file
         total = None
+    if args.output:
+        check_not_an_input(args.output, args.inputs)
+    tmp = TempOutput(args.output) if args.output else None
     bar = None if args.quiet else Progress("fastaxo dedupe", total, "rows")
+    try:
+        with _interrupts() as interrupted:
+            n_in, n_out = _dedupe_files(args, tmp, interrupted, bar)
+    finally:
+        if tmp is not None:
+            tmp.abort()  # (nothing left to remove after a commit)
+        if bar is not None:
+            bar.close()
+    dt = time.perf_counter() - t0
+    print(
+        f"fastaxo dedupe: {n_in:,} rows in, {n_out:,} kept, {n_in - n_out:,} duplicates dropped, "
+        f"{dt:.2f} s ({n_in / max(dt, 1e-9):,.0f} rows/s), peak RSS {peak_rss_mib() or 0:,.0f} MiB"
+        + (f"; wrote {args.output}" if args.output else "")
+    )
+    return 0
+
+
+def _dedupe_files(args: argparse.Namespace, tmp: Any, interrupted: threading.Event,
+                  bar: Any) -> tuple[int, int]:
+    """``fastaxo dedupe``'s pass over its input files: (rows in, rows kept). The kept rows go
+    to ``tmp`` (committed only when complete and not interrupted)."""
+    import pyarrow.parquet as pq
+
+    import fastaxo
+
+    seen = fastaxo.Seen()
+    columns = args.columns.split(",") if args.columns else None
+    n_in = n_out = 0
+    writer = None
     try:
         for path in args.inputs:
             for batch in _parquet_batches(path, args.batch_rows):
+                if interrupted.is_set():  # a Ctrl-C that library code swallowed
+                    raise KeyboardInterrupt
                 res = fastaxo.dedupe(batch, columns=columns, seen=seen, num_threads=args.threads)
                 n_in += res.n_rows
                 n_out += len(res.keep)
@@ -147,6 +173,8 @@ def _cmd_dedupe(args: argparse.Namespace) -> int:
                 writer = pq.ParquetWriter(tmp.path, pq.read_schema(args.inputs[0]))
             writer.close()
             writer = None
+            if interrupted.is_set():
+                raise KeyboardInterrupt
             tmp.commit()  # only a complete file ever appears at OUT
     finally:
         if writer is not None:
@@ -154,17 +182,7 @@ def _cmd_dedupe(args: argparse.Namespace) -> int:
                 writer.close()
             except Exception:
                 pass
-        if tmp is not None:
-            tmp.abort()  # (nothing left to remove after a commit)
-        if bar is not None:
-            bar.close()
-    dt = time.perf_counter() - t0
-    print(
-        f"fastaxo dedupe: {n_in:,} rows in, {n_out:,} kept, {n_in - n_out:,} duplicates dropped, "
-        f"{dt:.2f} s ({n_in / max(dt, 1e-9):,.0f} rows/s), peak RSS {peak_rss_mib() or 0:,.0f} MiB"
-        + (f"; wrote {args.output}" if args.output else "")
-    )
-    return 0
+    return n_in, n_out
 
 
 def _fail(cmd: str, exc: BaseException) -> int:
@@ -227,30 +245,45 @@ def _run(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
 
 
-def _cmd_prepare(args: argparse.Namespace) -> int:
-    from fastaxo.errors import InvalidInputError
-    from fastaxo.pipeline import prepare
+@contextlib.contextmanager
+def _interrupts() -> Iterator[threading.Event]:
+    """A command's Ctrl-C, whatever library code does with it.
 
-    # A Ctrl-C is a KeyboardInterrupt wherever it lands, but one that lands inside library code
-    # (an import, a C extension's callback) can come out as some other exception: remember
-    # that it happened, so that whatever comes out is reported as the interrupt it was.
+    A Ctrl-C is a KeyboardInterrupt wherever it lands, but one that lands inside library code
+    (an import, a C extension's callback, pyarrow's lazy imports) can come out as another
+    exception, or be swallowed. The yielded event is set on SIGINT: the command checks it
+    between batches and before it commits its output (prepare's ``cancel=``), and any
+    exception that leaves the block after it was set becomes the KeyboardInterrupt it was
+    (``_run`` reports it: exit 130)."""
     interrupted = threading.Event()
 
     def on_sigint(signum: int, frame: Any) -> None:
         interrupted.set()
         raise KeyboardInterrupt
 
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, on_sigint) if main else None
+    try:
+        yield interrupted
+    except Exception as e:
+        if interrupted.is_set():
+            raise KeyboardInterrupt from e
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _cmd_prepare(args: argparse.Namespace) -> int:
+    from fastaxo.errors import InvalidInputError
+    from fastaxo.pipeline import prepare
+
     if args.report_json:  # now, not after the run: a bad path must not cost the whole run
         from fastaxo._core.files import check_not_an_input, check_writable_dir
 
         check_writable_dir(args.report_json, "--report-json")
         check_not_an_input(args.report_json, [*args.inputs, args.output], "--report-json")
-    previous = (
-        signal.signal(signal.SIGINT, on_sigint)
-        if threading.current_thread() is threading.main_thread()
-        else None
-    )
-    try:
+    with _interrupts() as interrupted:
         common = dict(
             strategy=args.strategy,
             overflow=args.overflow,
@@ -298,18 +331,6 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
                 **common,
                 **tok_opts,
             )
-    except Exception as e:  # (KeyboardInterrupt and user errors: _run reports them)
-        if interrupted.is_set():
-            print(
-                f"fastaxo prepare: interrupted ({type(e).__name__} on the way out); no output "
-                "written",
-                file=sys.stderr,
-            )
-            return 130
-        raise
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
     print(rep)
     if args.report_json:
         rep.to_json(args.report_json)

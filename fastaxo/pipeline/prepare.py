@@ -291,6 +291,8 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         if window_rows:
             flush(window)
             window, window_rows = [], 0
+        if cancel is not None and cancel.is_set():  # set during the last window: not done
+            raise KeyboardInterrupt
         rep.output_bytes = writer.commit()
         rep.write_seconds = writer.seconds
     except BaseException:
