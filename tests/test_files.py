@@ -122,17 +122,21 @@ def _start(cmd: list[str], tmp_path) -> subprocess.Popen:
     while time.monotonic() < deadline and p.poll() is None:
         if _temporaries(tmp_path):
             time.sleep(0.05)
-            return p
+            if p.poll() is None:
+                return p
+            break  # done before it could be signalled: not a test of anything
         time.sleep(0.005)
     p.kill()
     out, err = p.communicate()
-    raise AssertionError(f"no temporary file appeared; make the input bigger\n{err[-2000:]}")
+    raise AssertionError("the run ended before it could be signalled, or no temporary file "
+                         f"appeared: make the input bigger\n{err[-2000:]}")
 
 
 def _long_run(tmp_path, cmd: str) -> list[str]:
     src = tmp_path / "big.parquet"
     if not src.exists():
-        pq.write_table(_table(60_000, seed=3), src, row_group_size=500)
+        # big enough that the run outlives the signal on a busy machine (~1 s of work)
+        pq.write_table(_table(180_000, seed=3), src, row_group_size=500)
     out = str(tmp_path / "out.parquet")
     if cmd == "dedupe":
         return ["dedupe", str(src), "-o", out, "--batch-rows", "200", "--threads", "1"]
