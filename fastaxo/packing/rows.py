@@ -60,23 +60,20 @@ class Packed(ArrayMap):
         return f"<fastaxo.Packed ({self.layout}) {self.shapes()}>"
 
     def _row_columns(self) -> list[str]:
-        return [k for k in ("input_ids", "labels", "position_ids", "attention_mask")
-                if k in self._arrays] + [k for k in self._arrays if k not in _NOT_ROW_COLUMNS]
+        own = [k for k in _PACK_COLUMNS[:4] if k in self._arrays]
+        return own + [k for k in self._arrays if k not in _PACK_COLUMNS]
 
     def to_arrow(self) -> pa.Table:
         """One row per bin, a list column per packed column (``cu_seqlens`` and
         ``bin_offsets`` are the boundaries, not columns). The values are the arrays' own
         memory (zero-copy; the table keeps them alive)."""
-        cols = {}
-        n = len(self.bins)
-        for k in self._row_columns():
-            a = self._arrays[k]
-            if self.layout == "flat":
-                lengths = np.diff(self._arrays["bin_offsets"])
-            else:
-                lengths = np.full(n, a.shape[1], np.int64)
-            cols[k] = list_array(np.ascontiguousarray(a).reshape(-1), lengths)
-        return pa.table(cols)
+        ids = self._arrays["input_ids"]
+        if self.layout == "flat":
+            lengths = np.diff(self._arrays["bin_offsets"])
+        else:  # every packed column is [n_bins, width]
+            lengths = np.full(len(self.bins), ids.shape[1], np.int64)
+        return pa.table({k: list_array(np.ascontiguousarray(self._arrays[k]).reshape(-1), lengths)
+                         for k in self._row_columns()})
 
     def to_dataset(self) -> Any:
         """The packed rows as a Hugging Face ``datasets.Dataset`` (one row per bin), on the
@@ -97,8 +94,9 @@ class Packed(ArrayMap):
         return PackedRows(self, torch=True)
 
 
-_NOT_ROW_COLUMNS = ("input_ids", "labels", "position_ids", "attention_mask", "cu_seqlens",
-                    "bin_offsets")
+#: the columns pack makes itself (the first four per token, then the boundaries)
+_PACK_COLUMNS = ("input_ids", "labels", "position_ids", "attention_mask", "cu_seqlens",
+                 "bin_offsets")
 
 
 class PackedRows:
@@ -163,14 +161,7 @@ def _resolve_columns(
         lab = as_ragged(labels, "labels")
         check_aligned(ids, lab)
     for name, col in extra.items():
-        if name in (
-            "input_ids",
-            "labels",
-            "position_ids",
-            "attention_mask",
-            "cu_seqlens",
-            "bin_offsets",
-        ):
+        if name in _PACK_COLUMNS:
             raise InvalidInputError(
                 f"columns: {name!r} is produced by pack itself; pass it as data/labels"
             )

@@ -19,6 +19,7 @@ from fastaxo.errors import (
     SequenceTooLongError,
 )
 from fastaxo.packing import STRATEGIES, iter_pack
+from fastaxo.packing.rows import ATTENTION
 from fastaxo.pipeline.columns import (
     ChatTokenizer,
     chat_tokenize,
@@ -32,13 +33,13 @@ __all__ = ["ATTENTION_LAYOUTS", "ATTENTION_MODES", "DEFAULT_PACK_WINDOW", "OVERF
            "ROW_GROUP_TOKENS", "check_batch", "check_options", "first_columns", "input_columns",
            "output_schema", "schema_options", "write_packed_window"]
 
-ATTENTION_LAYOUTS = ("segments", "ones", "none")
+ATTENTION_LAYOUTS = (*ATTENTION, "none")  # pack's values, and "none" for no column
 OVERFLOW = ("error", "truncate", "split", "drop")
 DEFAULT_PACK_WINDOW = 100_000  # Axolotl's pack_parallel group size
 ROW_GROUP_TOKENS = 1 << 22  # bins per output row group: ~4M tokens (16 MiB per int32 column)
 _I32 = pa.int32()
 
-ATTENTION_MODES = {"segments": "segments", "ones": "ones", "none": None}
+ATTENTION_MODES: dict[str, str | None] = {**{a: a for a in ATTENTION}, "none": None}
 
 
 def output_schema(has_labels: bool, attention: str, options: dict[str, Any]) -> pa.Schema:
