@@ -10,6 +10,7 @@ from fastaxo._core.threads import default_num_threads
 from fastaxo._version import __version__
 from fastaxo.errors import (
     CapacityError,
+    ChatTemplateError,
     ColumnNotFoundError,
     FastaxoError,
     FileFormatError,
@@ -17,6 +18,7 @@ from fastaxo.errors import (
     InvalidTypeError,
     KernelError,
     NullValueError,
+    RowTooLargeError,
     SchemaMismatchError,
     SequenceTooLongError,
     SourceNotFoundError,
@@ -72,6 +74,8 @@ __all__ = [
     "NullValueError",
     "CapacityError",
     "SequenceTooLongError",
+    "RowTooLargeError",
+    "ChatTemplateError",
     "SourceNotFoundError",
     "FileFormatError",
     "SchemaMismatchError",

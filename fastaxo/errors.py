@@ -15,6 +15,8 @@ __all__ = [
     "NullValueError",
     "CapacityError",
     "SequenceTooLongError",
+    "RowTooLargeError",
+    "ChatTemplateError",
     "ExtensionUnavailableError",
     "SourceNotFoundError",
     "FileFormatError",
@@ -62,6 +64,18 @@ class SequenceTooLongError(InvalidInputError):
         self,
     ):  # picklable with its fields (errors cross processes: Ray, multiprocessing)
         return (type(self), (self.args[0], self.row, self.length, self.limit))
+
+
+class RowTooLargeError(SequenceTooLongError):
+    """A row's text (or a conversation's rendered text) is larger than ``max_row_bytes``: it is
+    refused before it reaches a tokenizer, unless the overflow option drops it. ``row`` is its
+    index, ``length`` its size and ``limit`` the bound, both in UTF-8 bytes."""
+
+
+class ChatTemplateError(InvalidInputError):
+    """A chat template cannot be used, or failed on a conversation: a syntax error, an error the
+    template raised (``raise_exception``), a rule of the sandbox, a recursion without end, or
+    more steps, or a bigger string, than fastaxo's bounds allow."""
 
 
 class ExtensionUnavailableError(FastaxoError, ImportError):

@@ -17,7 +17,11 @@ pytest.importorskip("transformers")
 import chat_data  # noqa: E402
 
 from fastaxo.chat import ChatEngine, ChatSpec, Fallback, tokenize_chat  # noqa: E402
-from fastaxo.errors import InvalidInputError, InvalidTypeError  # noqa: E402
+from fastaxo.errors import (  # noqa: E402
+    ChatTemplateError,
+    InvalidInputError,
+    InvalidTypeError,
+)
 
 
 @pytest.fixture(scope="module")
@@ -100,45 +104,62 @@ def test_rows_the_engine_refuses(spec):
     rows = [[],
             [{"role": "user", "content": "q", "tool_calls": []}],
             [{"role": "user", "content": ["a", "b"]}],
-            [{"role": "user", "content": "mark \ue000"}],
             [{"role": "user"}]]
     got = ChatEngine(spec).run(rows)
-    assert [type(g) for g in got] == [Fallback] * 5
-    assert "tool_calls" in got[1].reason and "U+E000" in got[3].reason
+    assert [type(g) for g in got] == [Fallback] * 4
+    assert "tool_calls" in got[1].reason
 
 
-def test_template_that_depends_on_content_falls_back(qwen):
+def test_marker_characters_in_messages_stay_on_the_one_pass_path(spec):
+    # the markers are chosen per row among code points the row does not hold
+    pua = "".join(chr(c) for c in (0xE000, 0xE001, 0xF0000, 0xF0001, 0xF0002, 0x10FFFD))
+    rows = [[{"role": "user", "content": f"q {pua}"}, {"role": "assistant", "content": pua},
+             {"role": "user", "content": "q2"}, {"role": "assistant", "content": f"x{pua}y"}]]
+    engine = ChatEngine(spec)
+    (got,) = engine.run(rows)
+    assert not isinstance(got, Fallback) and not engine.turn_counts
+    assert got == ref.tokenize_conversation(rows[0], spec)
+
+
+def test_template_that_depends_on_content_places_that_turn_by_its_own_renders(qwen):
     tpl = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if 'secret' in m.content %}"
            "[hidden]{% endif %}{{ m.content }}<|im_end|>\n{% endfor %}")
     spec = ChatSpec.create(qwen, chat_template=tpl)
-    rows = [[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a secret"}],
+    rows = [[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a secret"},
+             {"role": "user", "content": "q"}, {"role": "assistant", "content": "plain"}],
             [{"role": "user", "content": "q"}, {"role": "assistant", "content": "plain"}]]
-    got = ChatEngine(spec).run(rows)
-    assert isinstance(got[0], Fallback) and "depends on message text" in got[0].reason
-    assert got[1] == ref.tokenize_conversation(rows[1], spec)
-    res = tokenize_chat(rows, spec=spec)
-    assert res.fallbacks == {got[0].reason: 1}
-    assert res.to_dict()["labels"][0] == ref.tokenize_conversation(rows[0], spec)["labels"]
+    engine = ChatEngine(spec)
+    got = engine.run(rows)
+    assert got == [ref.tokenize_conversation(r, spec) for r in rows]
+    # the placeholder render drops '[hidden]': that turn alone is placed by Axolotl's diff
+    assert engine.turn_counts == {"the template's output depends on message text": 1}
 
 
-def test_template_that_rewrites_text_falls_back(qwen):
+def test_template_that_rewrites_text_places_those_turns_by_their_own_renders(qwen):
     tpl = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | upper }}<|im_end|>{% endfor %}"
     spec = ChatSpec.create(qwen, chat_template=tpl)
-    rows = [[{"role": "user", "content": "q"}, {"role": "assistant", "content": "abc"}]]
+    rows = [[{"role": "user", "content": "q"}, {"role": "assistant", "content": "abc"},
+             {"role": "user", "content": "r"}, {"role": "assistant", "content": "ABC"}]]
     res = tokenize_chat(rows, spec=spec)
-    assert res.fallbacks == {"the template rewrites message text": 1}
-    assert res.labels[0] == ref.tokenize_conversation(rows[0], spec)["labels"]
+    assert res.fallbacks == {}  # the row is made in one pass ...
+    # ... but for the one turn the template rewrites, placed by Axolotl's own diff
+    # (and 'ABC' is written as is, but its placeholder is not: the output depends on it)
+    assert res.turn_fallbacks == {"the template rewrites message text": 1,
+                                  "the template's output depends on message text": 1}
+    assert res.to_dict() == {k: [v] for k, v in ref.tokenize_conversation(rows[0], spec).items()}
 
 
-def test_template_error_falls_back_and_reference_raises(qwen):
+def test_template_error_falls_back_and_tokenize_chat_names_the_row(qwen):
     tpl = "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system') }}{% endif %}{{ m.content }}<|im_end|>{% endfor %}"
     spec = ChatSpec.create(qwen, chat_template=tpl)
-    rows = [[{"role": "system", "content": "s"}, {"role": "assistant", "content": "a"}],
-            [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]]
+    rows = [[{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}],
+            [{"role": "system", "content": "s"}, {"role": "assistant", "content": "a"}]]
     got = ChatEngine(spec).run(rows)
-    assert isinstance(got[0], Fallback) and not isinstance(got[1], Fallback)
-    with pytest.raises(Exception, match="no system"):
-        tokenize_chat(rows[:1], spec=spec)
+    # the plugin hands the row to Axolotl, which raises its own error
+    assert not isinstance(got[0], Fallback) and isinstance(got[1], Fallback)
+    assert "no system" in str(got[1].error)
+    with pytest.raises(ChatTemplateError, match=r"^messages: row 1: chat_template: no system$"):
+        tokenize_chat(rows, spec=spec)
 
 
 # -- tokenize_chat's API --------------------------------------------------------------------
@@ -284,7 +305,9 @@ def test_prepare_chat_errors(tmp_path):
 # -- Hypothesis: contents that share characters with the placeholders and the template -------
 
 _TRICKY = list("[]zd_ma\n \t") + ["[[", "]]", "zz", "dummy", "<|im_end|>", "<think>", "</think>",
-                                  "é", "数", "🙂", "\r\n", "message"]
+                                  "é", "数", "🙂", "\r\n", "message",
+                                  # the engine's marker characters (private use)
+                                  "\ue000", "\ue001", "\U000f0000", "\U000f0001", "\U0010fffd"]
 
 
 @st.composite
@@ -314,10 +337,11 @@ def test_engine_equals_reference_on_tricky_contents(qwen, conv, eos):
         assert got == want, conv
 
 
-def test_tricky_contents_mostly_take_the_one_pass_path(spec):
-    """The Hypothesis test above holds for the rows the engine makes; here, that it makes most
-    of them (a row only falls back where the template really rewrites its text: '</think>' in
-    an assistant message, leading newlines Qwen3 strips in a non-final answer, ...)."""
+def test_tricky_contents_take_the_one_pass_path(spec):
+    """The Hypothesis test above holds for the rows the engine makes; here, that it makes them
+    all: where the template rewrites a message's text ('</think>' in an answer, leading
+    newlines Qwen3 strips from a non-final answer, ...) that turn alone is placed by its own
+    renders, and marker characters in the text are avoided."""
     import random
 
     rng = random.Random(0)
@@ -327,13 +351,13 @@ def test_tricky_contents_mostly_take_the_one_pass_path(spec):
         convs.append([{"role": rng.choice(["system", "user", "assistant"]),
                        "content": "".join(rng.choice(_TRICKY) for _ in range(rng.randint(0, 6)))}
                       for _ in range(n)])
-    got = ChatEngine(spec).run(convs)
-    fast = [(c, g) for c, g in zip(convs, got, strict=True) if not isinstance(g, Fallback)]
-    assert len(fast) >= 0.8 * len(convs)
-    for c, g in fast:
+    engine = ChatEngine(spec)
+    got = engine.run(convs)
+    assert not [g for g in got if isinstance(g, Fallback)]
+    for c, g in zip(convs, got, strict=True):
         assert g == ref.tokenize_conversation(c, spec), c
-    assert {g.reason for g in got if isinstance(g, Fallback)} <= {
-        "the template rewrites message text"}
+    turns = sum(len(c) for c in convs)
+    assert 0 < sum(engine.turn_counts.values()) < 0.02 * turns
 
 
 def test_slow_tokenizer_is_refused_by_name(qwen):

@@ -12,9 +12,14 @@ import numpy as np
 
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 
-__all__ = ["choice", "cli_positive_float", "cli_positive_int", "count", "deprecated_value",
-           "int_arg", "mistake_hint", "offsets_problem", "positive_int", "renamed_args",
-           "require_offsets"]
+__all__ = ["MAX_ROW_BYTES", "choice", "cli_positive_float", "cli_positive_int", "count",
+           "deprecated_value", "int_arg", "mistake_hint", "offsets_problem", "positive_int",
+           "renamed_args", "require_offsets"]
+
+# The largest row (a text, or a rendered conversation) handed to a tokenizer, in UTF-8 bytes:
+# HF's tokenizer needs ~100 bytes of memory per byte of text (a 200 MB row took 19 GB), and no
+# model trains on 16 MiB (4M+ tokens) in one sequence. prepare's --max-row-bytes changes it.
+MAX_ROW_BYTES = 16 << 20
 
 F = TypeVar("F", bound=Callable[..., Any])
 

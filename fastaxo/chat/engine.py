@@ -3,27 +3,40 @@
 
 Axolotl finds each trainable turn by rendering the whole conversation twice more with a
 placeholder in the turn's place and diffing the texts (O(turns x length) per conversation).
-Here each conversation is rendered four times whatever its length:
+Here each conversation is rendered a few times whatever its length:
 
 1. as it is (the text that is tokenized);
-2. with every trainable message's content wrapped in two private-use marker characters. Taking
-   the markers out must give text 1 exactly and each pair must wrap exactly that message's
-   content: then the template writes the content verbatim and the markers say where;
-3. and 4. with every trainable content replaced by each of Axolotl's two placeholders. Each
-   must equal text 1 with the contents cut out and the placeholder spliced in: then the
-   template's output does not depend on those contents, and Axolotl's diff of text 1 against a
-   render with one placeholder is computed from the positions alone (:func:`_placeholder_span`).
+2. with every trainable message's content wrapped in two marker characters of its own
+   (private-use code points the row does not contain). Taking the markers out must give text 1
+   exactly and each pair must wrap exactly that message's content as the template writes it (as
+   is, or as one of the :data:`_VARIANTS` a template may make of it): then the markers say where
+   it is. A turn whose markers come out wrong, or that the first difference from text 1 falls
+   in, tries the next variant in the next render, and after the last one keeps its content
+   unmarked and is placed as Axolotl places it, by two renders of its own (counted in
+   :attr:`ChatEngine.turn_counts`): a template that rewrites one message costs two renders,
+   not a quadratic row;
+3. and 4. with every marked content replaced by each of Axolotl's two placeholders. Each must
+   equal text 1 with the contents cut out and the placeholder spliced in: then the template's
+   output does not depend on those contents, and Axolotl's diff of text 1 against a render with
+   one placeholder is computed from the positions alone (:func:`_placeholder_span`).
 
 The texts are tokenized as one batch (the fast tokenizer's threads), and each conversation's
 spans become labels in ``_pack.chat_labels`` (bisect into the offsets, end-of-turn search).
 A row that fails a check is not guessed at: :meth:`ChatEngine.run` returns a :class:`Fallback`
 with the reason, and the caller hands the row to Axolotl's code (or the reference
 :func:`fastaxo._reference.chat.tokenize_conversation`).
+
+Every render is bounded (:mod:`fastaxo.chat.render`): a template past its step bound raises
+:class:`~fastaxo.chat.render.TemplateLimitError` from :meth:`ChatEngine.run` (Axolotl's own code
+would not stop); a conversation whose text is larger than ``max_row_bytes`` is a
+:class:`Fallback` carrying a :class:`~fastaxo.errors.RowTooLargeError`.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -31,25 +44,33 @@ import numpy as np
 
 from fastaxo._core import backend
 from fastaxo._reference import chat as ref
+from fastaxo.chat.render import OutputTooLarge, TemplateLimitError
 from fastaxo.chat.spec import ChatSpec
-from fastaxo.errors import InvalidInputError
+from fastaxo.errors import ChatTemplateError, InvalidInputError, RowTooLargeError
 
-__all__ = ["ChatEngine", "Fallback", "MARKERS"]
+__all__ = ["ChatEngine", "Fallback", "MAX_TRAINABLE_TURNS"]
 
-MARKERS = ("\ue000", "\ue001")
-_OPEN, _CLOSE = MARKERS
+# Markers: Supplementary Private Use Areas A and B, two per trainable turn, skipping any the
+# row or the template holds.
+_MARK_FIRST, _MARK_LAST = 0xF0000, 0x10FFFD
+_MARK_RE = re.compile("[\U000F0000-\U0010FFFD]")
+MAX_TRAINABLE_TURNS = (_MARK_LAST - _MARK_FIRST + 1 - 2 * 2) // 2 - 512
 # Placeholder comparisons that run past the message into the template (a content that is a
 # prefix of a placeholder, or repeats around it) are not followed further than this.
 _SCAN_CAP = 256
 # Characters per tokenizer call: bounds the Python lists of ids and offsets held at once.
 _BATCH_CHARS = 4 << 20
 _MODES = {"turn": 1, "all": 2, "last": 3}
+_PER_TURN = -1  # a turn placed by its own renders (Axolotl's diff)
 
 
 class Fallback(NamedTuple):
-    """A row the one-pass path does not produce, and why."""
+    """A row the one-pass path does not produce, and why; ``error`` is what the caller should
+    raise instead of tokenizing the row another way (the template's own error, or a
+    :class:`~fastaxo.errors.RowTooLargeError`), else None."""
 
     reason: str
+    error: Exception | None = None
 
 
 Row = dict[str, list[int]]
@@ -57,7 +78,9 @@ Row = dict[str, list[int]]
 
 class ChatEngine:
     """Tokenizes conversations (lists of ``{"role", "content"}`` dicts, after Axolotl's
-    message mapping) for one :class:`ChatSpec`."""
+    message mapping) for one :class:`ChatSpec`. :attr:`turn_counts` counts, by reason, the
+    turns of produced rows that were placed by their own renders (Axolotl's diff) because the
+    template rewrites them."""
 
     def __init__(self, spec: ChatSpec):
         problem = spec.problem()
@@ -69,11 +92,14 @@ class ChatEngine:
         self._eos = np.asarray(() if spec.eos_id is None else (spec.eos_id,), np.int64)
         self._modes = (_MODES.get(spec.train_on_eot or "", 0),
                        _MODES.get(spec.train_on_eos or "", 0))
+        self._taken = frozenset(_MARK_RE.findall(spec.chat_template))
+        self.turn_counts: Counter[str] = Counter()
 
     # -- the pass ---------------------------------------------------------------------------
     def run(self, conversations: Sequence[list[dict[str, Any]]]) -> list[Row | Fallback]:
         """One result per conversation: ``{"input_ids", "labels", "attention_mask"}`` or a
-        :class:`Fallback`."""
+        :class:`Fallback`. Raises :class:`~fastaxo.chat.render.TemplateLimitError` (naming the
+        row, 0-based in ``conversations``) for a template past its bounds."""
         spec = self.spec
         out: list[Row | Fallback | None] = [None] * len(conversations)
         rows = []
@@ -83,102 +109,191 @@ class ChatEngine:
                 out[i] = Fallback(problem)
             else:
                 rows.append(i)
-        texts = self._render(conversations, rows, None, out)
-        located: dict[int, list[tuple[int, int]]] = {}
+        texts = self._texts(conversations, rows, out)
         trainable = {i: [j for j, t in enumerate(conversations[i])
                          if spec.train_on_inputs or t["role"] in spec.roles_to_train]
                      for i in texts}
-        for i in texts:
-            if not trainable[i]:
-                located[i] = []  # nothing to place: the text is all there is
-        for variant in _VARIANTS:
-            todo = [i for i in texts if i not in located and out[i] is None
-                    and (variant is _VARIANTS[0] or _changes(variant, conversations[i],
-                                                            trainable[i]))]
-            if not todo:
-                continue
-            marked = self._render(conversations, todo, (variant, trainable), out, keep=True)
-            for i in todo:
-                got = _locate(texts[i], marked.get(i), conversations[i], trainable[i], variant)
-                if got is not None:
-                    located[i] = got
-        for i in texts:
-            if out[i] is None and i not in located:
-                out[i] = Fallback("the template rewrites message text")
-        self._check_placeholders(conversations, texts, trainable, located, out)
+        state = {i: _RowState(conversations[i], trainable[i]) for i in texts}
+        for i, st in state.items():
+            if not st.assign_markers(self._taken):
+                out[i] = Fallback(f"more than {MAX_TRAINABLE_TURNS:,} trainable messages")
+        self._locate(conversations, texts, state, out)
+        self._check_placeholders(conversations, texts, state, out)
         spans: dict[int, np.ndarray] = {}
         for i in texts:
             if out[i] is None:
-                made = self._char_spans(conversations[i], texts[i], trainable[i], located[i])
-                if isinstance(made, Fallback):
-                    out[i] = made
-                else:
-                    spans[i] = made
-        table = spec.byte_tokens()
-        for chunk in _chunks(list(spans), texts):
-            need = chunk
-            if table is not None:
-                need = []
-                ids_list = spec.tokenize_ids([texts[i] for i in chunk]) or []
-                for i, ids in zip(chunk, ids_list, strict=True):
-                    r = self._labels_bytes(texts[i], ids, spans[i], trainable[i], table)
-                    if r is None:
-                        need.append(i)
-                    else:
-                        out[i] = r
-            for i, (ids, offsets) in zip(need, spec.tokenize([texts[i] for i in need]),
-                                         strict=True):
-                out[i] = self._labels(ids, offsets, spans[i], trainable[i])
+                spans[i] = self._good_spans(conversations[i], texts[i], state[i])
+        self._per_turn_spans(conversations, texts, state, spans, out)
+        self._tokenize(texts, spans, trainable, out)
         done = [r for r in out if r is not None]
         if len(done) != len(out):  # pragma: no cover - every row gets a result or a reason
             raise AssertionError("ChatEngine.run left a row without a result")
         return done
 
     # -- steps ------------------------------------------------------------------------------
-    def _render(self, conversations: Sequence[list[dict[str, Any]]], rows: list[int],
-                replace: tuple[Any, dict[int, list[int]]] | None,
-                out: list[Row | Fallback | None], keep: bool = False) -> dict[int, str]:
-        convs = [conversations[i] if replace is None
-                 else _replaced(conversations[i], replace[1][i], replace[0]) for i in rows]
-        texts = _render_each(self.spec, convs)
+    def _texts(self, conversations: Sequence[list[dict[str, Any]]], rows: list[int],
+               out: list[Row | Fallback | None]) -> dict[int, str]:
+        """Text 1 of each row; a row the template refuses, renders to nothing or renders too
+        big is a Fallback."""
+        limit = self.spec.max_row_bytes
         got = {}
-        for i, t in zip(rows, texts, strict=True):
-            if isinstance(t, str) and (keep or (t and _OPEN not in t and _CLOSE not in t)):
+        for i, t in zip(rows, self._render_each([conversations[i] for i in rows], rows),
+                        strict=True):
+            if isinstance(t, OutputTooLarge):
+                out[i] = _too_large(i, t.chars, limit)
+            elif isinstance(t, BaseException):
+                out[i] = Fallback("the template raised an error", t)  # type: ignore[arg-type]
+            elif not t:
+                out[i] = Fallback("the conversation renders to no text")
+            elif len(t) * 4 > limit and len(t.encode("utf-8", "surrogatepass")) > limit:
+                out[i] = _too_large(i, len(t.encode("utf-8", "surrogatepass")), limit)
+            else:
                 got[i] = t
-            elif not keep:
-                out[i] = Fallback("the template raised an error" if isinstance(t, BaseException)
-                                  else "the template gives no text")
         return got
 
-    def _check_placeholders(self, conversations: Sequence[list[dict[str, Any]]],
-                            texts: dict[int, str], trainable: dict[int, list[int]],
-                            located: dict[int, list[tuple[int, int]]],
-                            out: list[Row | Fallback | None]) -> None:
-        todo = [i for i in texts if out[i] is None and trainable[i]]
-        for sentinel in ref.SENTINELS:
-            rendered = _render_each(self.spec, [
-                _with_placeholder(conversations[i], trainable[i], sentinel) for i in todo])
-            for i, got in zip(todo, rendered, strict=True):
-                if out[i] is None and got != _spliced(texts[i], located[i], sentinel):
-                    out[i] = Fallback("the template's output depends on message text")
+    def _render_each(self, convs: list[list[dict[str, Any]]], rows: list[int]
+                     ) -> list[Any]:
+        """Each conversation rendered, or the exception its render raised; a template past its
+        step bound stops the pass (naming the row)."""
+        got: list[Any] = []
+        render = self.spec.render
+        for c, i in zip(convs, rows, strict=True):
+            try:
+                got.append(render([c])[0])
+            except TemplateLimitError as e:
+                raise TemplateLimitError(f"row {i}: {e}") from None
+            except (ChatTemplateError, OutputTooLarge) as e:
+                got.append(e)
+            except Exception as e:  # noqa: BLE001 - the HF path raises the template's own
+                got.append(e)
+        return got
 
-    def _char_spans(self, turns: list[dict[str, Any]], text: str, trainable: list[int],
-                    segments: list[tuple[int, int]]) -> np.ndarray | Fallback:
-        """Each trainable turn's character span as Axolotl's placeholder diffs give it."""
-        spans = np.empty((len(trainable), 2), np.int64)
-        for k, (j, (p, end)) in enumerate(zip(trainable, segments, strict=True)):
+    def _locate(self, conversations: Sequence[list[dict[str, Any]]], texts: dict[int, str],
+                state: dict[int, _RowState], out: list[Row | Fallback | None]) -> None:
+        """Rounds of marked renders until every row's marked turns are proven (or given to
+        their own renders); a row still unsettled after the last round is a Fallback."""
+        for _ in range(len(_VARIANTS) + 3):
+            todo = [i for i in texts if out[i] is None and not state[i].settled]
+            if not todo:
+                return
+            marked = self._render_each([state[i].marked() for i in todo], todo)
+            for i, m in zip(todo, marked, strict=True):
+                if not state[i].update(texts[i], m):
+                    out[i] = Fallback("the template rewrites message text")
+        for i in texts:
+            if out[i] is None and not state[i].settled:
+                out[i] = Fallback("the template rewrites message text")
+
+    def _check_placeholders(self, conversations: Sequence[list[dict[str, Any]]],
+                            texts: dict[int, str], state: dict[int, _RowState],
+                            out: list[Row | Fallback | None]) -> None:
+        """Renders with every proven content replaced by each placeholder must be text 1 with
+        the placeholder spliced in. Where one is not, the proven turns from the first
+        difference to the last go to their own renders and the row is checked again."""
+        checked: set[int] = set()
+        for _ in range(3):
+            todo = [i for i in texts if out[i] is None and i not in checked and state[i].proven()]
+            if not todo:
+                return
+            failed: dict[int, list[int]] = {}
+            for sentinel in ref.SENTINELS:
+                rendered = self._render_each(
+                    [state[i].with_placeholder(sentinel) for i in todo], todo)
+                for i, got in zip(todo, rendered, strict=True):
+                    if i in failed:
+                        continue
+                    want = _spliced(texts[i], state[i].proven_segments(), sentinel)
+                    if got != want:
+                        failed[i] = (state[i].placeholder_suspects(got, want, sentinel)
+                                     if isinstance(got, str) else [])
+            for i in todo:
+                if i not in failed:
+                    checked.add(i)
+                elif failed[i]:
+                    for k in failed[i]:
+                        state[i].give_up_turn(k, "the template's output depends on message text")
+                else:
+                    out[i] = Fallback("the template's output depends on message text")
+        for i in texts:
+            if out[i] is None and i not in checked and state[i].proven():
+                out[i] = Fallback("the template's output depends on message text")
+
+    def _good_spans(self, turns: list[dict[str, Any]], text: str, st: _RowState
+                    ) -> np.ndarray:
+        """Each trainable turn's character span as Axolotl's placeholder diffs give it, for the
+        proven turns; the others (and proven turns whose text runs into a placeholder) are
+        left to :meth:`_per_turn_spans`."""
+        spans = np.full((len(st.trainable), 2), -1, np.int64)
+        for k, j in enumerate(st.trainable):
             if j == 0 and self.spec.skips_first_system and turns[0]["role"] == "system":
                 spans[k] = (0, 0)
                 continue
+            seg = st.segments[k]
+            if seg is None:
+                continue
             union: tuple[int, int] | None = None
             for sentinel in ref.SENTINELS:
-                span = _placeholder_span(text, p, end - p, sentinel)
+                span = _placeholder_span(text, seg[0], seg[1] - seg[0], sentinel)
                 if span is None:
-                    return Fallback("a message's text overlaps Axolotl's placeholder")
+                    st.give_up_turn(k, "a message's text overlaps Axolotl's placeholder")
+                    union = None
+                    break
                 union = span if union is None else (min(union[0], span[0]),
                                                     max(union[1], span[1]))
-            spans[k] = union  # type: ignore[assignment]  # set by the loop
+            if union is not None:
+                spans[k] = union
         return spans
+
+    def _per_turn_spans(self, conversations: Sequence[list[dict[str, Any]]],
+                        texts: dict[int, str], state: dict[int, _RowState],
+                        spans: dict[int, np.ndarray], out: list[Row | Fallback | None]
+                        ) -> None:
+        """Axolotl's own diff for the turns the proofs left: text 1 against a render with a
+        placeholder in that turn alone, for each placeholder."""
+        todo = [(i, k) for i in spans for k in state[i].per_turn()
+                if tuple(spans[i][k]) == (-1, -1)]
+        if not todo:
+            return
+        for i, k in todo:
+            self.turn_counts[state[i].why[k]] += 1
+        found: dict[tuple[int, int], tuple[int, int]] = {}
+        for sentinel in ref.SENTINELS:
+            convs = [_one_placeholder(conversations[i], state[i].trainable[k], sentinel)
+                     for i, k in todo]
+            dummies = self._render_each(convs, [i for i, _ in todo])
+            for (i, k), dummy in zip(todo, dummies, strict=True):
+                if out[i] is not None:
+                    continue
+                if not isinstance(dummy, str) or not dummy:
+                    # Axolotl then re-tokenizes the turn's prefix: that is the reference's
+                    out[i] = Fallback("a turn's placeholder render gives no text")
+                    continue
+                cs, ce = _diff_span(texts[i], dummy)
+                prev = found.get((i, k))
+                found[(i, k)] = (cs, ce) if prev is None else (min(prev[0], cs),
+                                                               max(prev[1], ce))
+        for (i, k), span in found.items():
+            if out[i] is None:
+                spans[i][k] = span
+
+    def _tokenize(self, texts: dict[int, str], spans: dict[int, np.ndarray],
+                  trainable: dict[int, list[int]], out: list[Row | Fallback | None]) -> None:
+        table = self.spec.byte_tokens()
+        ready = [i for i in spans if out[i] is None]
+        for chunk in _chunks(ready, texts):
+            need = chunk
+            if table is not None:
+                need = []
+                ids_list = self.spec.tokenize_ids([texts[i] for i in chunk]) or []
+                for i, ids in zip(chunk, ids_list, strict=True):
+                    r = self._labels_bytes(texts[i], ids, spans[i], trainable[i], table)
+                    if r is None:
+                        need.append(i)
+                    else:
+                        out[i] = r
+            for i, (ids, offsets) in zip(need, self.spec.tokenize([texts[i] for i in need]),
+                                         strict=True):
+                out[i] = self._labels(ids, offsets, spans[i], trainable[i])
 
     def _labels(self, ids: list[int], offsets: Any, spans: np.ndarray, trainable: list[int]
                 ) -> Row | Fallback:
@@ -209,6 +324,215 @@ class ChatEngine:
             return Fallback(f"turn {trainable[bad]} starts after the last token (Axolotl "
                             "re-tokenizes it)")
         return {"input_ids": ids, "labels": labels, "attention_mask": [1] * len(ids)}
+
+
+def _too_large(row: int, size: int, limit: int) -> Fallback:
+    err = RowTooLargeError(
+        f"conversation {row} (0-based) renders to {size:,}+ bytes of text, more than "
+        f"max_row_bytes ({limit:,}); drop it (overflow='drop'), raise max_row_bytes, or split "
+        "the conversation", row, size, limit)
+    return Fallback("the conversation is larger than max_row_bytes", err)
+
+
+class _RowState:
+    """One row's turns through the marker rounds: per trainable turn its variant (an index
+    into :data:`_VARIANTS`, or ``_PER_TURN``), its markers and, once proven, its segment."""
+
+    __slots__ = ("close", "last", "open", "segments", "settled", "trainable", "turns",
+                 "var", "why")
+
+    def __init__(self, turns: list[dict[str, Any]], trainable: list[int]):
+        self.turns, self.trainable = turns, trainable
+        self.last = _last_user(turns)
+        self.var = [0] * len(trainable)
+        self.why = [""] * len(trainable)
+        self.segments: list[tuple[int, int] | None] = [None] * len(trainable)
+        self.open: list[str] = []
+        self.close: list[str] = []
+        self.settled = not trainable
+
+    def assign_markers(self, taken: frozenset[str]) -> bool:
+        n = len(self.trainable)
+        if n > MAX_TRAINABLE_TURNS:
+            return False
+        contents = [t["content"] for t in self.turns]
+        top = max((max(c) for c in contents if c), default="")
+        if top >= "\U000F0000":
+            taken = taken | frozenset(_MARK_RE.findall("".join(contents)))
+        pool = _marker_pool(2 * n, taken)
+        self.open, self.close = pool[0::2], pool[1::2]
+        return True
+
+    def content(self, k: int) -> str:
+        j = self.trainable[k]
+        return _VARIANTS[self.var[k]](self.turns[j]["content"], j > self.last)
+
+    def marked(self) -> list[dict[str, Any]]:
+        new = list(self.turns)
+        for k, j in enumerate(self.trainable):
+            if self.var[k] != _PER_TURN:
+                new[j] = {"role": self.turns[j]["role"],
+                          "content": self.open[k] + self.content(k) + self.close[k]}
+        return new
+
+    def update(self, text: str, marked: Any) -> bool:
+        """Read one marked render; False: the row cannot be settled this way."""
+        live = [k for k in range(len(self.trainable)) if self.var[k] != _PER_TURN]
+        if not isinstance(marked, str):
+            return self._advance(live)
+        which = {c: (k, 0) for k, c in enumerate(self.open)}
+        which.update({c: (k, 1) for k, c in enumerate(self.close)})
+        where: list[list[int]] = [[] for _ in range(2 * len(self.trainable))]
+        hits: list[int] = []
+        for m in _MARK_RE.finditer(marked):
+            kk = which.get(m.group())
+            if kk is not None:
+                where[2 * kk[0] + kk[1]].append(len(hits))
+                hits.append(m.start())
+        bad = []
+        for k in live:
+            o, c = where[2 * k], where[2 * k + 1]
+            if (len(o) != 1 or len(c) != 1 or hits[o[0]] > hits[c[0]]
+                    or marked[hits[o[0]] + 1:hits[c[0]]] != self.content(k)):
+                bad.append(k)
+        if bad:
+            return self._advance(bad)
+        pieces, at = [], 0
+        for p in hits:
+            pieces.append(marked[at:p])
+            at = p + 1
+        pieces.append(marked[at:])
+        stripped = "".join(pieces)
+        starts = {k: hits[where[2 * k][0]] - where[2 * k][0] for k in live}
+        if stripped == text:
+            for k in live:
+                self.segments[k] = (starts[k], starts[k] + len(self.content(k)))
+            self.settled = True
+            return True
+        # the template wrote something else around a turn whose markers came out right: the
+        # turns from the first difference to the last are suspects
+        first = _common_prefix(stripped, text)
+        last = len(stripped) - _common_suffix(stripped, text, len(stripped) - first)
+        suspects, prev_end = [], 0
+        for k in live:
+            end = starts[k] + len(self.content(k))
+            if end >= first and prev_end <= last:
+                suspects.append(k)
+            prev_end = end
+        if not suspects and live:
+            suspects = [live[-1]]
+        return self._advance(suspects) if suspects else False
+
+    def _advance(self, ks: list[int]) -> bool:
+        """The next variant that changes the turn's content, else the turn's own renders."""
+        for k in ks:
+            j = self.trainable[k]
+            original = self.turns[j]["content"]
+            v = self.var[k] + 1
+            while v < len(_VARIANTS) and _VARIANTS[v](original, j > self.last) == original:
+                v += 1
+            if v < len(_VARIANTS):
+                self.var[k] = v
+            else:
+                self.give_up_turn(k, "the template rewrites message text")
+        if all(v == _PER_TURN for v in self.var):
+            self.settled = True
+        return True
+
+    def give_up_turn(self, k: int, why: str) -> None:
+        self.var[k] = _PER_TURN
+        self.segments[k] = None
+        self.why[k] = why
+
+    def proven(self) -> list[int]:
+        return [k for k, v in enumerate(self.var) if v != _PER_TURN]
+
+    def per_turn(self) -> list[int]:
+        return [k for k, v in enumerate(self.var) if v == _PER_TURN]
+
+    def proven_segments(self) -> list[tuple[int, int]]:
+        return [self.segments[k] for k in self.proven()]  # type: ignore[misc]
+
+    def placeholder_suspects(self, got: str, want: str, sentinel: str) -> list[int]:
+        """The proven turns from the first difference between a placeholder render (``got``)
+        and text 1 spliced (``want``) to the last."""
+        first = _common_prefix(got, want)
+        last = len(want) - _common_suffix(got, want, len(want) - first)
+        suspects, shift, prev_end = [], 0, 0
+        for k in self.proven():
+            a, b = self.segments[k]  # type: ignore[misc]
+            start = a + shift
+            end = start + len(sentinel)
+            shift += len(sentinel) - (b - a)
+            if end >= first and prev_end <= last:
+                suspects.append(k)
+            prev_end = end
+        return suspects
+
+    def with_placeholder(self, sentinel: str) -> list[dict[str, Any]]:
+        new = list(self.turns)
+        for k in self.proven():
+            j = self.trainable[k]
+            new[j] = {"role": self.turns[j]["role"], "content": sentinel}
+        return new
+
+
+_pool: list[str] = []
+
+
+def _marker_pool(n: int, taken: frozenset[str]) -> list[str]:
+    """``n`` marker characters, none of them in ``taken``."""
+    if not taken:
+        while len(_pool) < n:
+            _pool.append(chr(_MARK_FIRST + len(_pool)))
+        return _pool[:n]
+    got: list[str] = []
+    cp = _MARK_FIRST
+    while len(got) < n:
+        c = chr(cp)
+        if c not in taken:
+            got.append(c)
+        cp += 1
+    return got
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the common prefix of ``a`` and ``b`` (bisection over slices: C speed)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _common_suffix(a: str, b: str, limit: int) -> int:
+    """The length of the common suffix of ``a`` and ``b``, at most ``limit``."""
+    lo, hi = 0, min(len(a), len(b), max(limit, 0))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid:len(a) - lo] == b[len(b) - mid:len(b) - lo]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _diff_span(full: str, dummy: str) -> tuple[int, int]:
+    """Axolotl's ``_diff_char_span`` (:func:`fastaxo._reference.chat.diff_char_span`), by
+    bisection over slices."""
+    i = _common_prefix(full, dummy)
+    j = _common_suffix(full, dummy, min(len(full), len(dummy)) - i)
+    return i, len(full) - j
+
+
+def _one_placeholder(turns: list[dict[str, Any]], j: int, sentinel: str
+                     ) -> list[dict[str, Any]]:
+    new = list(turns)
+    new[j] = {"role": turns[j]["role"], "content": sentinel}
+    return new
 
 
 def _byte_spans(text: str, spans: np.ndarray) -> np.ndarray:
@@ -253,11 +577,8 @@ def row_problem(turns: Any) -> str | None:
         if len(t) != 2 or "role" not in t or "content" not in t:
             extra = sorted(set(t) - {"role", "content"})
             return f"message field {extra[0]!r}" if extra else "a message without content"
-        content = t["content"]
-        if not isinstance(content, str) or not isinstance(t["role"], str):
+        if not isinstance(t["content"], str) or not isinstance(t["role"], str):
             return "a message whose role or content is not a string"
-        if _OPEN in content or _CLOSE in content:
-            return "private-use marker characters U+E000/U+E001 in a message"
     return None
 
 
@@ -275,6 +596,12 @@ def _strip(content: str, after_last_user: bool) -> str:
     return content.strip()
 
 
+def _after_think(content: str, after_last_user: bool) -> str:
+    # Qwen3's: an answer before the last question is written without its reasoning, the text
+    # after the last </think> with its leading newlines stripped
+    return content.split("</think>")[-1].lstrip("\n") if "</think>" in content else content
+
+
 def _last_user(turns: list[dict[str, Any]]) -> int:
     """The index of the last user turn (-1: none), once per row: a variant gets ``j > it``."""
     return max((k for k, t in enumerate(turns) if t["role"] == "user"), default=-1)
@@ -282,58 +609,7 @@ def _last_user(turns: list[dict[str, Any]]) -> int:
 
 # How the template may write a content (each tried in turn, each proven by the marker check).
 _VARIANTS: tuple[Callable[[str, bool], str], ...] = (
-    _identity, _lstrip_after_last_user, _strip)
-
-
-def _changes(variant: Any, turns: list[dict[str, Any]], trainable: list[int]) -> bool:
-    last = _last_user(turns)
-    return any(variant(turns[j]["content"], j > last) != turns[j]["content"] for j in trainable)
-
-
-def _replaced(turns: list[dict[str, Any]], trainable: list[int], variant: Any
-              ) -> list[dict[str, Any]]:
-    new = list(turns)
-    last = _last_user(turns)
-    for j in trainable:
-        t = turns[j]
-        new[j] = {"role": t["role"], "content": _OPEN + variant(t["content"], j > last) + _CLOSE}
-    return new
-
-
-def _with_placeholder(turns: list[dict[str, Any]], trainable: list[int], sentinel: str
-                      ) -> list[dict[str, Any]]:
-    new = list(turns)
-    for j in trainable:
-        new[j] = {"role": turns[j]["role"], "content": sentinel}
-    return new
-
-
-def _locate(text: str, marked: str | None, turns: list[dict[str, Any]], trainable: list[int],
-            variant: Any) -> list[tuple[int, int]] | None:
-    """Each trainable content's ``(start, end)`` in ``text``, from the marked render."""
-    if marked is None:
-        return None
-    if not trainable:
-        return [] if marked == text else None
-    if marked.count(_OPEN) != len(trainable) or marked.count(_CLOSE) != len(trainable):
-        return None
-    segments = []
-    at = 0
-    last = _last_user(turns)
-    for k, j in enumerate(trainable):
-        a = marked.find(_OPEN, at)
-        b = marked.find(_CLOSE, a + 1)
-        if a < 0 or b < 0 or marked.find(_CLOSE, at, a) >= 0:
-            return None
-        content = variant(turns[j]["content"], j > last)
-        if b - a - 1 != len(content) or marked[a + 1:b] != content:
-            return None
-        start = a - 2 * k
-        segments.append((start, start + len(content)))
-        at = b + 1
-    if marked.replace(_OPEN, "").replace(_CLOSE, "") != text:
-        return None
-    return segments
+    _identity, _lstrip_after_last_user, _strip, _after_think)
 
 
 def _spliced(text: str, segments: list[tuple[int, int]], sentinel: str) -> str:
@@ -374,23 +650,6 @@ def _placeholder_span(full: str, p: int, length: int, sentinel: str) -> tuple[in
         if j - j0 > _SCAN_CAP:
             return None
     return i, n - j
-
-
-def _render_each(spec: ChatSpec, convs: list[list[dict[str, Any]]]) -> list[str | BaseException]:
-    """Render a batch; if the template raises, render one by one to find the rows it raises on."""
-    if not convs:
-        return []
-    try:
-        return list(spec.render(convs))
-    except Exception:  # noqa: BLE001 - templates raise anything (raise_exception, TypeError)
-        pass
-    got: list[str | BaseException] = []
-    for c in convs:
-        try:
-            got.append(spec.render([c])[0])
-        except Exception as exc:  # noqa: BLE001
-            got.append(exc)
-    return got
 
 
 def _chunks(rows: list[int], texts: dict[int, str]) -> list[list[int]]:

@@ -9,7 +9,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastaxo.errors import InvalidInputError, InvalidTypeError
+from fastaxo._core.checks import MAX_ROW_BYTES, positive_int
+from fastaxo.chat.render import (
+    DEFAULT_MAX_STEPS,
+    OutputTooLarge,
+    TemplateLimitError,
+    compile_renderer,
+)
+from fastaxo.errors import ChatTemplateError, InvalidInputError, InvalidTypeError
 
 __all__ = ["ChatSpec", "TRAIN_OPTIONS"]
 
@@ -40,16 +47,23 @@ class ChatSpec:
     eos_id: int | None = None
     # Axolotl's find_turn: a leading system message is "not found" for tokenizers named mistral
     skips_first_system: bool = False
+    # bounds of one render (fastaxo.chat.render): loop items + macro calls, and characters
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_row_bytes: int = MAX_ROW_BYTES
 
     @classmethod
     def create(cls, tokenizer: Any, chat_template: str | None = None, *,
                roles_to_train: Iterable[str] | None = ("assistant",),
                train_on_inputs: bool = False, train_on_eos: str | None = "turn",
                train_on_eot: str | None = None, eot_tokens: Iterable[str] | None = None,
-               template_kwargs: Mapping[str, Any] | None = None) -> ChatSpec:
+               template_kwargs: Mapping[str, Any] | None = None,
+               max_steps: int = DEFAULT_MAX_STEPS,
+               max_row_bytes: int = MAX_ROW_BYTES) -> ChatSpec:
         """Axolotl's defaults and checks (``ChatTemplateStrategy.__init__``): the end-of-turn
         tokens default to the EOS token, tokens the template never writes are dropped, a token
-        that is not a single id is an error. ``chat_template`` defaults to the tokenizer's."""
+        that is not a single id is an error. ``chat_template`` defaults to the tokenizer's.
+        ``max_steps`` and ``max_row_bytes`` bound one render (:meth:`render`); a template that
+        does not compile raises :class:`~fastaxo.errors.ChatTemplateError` here."""
         if not callable(getattr(tokenizer, "apply_chat_template", None)):
             raise InvalidTypeError(
                 f"tokenizer: expected a transformers tokenizer, got {type(tokenizer).__name__}")
@@ -92,12 +106,16 @@ class ChatSpec:
             if len(got) == 1:
                 ids.add(got[0])
         roles = frozenset(roles_to_train or ())
-        return cls(tokenizer=tokenizer, chat_template=tpl,
+        spec = cls(tokenizer=tokenizer, chat_template=tpl,
                    template_kwargs=dict(template_kwargs or {}), roles_to_train=roles,
                    train_on_inputs=bool(train_on_inputs), train_on_eos=train_on_eos,
                    train_on_eot=eot_opt, eot_ids=tuple(sorted(ids)),
                    eos_id=getattr(tokenizer, "eos_token_id", None),
-                   skips_first_system=_mistral_named(tokenizer))
+                   skips_first_system=_mistral_named(tokenizer),
+                   max_steps=positive_int(max_steps, "max_steps"),
+                   max_row_bytes=positive_int(max_row_bytes, "max_row_bytes"))
+        spec._fast_render()  # a template that does not compile is an error now, not per row
+        return spec
 
     @classmethod
     def from_strategy(cls, strategy: Any) -> ChatSpec:
@@ -128,11 +146,15 @@ class ChatSpec:
         return None
 
     def render(self, conversations: list[list[dict[str, Any]]], **extra: Any) -> list[str]:
-        """The template applied to each conversation (Axolotl's ``build_prompt_text``)."""
-        if not extra:
-            fast = self._fast_render()
-            if fast is not None:
-                return [fast(c) for c in conversations]
+        """The template applied to each conversation (Axolotl's ``build_prompt_text``), under
+        the bounds ``max_steps`` and ``max_row_bytes`` (characters of output) where the
+        template can be compiled for them (:mod:`fastaxo.chat.render`): a bound exceeded
+        raises :class:`~fastaxo.chat.render.TemplateLimitError` (too many steps, too big an
+        operation) or :class:`~fastaxo.chat.render.OutputTooLarge` (the text itself); an error
+        of the template, :class:`~fastaxo.errors.ChatTemplateError`."""
+        fast = self._fast_render()
+        if fast is not None:
+            return [fast(c, **extra) for c in conversations]
         return self._render_hf(conversations, **extra)
 
     def _render_hf(self, conversations: list[list[dict[str, Any]]], **extra: Any) -> list[str]:
@@ -186,7 +208,7 @@ class ChatSpec:
     def _fast_render(self) -> Any:
         cache = self.__dict__.setdefault("_cache", {})
         if "render" not in cache:
-            cache["render"] = _quick_renderer(self)
+            cache["render"] = _bounded_renderer(self)
         return cache["render"]
 
     def _fast_backend(self) -> Any:
@@ -249,72 +271,55 @@ def _probe_bytes(spec: ChatSpec, table: tuple[Any, Any, bool]) -> bool:
     return True
 
 
-def _quick_renderer(spec: ChatSpec) -> Any:
-    """A render function equal to ``apply_chat_template(tokenize=False)`` for this spec, or None.
-
-    It is transformers' own compiled template (the same sandbox, filters and globals) in an
-    overlay of its environment whose attribute lookup answers ``message.content`` on a plain
-    dict straight from the dict. The sandbox does the same after ``getattr(dict, "content")``
-    raises, which costs most of a render. Any other lookup is the sandbox's. Checked on a
-    probe conversation before use."""
+def _bounded_renderer(spec: ChatSpec) -> Any:
+    """A render function equal to ``apply_chat_template(tokenize=False)`` for this spec, under
+    the spec's step and size bounds (:mod:`fastaxo.chat.render`), or None when transformers'
+    compiled template cannot be reached or the result differs on the probe conversations.
+    Raises :class:`~fastaxo.errors.ChatTemplateError` for a template that does not compile."""
     try:
         from transformers.utils.chat_template_utils import _compile_jinja_template
 
         tok = spec.tokenizer
         source = tok.get_chat_template(spec.chat_template, None)
-        env = _compile_jinja_template(source).environment
-        fast_env = env.overlay()
-        sandbox_getattr = type(env).getattr
-        # jinja2's ImmutableSandboxedEnvironment decides an attribute's safety from the
-        # object's type and the name alone (is_internal_attribute, modifies_known_mutable), so
-        # the answer is remembered per (type, name)
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-        memo = type(env) is ImmutableSandboxedEnvironment
-        safe: dict[tuple[type, str], bool] = {}
-
-        def getattr_(obj: Any, attribute: Any) -> Any:
-            if type(attribute) is not str:
-                return sandbox_getattr(fast_env, obj, attribute)
-            if type(obj) is dict and attribute not in _DICT_ATTRS:
-                try:
-                    return obj[attribute]
-                except KeyError:
-                    pass
-                return sandbox_getattr(fast_env, obj, attribute)
-            if not memo:
-                return sandbox_getattr(fast_env, obj, attribute)
-            try:
-                value = getattr(obj, attribute)
-            except AttributeError:
-                return sandbox_getattr(fast_env, obj, attribute)
-            fmt = fast_env.wrap_str_format(value)
-            if fmt is not None:
-                return fmt
-            key = (type(obj), attribute)
-            ok = safe.get(key)
-            if ok is None:
-                ok = safe[key] = bool(fast_env.is_safe_attribute(obj, attribute, value))
-            return value if ok else fast_env.unsafe_undefined(obj, attribute)
-
-        fast_env.getattr = getattr_
-        template = fast_env.from_string(source)
-        variables = {**tok.special_tokens_map, **spec.template_kwargs}
-
-        def render(conversation: list[dict[str, Any]]) -> str:
-            return template.render(messages=conversation, tools=None, documents=None,
-                                   add_generation_prompt=False, **variables)
-
-        probe = [{"role": "system", "content": "s"}, {"role": "user", "content": "q\n"},
-                 {"role": "assistant", "content": "\na "}]
-        if render(probe) != spec._render_hf([probe])[0]:
-            return None
-        return render
+        # transformers' environment, from a template of its own: compiling the user's template
+        # there would fold its constant expressions, unbounded
+        env = _compile_jinja_template("").environment
     except Exception:  # noqa: BLE001 - transformers internals moved: use the public call
         return None
+    render = compile_renderer(env, source, {**tok.special_tokens_map, **spec.template_kwargs},
+                              max_steps=spec.max_steps, max_chars=spec.max_row_bytes)
+    for probe in _PROBES:
+        # transformers' render runs only after the bounded one finished: the same template
+        # takes the same steps, so an unbounded template stops here, with its limit error
+        mine = theirs = None
+        try:
+            mine = render(probe)
+        except OutputTooLarge as e:
+            raise TemplateLimitError(f"chat_template: renders {e.chars:,}+ characters for a "
+                                     f"short probe conversation (max_row_bytes "
+                                     f"{spec.max_row_bytes:,})") from None
+        except TemplateLimitError:
+            raise
+        except ChatTemplateError:
+            pass
+        try:
+            theirs = spec._render_hf([probe])[0]
+        except Exception:  # noqa: BLE001 - templates raise anything on a probe they refuse
+            pass
+        if mine != theirs:
+            LOG.warning("chat_template: fastaxo's bounded renderer differs from transformers' on "
+                        "a probe conversation; rendering with transformers, without fastaxo's "
+                        "step and size bounds")
+            return None
+    return render
 
 
-_DICT_ATTRS = frozenset(dir(dict))
+_PROBES = (
+    [{"role": "system", "content": "s"}, {"role": "user", "content": "q\n"},
+     {"role": "assistant", "content": "\na "}],
+    [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"},
+     {"role": "user", "content": " q2 "}, {"role": "assistant", "content": "a2\n"}],
+)
 
 
 # -- byte-level tokenizers: token boundaries from the ids alone --------------------------------

@@ -10,8 +10,9 @@ from typing import Any
 
 from fastaxo._reference import chat as ref
 from fastaxo.chat.engine import ChatEngine, Fallback
+from fastaxo.chat.render import OutputTooLarge, TemplateLimitError
 from fastaxo.chat.spec import ChatSpec
-from fastaxo.errors import InvalidInputError, InvalidTypeError
+from fastaxo.errors import ChatTemplateError, InvalidInputError, InvalidTypeError, RowTooLargeError
 
 __all__ = ["ChatResult", "ROLE_NAMES", "normalize_messages", "tokenize_chat"]
 
@@ -22,14 +23,22 @@ ROLE_NAMES = {"human": "user", "user": "user", "assistant": "assistant", "gpt": 
 
 @dataclass
 class ChatResult:
-    """The tokenized conversations (one list per row, in input order) and how they were made:
+    """The tokenized conversations (one list per row, in input order) and how they were made.
+
     ``fallbacks`` counts, by reason, the rows the one-pass path could not prove and that were
-    made by Axolotl's own algorithm (:func:`fastaxo._reference.chat.tokenize_conversation`)."""
+    made by Axolotl's own algorithm (:func:`fastaxo._reference.chat.tokenize_conversation`);
+    ``turn_fallbacks`` the turns of one-pass rows placed by their own renders (Axolotl's diff)
+    because the template rewrites them; ``empty`` the rows given no tokens, by reason (a
+    conversation the template renders to no text, or one larger than ``max_row_bytes`` with
+    ``too_large="skip"``), and ``too_large`` the indices of the latter."""
 
     input_ids: list[list[int]] = field(default_factory=list)
     labels: list[list[int]] = field(default_factory=list)
     attention_mask: list[list[int]] = field(default_factory=list)
     fallbacks: Counter[str] = field(default_factory=Counter)
+    turn_fallbacks: Counter[str] = field(default_factory=Counter)
+    empty: Counter[str] = field(default_factory=Counter)
+    too_large: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -69,12 +78,28 @@ def normalize_messages(messages: Any, row: int) -> list[dict[str, Any]]:
             raise InvalidTypeError(
                 f"messages: row {row} message {j}: expected string role and content, got "
                 f"role {_kind(role)}, content {_kind(content)}")
+        for name, text in (("role", role), ("content", content)):
+            if not text.isascii():
+                _check_unicode(text, f"messages: row {row} message {j} {name}")
         turns.append({"role": ROLE_NAMES.get(role, role), "content": content})
     return turns
 
 
+def _check_unicode(text: str, where: str) -> None:
+    """A lone surrogate (from JSON's ``\\ud800`` escapes, or a decode with surrogateescape) is
+    not text: no tokenizer takes it (HF's raises a TypeError)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidInputError(
+            f"{where} holds a lone surrogate U+{ord(text[e.start]):04X} at character {e.start:,}, "
+            "which is not valid Unicode text; repair the data (e.g. decode it with "
+            "errors='replace')") from None
+
+
 def tokenize_chat(conversations: Iterable[Any], tokenizer: Any = None, *,
-                  spec: ChatSpec | None = None, **options: Any) -> ChatResult:
+                  spec: ChatSpec | None = None, too_large: str = "error",
+                  **options: Any) -> ChatResult:
     """Tokenize chat conversations as Axolotl's ``type: chat_template`` does.
 
     ``conversations``: rows of ``messages`` (lists of ``{"role", "content"}`` dicts, or their
@@ -84,8 +109,17 @@ def tokenize_chat(conversations: Iterable[Any], tokenizer: Any = None, *,
 
     Every row is Axolotl's output for the same settings. Rows are made in one pass; a row the
     one-pass path cannot prove is made with Axolotl's own (slower) algorithm and counted in
-    :attr:`ChatResult.fallbacks`.
+    :attr:`ChatResult.fallbacks`. A conversation the template renders to no text gets no tokens
+    (Axolotl's own code raises an IndexError on it), counted in :attr:`ChatResult.empty`.
+
+    A conversation whose text is larger than the spec's ``max_row_bytes`` never reaches the
+    tokenizer: ``too_large="error"`` raises :class:`~fastaxo.errors.RowTooLargeError`,
+    ``"skip"`` gives it no tokens and lists it in :attr:`ChatResult.too_large`. An error of the
+    template (``raise_exception``, the sandbox, its step or size bounds) raises
+    :class:`~fastaxo.errors.ChatTemplateError` naming the row.
     """
+    if too_large not in ("error", "skip"):
+        raise InvalidInputError(f"too_large: expected 'error' or 'skip', got {too_large!r}")
     if spec is None:
         if tokenizer is None:
             raise InvalidInputError("tokenizer: expected a transformers tokenizer or spec=, "
@@ -104,17 +138,61 @@ def tokenize_chat(conversations: Iterable[Any], tokenizer: Any = None, *,
     problem = spec.problem()
     rows: list[Any]
     if problem is None:
-        rows = ChatEngine(spec).run(turns)
+        engine = ChatEngine(spec)
+        try:
+            rows = engine.run(turns)
+        except TemplateLimitError as e:
+            raise TemplateLimitError(f"messages: {e}") from None
+        result.turn_fallbacks.update(engine.turn_counts)
     else:
         rows = [Fallback(problem)] * len(turns)
-    for t, r in zip(turns, rows, strict=True):
+    empty: dict[str, list[int]] = {"input_ids": [], "labels": [], "attention_mask": []}
+    for i, (t, r) in enumerate(zip(turns, rows, strict=True)):
         if isinstance(r, Fallback):
-            result.fallbacks[r.reason] += 1
-            r = ref.tokenize_conversation(t, spec)
+            if isinstance(r.error, RowTooLargeError):
+                if too_large == "error":
+                    big = r.error
+                    raise RowTooLargeError(
+                        f"messages: row {i} renders to at least {big.length:,} bytes of text, "
+                        f"more than max_row_bytes ({big.limit:,}); pass too_large='skip' to "
+                        "give it no tokens, or raise max_row_bytes", i, big.length, big.limit)
+                result.too_large.append(i)
+                result.empty[r.reason] += 1
+                r = empty
+            elif r.error is not None:
+                raise ChatTemplateError(f"messages: row {i}: {_one_line(r.error)}") from None
+            elif r.reason in _EMPTY:
+                result.empty[r.reason] += 1
+                r = empty
+            else:
+                result.fallbacks[r.reason] += 1
+                r = _reference_row(t, i, spec)
         result.input_ids.append(r["input_ids"])
         result.labels.append(r["labels"])
         result.attention_mask.append(r["attention_mask"])
     return result
+
+
+# reasons a row has no tokens (the engine's Fallback reasons)
+_EMPTY = frozenset({"the conversation renders to no text", "the conversation renders to no tokens"})
+
+
+def _reference_row(turns: list[dict[str, Any]], row: int, spec: ChatSpec) -> Any:
+    """Axolotl's algorithm for one row (:func:`fastaxo._reference.chat.tokenize_conversation`),
+    its errors as one line naming the row."""
+    try:
+        return ref.tokenize_conversation(turns, spec)
+    except ChatTemplateError as e:
+        raise type(e)(f"messages: row {row}: {e}") from None
+    except OutputTooLarge as e:
+        raise RowTooLargeError(
+            f"messages: row {row} renders to {e.chars:,}+ characters, more than max_row_bytes "
+            f"({spec.max_row_bytes:,})", row, e.chars, spec.max_row_bytes) from None
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(ln.strip() for ln in str(e).splitlines() if ln.strip())
+    return text[:500] or type(e).__name__
 
 
 def _kind(v: Any) -> str:

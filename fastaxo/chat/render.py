@@ -1,0 +1,481 @@
+"""Chat templates rendered as transformers renders them, fast and under bounds.
+
+A chat template arrives with a tokenizer directory, from anywhere: it can loop without end,
+build a string of gigabytes, recurse or raise. :func:`compile_renderer` compiles it into
+transformers' own environment (the sandbox, filters and globals of ``apply_chat_template``) with
+three changes, none of which changes a text it renders:
+
+- **steps**: every item a ``for`` loop takes and every macro or call block entered counts one
+  step; past ``max_steps`` the render stops (:class:`TemplateLimitError`);
+- **sizes**: the text rendered so far, and any string or list one operation would build
+  (``*``, ``+``, ``~``, ``%``, a filter or method with a width or count, ``join``,
+  ``replace``), may not exceed ``max_chars`` (:class:`OutputTooLarge`: the row is too large;
+  a constant expression Jinja would fold at compile time, ``**`` on huge numbers and
+  ``lipsum``: :class:`TemplateLimitError`);
+- **speed**: ``message.content`` on a plain dict is answered from the dict, without the failed
+  ``getattr`` the sandbox does first (most of a render's cost).
+
+The loop and tick functions are per render (a template cannot reach them: it may not name
+them). Errors the template itself raises become :class:`~fastaxo.errors.ChatTemplateError`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from fastaxo.errors import ChatTemplateError
+
+__all__ = ["DEFAULT_MAX_STEPS", "OutputTooLarge", "TemplateLimitError", "compile_renderer",
+           "template_source_error"]
+
+DEFAULT_MAX_STEPS = 10_000_000
+_LOOP, _TICK, _JOIN = "__fastaxo_loop", "__fastaxo_tick", "__fastaxo_concat"
+_RESERVED = "__fastaxo"
+_DIGITS = re.compile(r"\d{7,}")  # widths in format strings worth a look
+
+
+class TemplateLimitError(ChatTemplateError):
+    """The template took more steps, or one of its operations would build more, than allowed."""
+
+
+class OutputTooLarge(Exception):  # noqa: N818 - not an error of the template: of the row
+    """The rendered text grew, or one operation would build a string or list, past
+    ``max_chars``; ``chars`` is how far it got, ``what`` the operation (None: the text)."""
+
+    def __init__(self, chars: int, what: str | None = None):
+        super().__init__(chars, what)
+        self.chars, self.what = chars, what
+
+
+def template_source_error(exc: BaseException) -> str:
+    """One line for a template that does not compile (Jinja's syntax error names the line)."""
+    line = getattr(exc, "lineno", None)
+    msg = str(getattr(exc, "message", None) or exc).splitlines()[0] if str(exc) else type(
+        exc).__name__
+    return f"line {line}: {msg}" if line else msg
+
+
+def compile_renderer(env: Any, source: str, variables: dict[str, Any], *, max_steps: int,
+                     max_chars: int) -> Callable[..., str]:
+    """``render(conversation, **extra) -> str`` for ``source`` in a bounded overlay of the
+    sandboxed environment ``env`` (transformers' compiled template's). ``variables`` are passed
+    to every render (the tokenizer's special tokens, chat_template_kwargs).
+
+    Raises :class:`~fastaxo.errors.ChatTemplateError` if the template does not compile."""
+    from jinja2 import nodes
+    from jinja2.exceptions import TemplateSyntaxError
+
+    benv = env.overlay()
+    sandbox_call, sandbox_binop = type(env).call, type(env).call_binop
+    _bound_getattr(benv, env)
+    benv.intercepted_binops = frozenset({"*", "+", "**", "%"})
+    limit = _Sizes(max_chars)
+
+    table = dict(benv.binop_table)
+    if sandbox_binop is not _sandbox_call_binop():  # a subclass with its own operators
+        table = {}
+
+    def call_binop(context: Any, op: str, left: Any, right: Any) -> Any:
+        if op == "+" and type(left) is str and type(right) is str:  # most of a template's
+            if len(left) + len(right) > max_chars:
+                limit.check(len(left) + len(right), "'+'")
+            return left + right
+        limit.binop(op, left, right)
+        f = table.get(op)
+        return f(left, right) if f is not None else sandbox_binop(benv, context, op, left, right)
+
+    def call(context: Any, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        limit.before_call(obj, args, kwargs)
+        return limit.after(sandbox_call(benv, context, obj, *args, **kwargs))
+
+    benv.call_binop = call_binop
+    benv.call = call
+    benv.filters = {name: _bounded_filter(f, limit) for name, f in env.filters.items()}
+    try:
+        ast = benv.parse(source)
+    except TemplateSyntaxError as e:
+        raise ChatTemplateError(f"chat_template: syntax error at {template_source_error(e)}"
+                                ) from None
+    for name in ast.find_all(nodes.Name):
+        if name.name.startswith(_RESERVED):
+            raise ChatTemplateError(f"chat_template: the name {name.name!r} is reserved")
+    check_constants(ast, benv, limit)
+    _Instrument().visit(ast)
+    template = benv.template_class.from_code(benv, benv.compile(ast), benv.make_globals(None),
+                                             None)
+    if "lipsum" in template.globals:  # lipsum(n) builds n paragraphs: no chat template needs it
+        template.globals = {**template.globals, "lipsum": _no_lipsum}
+
+    def render(conversation: list[dict[str, Any]], **extra: Any) -> str:
+        left = [max_steps]
+
+        def step() -> None:
+            left[0] -= 1
+            if left[0] < 0:
+                raise TemplateLimitError(f"chat_template: more than {max_steps:,} steps (loop "
+                                         "items and macro calls) in one render")
+
+        def loop(iterable: Any) -> Any:
+            return _Counted(iterable, step)
+
+        def tick() -> str:
+            step()
+            return ""
+
+        def concat(*parts: Any) -> str:
+            strs = [str(p) for p in parts]
+            limit.check(sum(map(len, strs)), "~")
+            return "".join(strs)
+
+        out: list[str] = []
+        size = 0
+        try:
+            for piece in template.generate(
+                    messages=conversation, tools=None, documents=None,
+                    add_generation_prompt=False, **variables, **extra,
+                    **{_LOOP: loop, _TICK: tick, _JOIN: concat}):
+                size += len(piece)
+                if size > max_chars:
+                    raise OutputTooLarge(size)
+                out.append(piece)
+        except (ChatTemplateError, OutputTooLarge):
+            raise
+        except RecursionError:
+            raise ChatTemplateError("chat_template: recursion too deep (a macro or recursive "
+                                    "loop that does not end)") from None
+        except MemoryError:
+            raise TemplateLimitError("chat_template: out of memory while rendering") from None
+        except Exception as e:  # noqa: BLE001 - raise_exception, SecurityError, TypeError, ...
+            raise ChatTemplateError(f"chat_template: {_one_line(e)}") from e
+        return "".join(out)
+
+    return render
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(getattr(e, "message", None) or e) or type(e).__name__
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    kind = type(e).__name__
+    msg = " ".join(lines)[:500]
+    return msg if kind == "TemplateError" else f"{kind}: {msg}"
+
+
+def _no_lipsum(*args: Any, **kwargs: Any) -> str:
+    raise TemplateLimitError("chat_template: lipsum() is not available to chat templates")
+
+
+def check_constants(ast: Any, env: Any, limit: _Sizes) -> None:
+    """Evaluate, under the size checks, every constant expression Jinja's compiler would fold
+    (``'x' * 10**9``, ``10 ** 10 ** 10``, a filter on constants): transformers compiles the
+    template without intercepted operators and folds them at compile time, unbounded."""
+    from jinja2 import nodes
+    from jinja2.utils import _PassArg
+
+    none = object()
+    memo: dict[int, Any] = {}
+
+    def fold(n: Any) -> Any:
+        key = id(n)
+        if key not in memo:
+            try:
+                memo[key] = fold_one(n)
+            except (TemplateLimitError, OutputTooLarge):
+                raise
+            except Exception:  # noqa: BLE001 - what Jinja's folding gives up on
+                memo[key] = none
+        return memo[key]
+
+    def fold_one(n: Any) -> Any:
+        if isinstance(n, nodes.Const):
+            return n.value
+        if isinstance(n, (nodes.Tuple, nodes.List)):
+            items = [fold(x) for x in n.items]
+            if any(x is none for x in items):
+                return none
+            return tuple(items) if isinstance(n, nodes.Tuple) else items
+        if isinstance(n, nodes.BinExpr) and n.operator in _BINOPS:
+            left, right = fold(n.left), fold(n.right)
+            if left is none or right is none:
+                return none
+            limit.binop(n.operator, left, right)
+            return _BINOPS[n.operator](left, right)
+        if isinstance(n, nodes.UnaryExpr) and n.operator in _UNOPS:
+            value = fold(n.node)
+            return none if value is none else _UNOPS[n.operator](value)
+        if isinstance(n, nodes.Concat):
+            parts = [fold(x) for x in n.nodes]
+            if any(x is none for x in parts):
+                return none
+            strs = [str(x) for x in parts]
+            limit.check(sum(map(len, strs)), "~")
+            return "".join(strs)
+        if isinstance(n, nodes.Filter) and n.node is not None and not n.dyn_args \
+                and not n.dyn_kwargs:
+            func = env.filters.get(n.name)
+            pass_arg = _PassArg.from_obj(func) if func is not None else None
+            if func is None or pass_arg is _PassArg.context:
+                return none
+            args = [fold(x) for x in [n.node, *n.args]]
+            kwargs = {k.key: fold(k.value) for k in n.kwargs}
+            if any(x is none for x in [*args, *kwargs.values()]):
+                return none
+            if pass_arg is _PassArg.eval_context:
+                args.insert(0, nodes.EvalContext(env))
+            elif pass_arg is _PassArg.environment:
+                args.insert(0, env)
+            return func(*args, **kwargs)
+        return none
+
+    try:
+        for n in ast.find_all((nodes.BinExpr, nodes.UnaryExpr, nodes.Concat, nodes.Filter)):
+            fold(n)
+    except OutputTooLarge as e:
+        raise TemplateLimitError(f"chat_template: a constant expression ({e.what}) would build "
+                                 f"{e.chars:,} items, more than the {limit.max:,} allowed "
+                                 "(max_row_bytes)") from None
+
+
+def _binops() -> tuple[dict[str, Any], dict[str, Any]]:
+    import operator
+
+    return ({"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+             "//": operator.floordiv, "**": operator.pow, "%": operator.mod},
+            {"not": operator.not_, "+": operator.pos, "-": operator.neg})
+
+
+_BINOPS, _UNOPS = _binops()
+
+
+class _Counted:
+    """A for-loop's iterable whose every item costs a step; sized when the original is (loop
+    attributes such as ``loop.length`` stay as cheap as they were)."""
+
+    __slots__ = ("_it", "_step")
+
+    def __init__(self, iterable: Any, step: Callable[[], None]):
+        self._it, self._step = iterable, step
+
+    def __len__(self) -> int:
+        return len(self._it)
+
+    def __iter__(self) -> Iterator[Any]:
+        step = self._step
+        for item in self._it:
+            step()
+            yield item
+
+
+def _instrument_classes() -> Any:
+    from jinja2 import nodes
+    from jinja2.visitor import NodeTransformer
+
+    class Instrument(NodeTransformer):
+        """Loop iterables counted, a tick at the top of every macro, call block and recursive
+        loop body, and ``~`` through a size-checked join."""
+
+        def visit_For(self, node: Any) -> Any:
+            self.generic_visit(node)
+            if node.recursive:  # a recursive loop calls its body with new iterables
+                node.body.insert(0, _tick_stmt(node.lineno))
+            else:
+                node.iter = nodes.Call(nodes.Name(_LOOP, "load"), [node.iter], [], None, None
+                                       ).set_lineno(node.lineno)
+            return node
+
+        def visit_Macro(self, node: Any) -> Any:
+            self.generic_visit(node)
+            node.body.insert(0, _tick_stmt(node.lineno))
+            return node
+
+        visit_CallBlock = visit_Macro  # noqa: N815 - the visitor's naming
+
+        def visit_Concat(self, node: Any) -> Any:
+            self.generic_visit(node)
+            return nodes.Call(nodes.Name(_JOIN, "load"), list(node.nodes), [], None, None
+                              ).set_lineno(node.lineno)
+
+    def _tick_stmt(lineno: int) -> Any:
+        return nodes.ExprStmt(nodes.Call(nodes.Name(_TICK, "load"), [], [], None, None)
+                              ).set_lineno(lineno)
+
+    return Instrument
+
+
+def _Instrument() -> Any:  # noqa: N802 - a class made on first use (jinja2 imported lazily)
+    cls = _instrument_cache.get("cls")
+    if cls is None:
+        cls = _instrument_cache["cls"] = _instrument_classes()
+    return cls()
+
+
+_instrument_cache: dict[str, Any] = {}
+
+
+class _Sizes:
+    """The size checks: nothing one operation builds may exceed ``max_chars`` items."""
+
+    __slots__ = ("max",)
+
+    def __init__(self, max_chars: int):
+        self.max = max_chars
+
+    def check(self, n: int, what: str) -> None:
+        if n > self.max:
+            raise OutputTooLarge(n, what)
+
+    def binop(self, op: str, left: Any, right: Any) -> None:
+        if op == "*":
+            for seq, k in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(k, int):
+                    self.check(len(seq) * max(k, 0), "'*'")
+        elif op == "+":
+            if isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
+                self.check(len(left) + len(right), "'+'")
+        elif op == "**":
+            if (isinstance(left, int) and isinstance(right, int) and right > 0
+                    and abs(left) > 1 and right * math.log2(abs(left)) > 4 * self.max):
+                raise TemplateLimitError(f"chat_template: {left} ** {right} is too large")
+        elif op == "%" and isinstance(left, str):
+            self.widths(left, "'%'")
+
+    def widths(self, fmt: str, what: str) -> None:
+        for m in _DIGITS.finditer(fmt):
+            self.check(int(m.group()), what)
+
+    def ints(self, args: Any, what: str) -> None:
+        for a in args:
+            if isinstance(a, int) and not isinstance(a, bool):
+                self.check(a, what)
+
+    def before_call(self, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        name = getattr(obj, "__name__", "call")
+        self.ints(args, name)
+        self.ints(kwargs.values(), name)
+        owner = getattr(obj, "__self__", None)
+        if isinstance(owner, str):
+            self.widths(owner, name)
+            if name == "replace" and len(args) >= 2:
+                self.check(_replaced_size(owner, args[0], args[1]), "replace")
+            elif name == "expandtabs":
+                tab = args[0] if args else kwargs.get("tabsize", 8)
+                if isinstance(tab, int):
+                    self.check(len(owner) * max(tab, 1), "expandtabs")
+            elif name == "join" and args:
+                self.check(_joined_size(owner, args[0]), "join")
+        fmt = getattr(obj, "__wrapped__", None)  # the sandbox's str.format wrapper
+        if fmt is not None and isinstance(getattr(fmt, "__self__", None), str):
+            self.widths(fmt.__self__, "format")
+
+    def after(self, value: Any) -> Any:
+        if isinstance(value, (str, list, tuple)):
+            self.check(len(value), "a call")
+        return value
+
+
+def _replaced_size(s: str, old: Any, new: Any) -> int:
+    if not isinstance(old, str) or not isinstance(new, str):
+        return len(s)
+    n = s.count(old) if old else len(s) + 1
+    return len(s) + n * (len(new) - len(old))
+
+
+def _joined_size(sep: str, items: Any) -> int:
+    if not isinstance(items, (list, tuple)):
+        return 0
+    return sum(len(x) if isinstance(x, str) else 0 for x in items) + len(sep) * len(items)
+
+
+def _bounded_filter(f: Callable[..., Any], limit: _Sizes) -> Callable[..., Any]:
+    """A filter with the size checks: int arguments (widths, counts) and the result; ``join``
+    and ``replace`` estimated before they run; ``indent`` by its lines."""
+    name = getattr(f, "__name__", "filter")
+
+    @functools.wraps(f)
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        pos = _filter_args(args)
+        limit.ints(pos[1:], name)
+        limit.ints(kwargs.values(), name)
+        if pos:
+            value = pos[0]
+            if isinstance(value, str):
+                if name == "do_format":
+                    limit.widths(value, name)
+                elif name == "do_replace" and len(pos) >= 3:
+                    limit.check(_replaced_size(value, pos[1], pos[2]), "replace")
+                elif name == "do_indent":
+                    width = pos[1] if len(pos) > 1 else kwargs.get("width", 4)
+                    if isinstance(width, int):
+                        limit.check(len(value) + (value.count("\n") + 1) * width, "indent")
+            elif name == "do_join" and isinstance(value, (list, tuple)):
+                sep = pos[1] if len(pos) > 1 and isinstance(pos[1], str) else ""
+                limit.check(_joined_size(sep, value), "join")
+        return limit.after(f(*args, **kwargs))
+
+    return bounded
+
+
+def _filter_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    # a filter marked pass_context / pass_eval_context / pass_environment gets that first
+    if args and isinstance(args[0], _passed_types()):
+        return args[1:]
+    return args
+
+
+@functools.cache
+def _passed_types() -> tuple[type, ...]:
+    from jinja2.environment import Environment
+    from jinja2.nodes import EvalContext
+    from jinja2.runtime import Context
+
+    return (Context, EvalContext, Environment)
+
+
+@functools.cache
+def _sandbox_call_binop() -> Any:
+    from jinja2.sandbox import SandboxedEnvironment
+
+    return SandboxedEnvironment.call_binop
+
+
+def _bound_getattr(fast_env: Any, env: Any) -> None:
+    """``obj.attr`` as the sandbox answers it, quicker: a plain dict's key straight from the
+    dict, and the sandbox's safety verdict remembered per (type, name) (it depends on nothing
+    else for ImmutableSandboxedEnvironment)."""
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    sandbox_getattr = type(env).getattr
+    memo = type(env) is ImmutableSandboxedEnvironment
+    safe: dict[tuple[type, str], bool] = {}
+
+    def getattr_(obj: Any, attribute: Any) -> Any:
+        if type(attribute) is not str:
+            return sandbox_getattr(fast_env, obj, attribute)
+        if type(obj) is dict and attribute not in _DICT_ATTRS:
+            try:
+                return obj[attribute]
+            except KeyError:
+                pass
+            return sandbox_getattr(fast_env, obj, attribute)
+        if not memo:
+            return sandbox_getattr(fast_env, obj, attribute)
+        try:
+            value = getattr(obj, attribute)
+        except AttributeError:
+            return sandbox_getattr(fast_env, obj, attribute)
+        fmt = fast_env.wrap_str_format(value)
+        if fmt is not None:
+            return fmt
+        key = (type(obj), attribute)
+        ok = safe.get(key)
+        if ok is None:
+            ok = safe[key] = bool(fast_env.is_safe_attribute(obj, attribute, value))
+        return value if ok else fast_env.unsafe_undefined(obj, attribute)
+
+    fast_env.getattr = getattr_
+
+
+_DICT_ATTRS = frozenset(dir(dict))
