@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from fastaxo._core.checks import cli_positive_float, cli_positive_int
+from fastaxo._core.checks import MAX_ROW_BYTES, cli_positive_float, cli_positive_int
 from fastaxo._core.proc import peak_rss_mib
 
 
@@ -328,6 +328,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
                 cancel=interrupted,
                 messages_column=args.messages_column,
                 chat=chat,
+                max_row_bytes=args.max_row_bytes,
                 **common,
                 **tok_opts,
             )
@@ -541,6 +542,10 @@ def main(argv: list[str] | None = None) -> int:
                      "eos_token of tokenizer_config.json, or --eos-token); counted in the report")
     p_p.add_argument("--eos-token", metavar="TOKEN",
                      help="append this EOS token to every document (implies --append-eos)")
+    p_p.add_argument("--max-row-bytes", type=cli_positive_int, default=MAX_ROW_BYTES,
+                     metavar="N", help="with --tokenizer: the largest text or rendered "
+                     f"conversation tokenized, in bytes (default {MAX_ROW_BYTES:,}); a larger "
+                     "row is an error, or left out and counted with --overflow drop")
     chat = p_p.add_argument_group(
         "chat data (a messages column, with --tokenizer DIR holding tokenizer_config.json)",
         "Axolotl's type: chat_template output: input_ids and role-masked labels")

@@ -11,11 +11,18 @@ import numpy as np
 import pyarrow as pa
 
 from fastaxo._core import arrow
-from fastaxo.errors import InvalidInputError, InvalidTypeError, NullValueError
+from fastaxo._core.checks import MAX_ROW_BYTES, positive_int
+from fastaxo.errors import (
+    ChatTemplateError,
+    InvalidInputError,
+    InvalidTypeError,
+    NullValueError,
+    RowTooLargeError,
+)
 
 __all__ = ["ChatTokenizer", "TextTokenizer", "chat_tokenize", "compact", "list_lengths",
            "load_tokenizer", "row_where",
-           "text_tokenizer", "token_column", "tokenize"]
+           "text_tokenizer", "token_column", "tokenize", "too_large_error"]
 
 _I32 = pa.int32()
 
@@ -92,9 +99,11 @@ class TextTokenizer:
     says, and with ``append_eos`` the EOS token after each document."""
 
     def __init__(self, tok: Any, file: str, *, add_special_tokens: bool = True,
-                 append_eos: bool = False, eos_token: str | None = None):
+                 append_eos: bool = False, eos_token: str | None = None,
+                 max_row_bytes: int = MAX_ROW_BYTES):
         append_eos = bool(append_eos) or eos_token is not None  # naming the token asks for it
         self.tok, self.file = tok, file
+        self.max_row_bytes = positive_int(max_row_bytes, "max_row_bytes")
         self.add_special_tokens, self.append_eos = bool(add_special_tokens), append_eos
         ignored = []
         if tok.truncation is not None:
@@ -122,7 +131,8 @@ class TextTokenizer:
     def settings(self) -> dict[str, Any]:
         return {"file": self.file, "add_special_tokens": self.add_special_tokens,
                 "append_eos": self.append_eos, "eos_token": self.eos_token,
-                "eos_id": self.eos_id, "ignored_from_file": self.ignored}
+                "eos_id": self.eos_id, "ignored_from_file": self.ignored,
+                "max_row_bytes": self.max_row_bytes}
 
 
 def _config_eos(tokenizer_file: str) -> str | None:
@@ -141,8 +151,22 @@ def _config_eos(tokenizer_file: str) -> str | None:
     return eos if isinstance(eos, str) and eos else None
 
 
+# What a tokenizer directory must hold for its vocabulary: the fast tokenizer's file, or the
+# files transformers converts a slow tokenizer from.
+_VOCAB_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model", "vocab.txt", "spiece.model",
+                "sentencepiece.bpe.model", "tiktoken.model")
+
+
+def _no_vocabulary(path: str, why: str) -> InvalidInputError:
+    return InvalidInputError(
+        f"tokenizer: {path!r} holds no vocabulary ({why}): an interrupted download? Expected a "
+        "Hugging Face tokenizer directory (tokenizer.json and tokenizer_config.json) or the "
+        "tokenizer.json file itself")
+
+
 def load_tokenizer(path: str, *, add_special_tokens: bool = True, append_eos: bool = False,
-                   eos_token: str | None = None) -> TextTokenizer:
+                   eos_token: str | None = None, max_row_bytes: int = MAX_ROW_BYTES
+                   ) -> TextTokenizer:
     """A :class:`TextTokenizer` from a Hugging Face tokenizer directory or tokenizer.json."""
     try:
         from tokenizers import Tokenizer
@@ -151,43 +175,96 @@ def load_tokenizer(path: str, *, add_special_tokens: bool = True, append_eos: bo
             "--tokenizer needs the 'tokenizers' library: pip install tokenizers") from None
     file = path if os.path.isfile(path) else os.path.join(path, "tokenizer.json")
     if not os.path.isfile(file):
-        raise InvalidInputError(f"tokenizer: {path!r} holds no tokenizer.json (expected a Hugging "
-                                "Face tokenizer directory or the tokenizer.json file itself)")
+        if not os.path.exists(path):
+            raise InvalidInputError(f"tokenizer: {path!r} does not exist (expected a Hugging Face "
+                                    "tokenizer directory or its tokenizer.json)")
+        raise _no_vocabulary(path, "no tokenizer.json")
     try:
         tok = Tokenizer.from_file(file)
     except Exception as e:  # tokenizers raises its own Exception type
-        raise InvalidInputError(f"tokenizer: cannot load {file}: {e}") from None
+        raise InvalidInputError(f"tokenizer: cannot load {file}: {_first_line(e)}") from None
+    if tok.get_vocab_size(with_added_tokens=False) == 0:
+        raise _no_vocabulary(path, f"the model in {os.path.basename(file)} has no tokens")
     return TextTokenizer(tok, file, add_special_tokens=add_special_tokens, append_eos=append_eos,
-                         eos_token=eos_token)
+                         eos_token=eos_token, max_row_bytes=max_row_bytes)
+
+
+def _first_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return " ".join(lines)[:300] or type(e).__name__
 
 
 def text_tokenizer(path: str | None, *, add_special_tokens: bool = True, append_eos: bool = False,
-                   eos_token: str | None = None) -> TextTokenizer | None:
+                   eos_token: str | None = None, max_row_bytes: int = MAX_ROW_BYTES
+                   ) -> TextTokenizer | None:
     """prepare's tokenizer: :func:`load_tokenizer` of ``path``, or None without one (then the
     tokenizer options, which apply to raw text only, must be left at their defaults)."""
     if path is not None:
         return load_tokenizer(path, add_special_tokens=add_special_tokens,
-                              append_eos=append_eos, eos_token=eos_token)
+                              append_eos=append_eos, eos_token=eos_token,
+                              max_row_bytes=max_row_bytes)
     if append_eos or eos_token is not None or not add_special_tokens:
         raise InvalidInputError("add_special_tokens / append_eos / eos_token apply to raw text: "
                                 "pass tokenizer= as well")
     return None
 
 
-def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int) -> pa.Array:
-    """The text column ``arr`` tokenized with ``tt`` (batched, whole rows) as list<int32>."""
+# Bytes of text per tokenizer call: HF's encode holds ~100x its input at once.
+_ENCODE_BYTES = 8 << 20
+
+
+def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int,
+             overflow: str = "error") -> tuple[pa.Array, int]:
+    """The text column ``arr`` tokenized with ``tt`` (whole rows, in calls of about 8 MiB) as
+    list<int32>, and how many rows were larger than ``tt.max_row_bytes``: refused
+    (:class:`~fastaxo.errors.RowTooLargeError`) unless ``overflow`` is "drop", which gives them
+    no tokens."""
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         raise InvalidTypeError(
             f"{path}: text column {column!r} must be strings to tokenize, got {arr.type}")
     if arr.null_count:
         i = int(np.flatnonzero(~np.asarray(arr.is_valid()))[0])
         raise NullValueError(f"{row_where(path, row0 + i)}: {column} is null; expected text")
-    encs = tt.tok.encode_batch(arr.to_pylist(), add_special_tokens=tt.add_special_tokens)
-    rows = [e.ids for e in encs]
-    if tt.eos_id is not None:
-        eos = [tt.eos_id]
-        rows = [ids + eos for ids in rows]
-    return _int32_lists(rows)
+    sizes = np.diff(arrow.offsets_of(arr, pa.types.is_large_string(arr.type)))
+    big = np.flatnonzero(sizes > tt.max_row_bytes)
+    if len(big) and overflow != "drop":
+        i = int(big[0])
+        raise too_large_error(path, row0 + i, f"{column} is", int(sizes[i]), tt.max_row_bytes)
+    texts = arr.to_pylist()
+    for i in big.tolist():
+        texts[i] = None
+    rows: list[list[int]] = [[] for _ in texts]
+    eos = [] if tt.eos_id is None else [tt.eos_id]
+    for chunk in _byte_chunks(sizes, texts):
+        encs = tt.tok.encode_batch([texts[i] for i in chunk],
+                                   add_special_tokens=tt.add_special_tokens)
+        for i, e in zip(chunk, encs, strict=True):
+            rows[i] = e.ids + eos if eos else e.ids
+    return _int32_lists(rows), len(big)
+
+
+def too_large_error(path: str, row: int, what: str, size: int, limit: int) -> RowTooLargeError:
+    """The one line for a row over max_row_bytes, naming the file, the row and the options."""
+    return RowTooLargeError(
+        f"{row_where(path, row)}: {what} {size:,} bytes of text, more than max_row_bytes "
+        f"({limit:,}); such a row is refused before the tokenizer, whose memory grows to ~100x "
+        "the text. Pass --overflow drop to drop such rows (counted), raise --max-row-bytes, or "
+        "split the document first", row, size, limit)
+
+
+def _byte_chunks(sizes: np.ndarray, texts: list[Any]) -> list[list[int]]:
+    """Row indices (of the rows with text) in groups of about ``_ENCODE_BYTES``."""
+    chunks: list[list[int]] = []
+    size = _ENCODE_BYTES
+    for i, n in enumerate(sizes.tolist()):
+        if texts[i] is None:
+            continue
+        if size + n > _ENCODE_BYTES and (not chunks or chunks[-1]):
+            chunks.append([])
+            size = 0
+        chunks[-1].append(i)
+        size += n
+    return chunks
 
 
 class ChatTokenizer:
@@ -210,9 +287,18 @@ class ChatTokenizer:
                                     "Hugging Face tokenizer directory (tokenizer.json and "
                                     "tokenizer_config.json)")
         try:
+            names = os.listdir(path)
+        except OSError as e:
+            raise InvalidInputError(f"tokenizer: cannot list {path!r}: {e.strerror}") from None
+        if not any(n in _VOCAB_FILES or n.endswith(".tiktoken") for n in names):
+            raise _no_vocabulary(path, "no tokenizer.json, vocab.json or tokenizer.model")
+        try:
             tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
         except Exception as e:  # noqa: BLE001 - transformers raises many types
-            raise InvalidInputError(f"tokenizer: cannot load {path}: {e}") from None
+            raise InvalidInputError(f"tokenizer: cannot load {path}: {_first_line(e)}") from None
+        backend = getattr(tok, "backend_tokenizer", None)
+        if backend is not None and backend.get_vocab_size(with_added_tokens=False) == 0:
+            raise _no_vocabulary(path, "its model has no tokens")
         self.path, self.template_source = path, "tokenizer_config.json"
         template = None
         if chat_template is not None:
@@ -221,18 +307,27 @@ class ChatTokenizer:
         self.options = {k: (list(v) if isinstance(v, (tuple, set, frozenset)) else v)
                         for k, v in options.items()}
         self.fallbacks: dict[str, int] = {}
+        self.turn_fallbacks: dict[str, int] = {}
         self.eos_id = None  # the template writes the end-of-turn tokens
 
     def settings(self) -> dict[str, Any]:
         return {"file": self.path, "chat_template": self.template_source, **self.options,
                 "one_pass": self.spec.problem() is None,
-                "fallback_rows": dict(self.fallbacks)}
+                "fallback_rows": dict(self.fallbacks),
+                "fallback_turns": dict(self.turn_fallbacks)}
 
 
 def _template_text(value: str) -> tuple[str, str]:
     if os.path.isfile(value):
-        with open(value, encoding="utf-8") as fh:
-            return fh.read(), value
+        try:
+            with open(value, encoding="utf-8") as fh:
+                return fh.read(), value
+        except UnicodeDecodeError as e:
+            raise ChatTemplateError(f"chat_template: {value} is not UTF-8 text (byte "
+                                    f"0x{e.object[e.start]:02x} at offset {e.start:,}); save "
+                                    "the template as UTF-8") from None
+        except OSError as e:
+            raise InvalidInputError(f"chat_template: cannot read {value}: {e.strerror}") from None
     if "{%" in value or "{{" in value:
         return value, "the template given"
     try:
@@ -247,9 +342,12 @@ def _template_text(value: str) -> tuple[str, str]:
         raise InvalidInputError(f"chat_template: {value!r}: {e}") from None
 
 
-def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0: int
-                  ) -> tuple[pa.Array, pa.Array]:
-    """The ``messages`` column ``arr`` as ``(input_ids, labels)`` list<int32> columns."""
+def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0: int,
+                  overflow: str = "error") -> tuple[pa.Array, pa.Array, int]:
+    """The ``messages`` column ``arr`` as ``(input_ids, labels)`` list<int32> columns, and how
+    many conversations were larger than ``max_row_bytes``: refused
+    (:class:`~fastaxo.errors.RowTooLargeError`) unless ``overflow`` is "drop", which gives them
+    no tokens."""
     from fastaxo.chat import tokenize_chat
     from fastaxo.errors import FastaxoError
 
@@ -258,13 +356,19 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
         raise NullValueError(f"{row_where(path, row0 + i)}: {column} is null; expected a list "
                              "of messages")
     try:
-        res = tokenize_chat(arr.to_pylist(), spec=ct.spec)
+        res = tokenize_chat(arr.to_pylist(), spec=ct.spec,
+                            too_large="skip" if overflow == "drop" else "error")
+    except RowTooLargeError as e:
+        raise too_large_error(path, row0 + e.row, "the conversation renders to at least",
+                              e.length, e.limit) from None
     except FastaxoError as e:
         # the message names the row within the batch: say the file and where the batch starts
         raise type(e)(f"{path} (the batch from row {row0:,}, 0-based): {e}") from None
     for reason, n in res.fallbacks.items():
         ct.fallbacks[reason] = ct.fallbacks.get(reason, 0) + n
-    return _int32_lists(res.input_ids), _int32_lists(res.labels)
+    for reason, n in res.turn_fallbacks.items():
+        ct.turn_fallbacks[reason] = ct.turn_fallbacks.get(reason, 0) + n
+    return _int32_lists(res.input_ids), _int32_lists(res.labels), len(res.too_large)
 
 
 def _int32_lists(rows: list[list[int]]) -> pa.Array:

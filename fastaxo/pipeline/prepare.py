@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastaxo._core import arrow
-from fastaxo._core.checks import positive_int, renamed_args
+from fastaxo._core.checks import MAX_ROW_BYTES, positive_int, renamed_args
 from fastaxo._core.files import check_not_an_input, check_writable_dir
 from fastaxo._core.proc import io_counters, status_kib
 from fastaxo._core.progress import Progress, interactive
@@ -81,7 +81,8 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
             reader_options: dict[str, Any] | None = None, cancel: Any = None,
             add_special_tokens: bool = True, append_eos: bool = False,
             eos_token: str | None = None, messages_column: str | None = None,
-            chat: Mapping[str, Any] | None = None) -> PrepareReport:
+            chat: Mapping[str, Any] | None = None,
+            max_row_bytes: int = MAX_ROW_BYTES) -> PrepareReport:
     """Dedupe and pack tokenized rows from files into a packed Parquet file, in bounded memory.
 
     Parameters
@@ -100,7 +101,12 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     overflow : {"error", "truncate", "split", "drop"}
         Rows longer than ``max_length``: raise naming the file and row (default), keep the
         first ``max_length`` tokens, cut into pieces of at most ``max_length``, or leave out.
-        Counted.
+        Counted. With ``tokenizer``, "drop" also drops the rows over ``max_row_bytes``.
+    max_row_bytes : int
+        With ``tokenizer``: the largest text (or rendered conversation) handed to the
+        tokenizer, in UTF-8 bytes (default 16 MiB; HF's tokenizer needs ~100x a text's size in
+        memory). A larger row raises :class:`~fastaxo.errors.RowTooLargeError` naming the file
+        and row, or with ``overflow="drop"`` is left out, counted (``rows_too_large``).
     attention : {"segments", "ones", None}
         ``attention_mask`` as segment ids 1..k per row, all ones, or no column (None or
         ``"none"``); the values of :func:`fastaxo.pack`. For a stock transformers model, train
@@ -181,10 +187,11 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
                                     "its special tokens from the chat template; leave them unset")
         text_column = messages_column or "messages"
         assert tokenizer is not None  # checked above
-        tok = ChatTokenizer(tokenizer, **dict(chat or {}))
+        tok = ChatTokenizer(tokenizer, **{"max_row_bytes": max_row_bytes, **dict(chat or {})})
     else:
         tok = text_tokenizer(tokenizer, add_special_tokens=add_special_tokens,
-                             append_eos=append_eos, eos_token=eos_token)
+                             append_eos=append_eos, eos_token=eos_token,
+                             max_row_bytes=max_row_bytes)
     has_labels, key_cols = first_columns(first[1], files[0][0], tok is not None, text_column,
                                          dedupe_columns, chat=chat_mode)
     del first  # opened[0] holds it until the first file is read, then lets it go
@@ -243,10 +250,11 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
                     n = batch.num_rows
                     if n == 0:
                         continue
-                    work, lens, tsec = check_batch(batch, path, row0, tok=tok,
-                                                   text_column=text_column, has_labels=has_labels,
-                                                   seq_len=seq_len, overflow=overflow)
+                    work, lens, tsec, too_large = check_batch(
+                        batch, path, row0, tok=tok, text_column=text_column,
+                        has_labels=has_labels, seq_len=seq_len, overflow=overflow)
                     rep.tokenize_seconds += tsec
+                    rep.rows_too_large += too_large
                     if tok is not None and tok.eos_id is not None:
                         rep.eos_appended += n
                     rep.rows_in += n
@@ -254,8 +262,8 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
                     table = pa.table(work)
                     keep = None
                     nonempty = lens > 0
-                    if not nonempty.all():
-                        rep.empty_rows += int(n - np.count_nonzero(nonempty))
+                    if not nonempty.all():  # (the rows too large are given no tokens)
+                        rep.empty_rows += int(n - np.count_nonzero(nonempty)) - too_large
                         keep = np.flatnonzero(nonempty)
                     if dedupe:
                         td = time.perf_counter()

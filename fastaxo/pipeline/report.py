@@ -45,6 +45,8 @@ class ReportCounts:
     rows_in: int = 0
     tokens_in: int = 0
     empty_rows: int = 0
+    #: rows over max_row_bytes left out (overflow "drop"); they never reach the tokenizer
+    rows_too_large: int = 0
     duplicates: int = 0
     rows_packed: int = 0
     overlong: int = 0
@@ -155,7 +157,9 @@ class PrepareReport(ReportCounts):
             f"  rows in            {self.rows_in:,} ({self.tokens_in:,} tokens)",
             f"  duplicates dropped {self.duplicates:,} ({pct(self.duplicates, self.rows_in)})"
             + ("" if self.dedupe else " [dedupe off]")
-            + (f"; empty rows left out {self.empty_rows:,}" if self.empty_rows else ""),
+            + (f"; empty rows left out {self.empty_rows:,}" if self.empty_rows else "")
+            + (f"; rows over max_row_bytes left out {self.rows_too_large:,}"
+               if self.rows_too_large else ""),
             f"  over-long rows     {over}",
             *self._tokenizer_lines(),
             f"  packed             {self.rows_packed:,} rows ({self.sequences_out:,} sequences, "

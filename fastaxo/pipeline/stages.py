@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -30,8 +30,8 @@ from fastaxo.pipeline.columns import (
 )
 
 __all__ = ["ATTENTION_LAYOUTS", "ATTENTION_MODES", "DEFAULT_PACK_WINDOW", "OVERFLOW",
-           "ROW_GROUP_TOKENS", "check_batch", "check_options", "first_columns", "input_columns",
-           "output_schema", "schema_options", "write_packed_window"]
+           "ROW_GROUP_TOKENS", "CheckedBatch", "check_batch", "check_options", "first_columns",
+           "input_columns", "output_schema", "schema_options", "write_packed_window"]
 
 ATTENTION_LAYOUTS = (*ATTENTION, "none")  # pack's values, and "none" for no column
 OVERFLOW = ("error", "truncate", "split", "drop")
@@ -124,21 +124,35 @@ def schema_options(seq_len: int, strategy: str, overflow: str, attention: str, d
             "layout": "flat (unpadded bins)"}
 
 
+class CheckedBatch(NamedTuple):
+    """A batch's token columns (list<int32>: input_ids [+ labels]), their lengths, the seconds
+    spent tokenizing, and the rows over max_row_bytes given no tokens (``overflow="drop"``)."""
+
+    work: dict[str, pa.Array]
+    lens: np.ndarray
+    tokenize_seconds: float
+    too_large: int
+
+
 def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
-                has_labels: bool, seq_len: int,
-                overflow: str) -> tuple[dict[str, pa.Array], np.ndarray, float]:
+                has_labels: bool, seq_len: int, overflow: str) -> CheckedBatch:
     """The token columns of a batch whose first row is row ``row0`` of ``path``, checked (errors
-    name the file and row) and as list<int32>: ``({"input_ids", ["labels"]}, lengths, seconds
-    spent tokenizing)``. With ``tok``, ``text_column`` is tokenized instead."""
+    name the file and row) and as list<int32>. With ``tok``, ``text_column`` is tokenized
+    instead; a row over the tokenizer's max_row_bytes is refused, or with ``overflow="drop"``
+    given no tokens and counted."""
     tsec = 0.0
+    too_large = 0
     if isinstance(tok, ChatTokenizer):
         tt = time.perf_counter()
-        ids, labels = chat_tokenize(tok, batch.column(text_column), text_column, path, row0)
+        ids, labels, too_large = chat_tokenize(tok, batch.column(text_column), text_column, path,
+                                               row0, overflow)
         work = {"input_ids": ids, "labels": labels}
         tsec = time.perf_counter() - tt
     elif tok is not None:
         tt = time.perf_counter()
-        work = {"input_ids": tokenize(tok, batch.column(text_column), text_column, path, row0)}
+        ids, too_large = tokenize(tok, batch.column(text_column), text_column, path, row0,
+                                  overflow)
+        work = {"input_ids": ids}
         tsec = time.perf_counter() - tt
     else:
         work = {"input_ids": token_column(batch.column("input_ids"), "input_ids", path, row0)}
@@ -162,7 +176,7 @@ def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
                 f"(--max-length) is {seq_len:,}. Pass --overflow truncate, split or drop to "
                 "handle such rows (each is counted in the report), or filter them out first",
                 row0 + i, int(lens[i]), seq_len)
-    return work, lens, tsec
+    return CheckedBatch(work, lens, tsec, too_large)
 
 
 def write_packed_window(table: pa.Table, writer: Any, fields: list[pa.Field], *, seq_len: int,

@@ -185,6 +185,17 @@ class TextDecoder:
     # -- parsing
     def _parse(self, block: memoryview, schema: pa.Schema | None, pos: int) -> pa.Table:
         """The rows of ``block`` (which starts at byte ``pos``; only error messages use it)."""
+        try:
+            return self._parse_blocks(block, schema, pos, 1 << 20)
+        except FileFormatError as e:
+            if "straddl" not in str(e):
+                raise
+        # a line longer than pyarrow's 1 MiB parse block (the block holds whole lines): parse
+        # the block as one piece
+        return self._parse_blocks(block, schema, pos, len(block) + 1)
+
+    def _parse_blocks(self, block: memoryview, schema: pa.Schema | None, pos: int,
+                      block_size: int) -> pa.Table:
         k = self.kind
         try:
             if k == "text":
@@ -196,13 +207,13 @@ class TextDecoder:
                 po = pjson.ParseOptions(explicit_schema=schema,
                                         unexpected_field_behavior=unexpected,
                                         newlines_in_values=False)
-                jro = pjson.ReadOptions(use_threads=self.opts.use_threads, block_size=1 << 20)
+                jro = pjson.ReadOptions(use_threads=self.opts.use_threads, block_size=block_size)
                 return pjson.read_json(pa.py_buffer(block), parse_options=po,
                                        memory_pool=self.opts.pool, read_options=jro)
             import pyarrow.csv as pcsv
 
             ro = pcsv.ReadOptions(column_names=self.header, use_threads=self.opts.use_threads,
-                                  block_size=1 << 20)
+                                  block_size=block_size)
             co = (pcsv.ConvertOptions(column_types=schema) if schema is not None
                   else pcsv.ConvertOptions())
             po_csv = pcsv.ParseOptions(delimiter="\t" if k == "tsv" else ",")

@@ -166,7 +166,7 @@ def checked_unit(u: Unit, cfg: Cfg) -> tuple[pa.RecordBatch, dict[str, pa.Array]
     batch = pa.RecordBatch.from_arrays(
         [c.chunk(0) if c.num_chunks else pa.array([], c.type) for c in raw.columns],
         schema=raw.schema)
-    work, lens, _ = check_batch(batch, path, row0, tok=unit_tokenizer(cfg),
-                                text_column=cfg.text_column, has_labels=cfg.has_labels,
-                                seq_len=cfg.seq_len, overflow=cfg.overflow)
-    return batch, work, lens
+    checked = check_batch(batch, path, row0, tok=unit_tokenizer(cfg),
+                          text_column=cfg.text_column, has_labels=cfg.has_labels,
+                          seq_len=cfg.seq_len, overflow=cfg.overflow)
+    return batch, checked.work, checked.lens
