@@ -181,6 +181,47 @@ def test_after_sigkill_the_next_run_removes_the_dead_process_temporary(tmp_path,
     assert pq.read_metadata(tmp_path / "out.parquet").num_rows > 0
 
 
+def test_the_sweep_removes_the_temporaries_of_dead_processes_only(tmp_path, monkeypatch):
+    """Liveness is asked without signalling anything: kill(pid, 0) on POSIX, the process
+    handle's exit code on Windows, where os.kill(pid, 0) sends a console Ctrl-C (and any other
+    value terminates the process). Before: on Windows every temporary looked alive and the
+    probe sent Ctrl-C; everywhere a PID no process can have ended the run in OverflowError."""
+    from fastaxo._core.files import remove_stale_temporaries
+
+    kills: list[tuple[int, int]] = []
+    real_kill = os.kill
+
+    def kill(pid: int, sig: int) -> None:
+        kills.append((pid, sig))
+        if os.name == "nt":
+            raise AssertionError(f"os.kill({pid}, {sig}) on Windows")
+        real_kill(pid, sig)
+
+    monkeypatch.setattr(os, "kill", kill)
+    out = tmp_path / "out.parquet"
+
+    def temporary(pid: int) -> str:
+        name = f".out.parquet.fastaxo-tmp-{pid}-{os.urandom(4).hex()}"
+        (tmp_path / name).write_bytes(b"x")
+        return name
+
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE)
+    try:
+        running = temporary(child.pid)
+        assert remove_stale_temporaries(str(out)) == []
+    finally:
+        child.communicate(timeout=60)  # ends it (stdin closed), and reaps it
+    # init (PID 1) / System (PID 4): always running (another user's, unless this is root)
+    others = [temporary(os.getpid()), temporary(4 if os.name == "nt" else 1)]
+    dead = [running] + [temporary(pid) for pid in (0, 2**31, 10**20)]  # no process has these
+    removed = remove_stale_temporaries(str(out))
+    assert sorted(os.path.basename(p) for p in removed) == sorted(dead)
+    assert _temporaries(tmp_path) == sorted(others)
+    if os.name != "nt":
+        assert (child.pid, 0) in kills and all(sig == 0 for _, sig in kills)
+
+
 def _file_size_limit(nbytes: int):
     def apply() -> None:
         import resource
