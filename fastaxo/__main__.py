@@ -217,20 +217,26 @@ def _run(args: argparse.Namespace) -> int:
         print(f"fastaxo {cmd}: stopped by {name}; no output written", file=sys.stderr)
         return 128 + signum
 
+    code = 0
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        # here, not at exit: a stdout whose reader went away fails where it is handled (at
+        # exit, Python prints "Exception ignored ... BrokenPipeError" and exits 120)
+        if sys.stdout is not None:  # (None under pythonw)
+            sys.stdout.flush()
+        return code
     except KeyboardInterrupt:
         print(f"fastaxo {cmd}: interrupted; no output written", file=sys.stderr)
         return 130
     except Terminated as t:
         return stopped(t.signum)
-    except BrokenPipeError:
-        # the reader of stdout went away (| head): say nothing more, and keep Python's exit
-        # flush from failing on the same pipe
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
     except (FastaxoError, OSError, MemoryError, ImportError) as e:
+        if _reader_gone(e):
+            # the reader of stdout went away (| head): say nothing more, and keep Python's
+            # exit flush from failing on the same pipe
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return code
         sig = received_signal()  # the handler's Terminated, come back as another error
         return _fail(cmd, e) if sig is None else stopped(sig)
     except Exception as e:
@@ -243,6 +249,22 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _reader_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` is the reader of stdout going away (``| head``). POSIX says EPIPE;
+    Windows says EINVAL (its ERROR_NO_DATA has no errno of its own), told from another EINVAL
+    by flushing stdout again: the text it could not write is still in stdout's buffer."""
+    if isinstance(exc, BrokenPipeError):
+        return True
+    if (os.name != "nt" or not isinstance(exc, OSError) or exc.errno != errno.EINVAL
+            or sys.stdout is None):
+        return False
+    try:
+        sys.stdout.flush()
+    except OSError as again:
+        return again.errno in (errno.EINVAL, errno.EPIPE)
+    return False
 
 
 @contextlib.contextmanager

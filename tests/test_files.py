@@ -7,6 +7,7 @@ reader state resumed silently at the wrong place)."""
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import hashlib
 import json
@@ -64,6 +65,15 @@ def src(tmp_path):
     return p
 
 
+def _symlink(target, link) -> None:
+    try:
+        os.symlink(target, link)
+    except OSError as e:
+        if os.name != "nt":
+            raise
+        pytest.skip(f"Windows lets only an elevated shell or Developer Mode create symlinks: {e}")
+
+
 # ------------------------------------------------------------------ outputs that are inputs
 @pytest.mark.parametrize("how", ["same", "symlink_in", "symlink_out", "hardlink"])
 @pytest.mark.parametrize("cmd", ["dedupe", "prepare"])
@@ -72,10 +82,10 @@ def test_an_output_that_is_an_input_is_refused_and_the_input_kept(tmp_path, src,
     inp, out = str(src), str(src)
     if how == "symlink_in":
         inp = str(tmp_path / "link.parquet")
-        os.symlink(src, inp)
+        _symlink(src, inp)
     elif how == "symlink_out":
         out = str(tmp_path / "link.parquet")
-        os.symlink(src, out)
+        _symlink(src, out)
     elif how == "hardlink":
         out = str(tmp_path / "hard.parquet")
         os.link(src, out)
@@ -144,6 +154,8 @@ def _long_run(tmp_path, cmd: str) -> list[str]:
             "--pack-window", "200", "-q", "--threads", "1"]
 
 
+@pytest.mark.skipif(os.name == "nt", reason="POSIX signals: Windows has no SIGHUP, and one "
+                    "process cannot send another a SIGTERM or SIGINT it can handle")
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGINT"])
 @pytest.mark.parametrize("cmd", ["dedupe", "prepare"])
 def test_a_signal_mid_write_leaves_the_old_output_and_no_temporary(tmp_path, cmd, sig):
@@ -165,7 +177,7 @@ def test_a_signal_mid_write_leaves_the_old_output_and_no_temporary(tmp_path, cmd
 def test_after_sigkill_the_next_run_removes_the_dead_process_temporary(tmp_path, cmd):
     argv = _long_run(tmp_path, cmd)
     p = _start(argv, tmp_path)
-    p.kill()
+    p.kill()  # SIGKILL; TerminateProcess on Windows
     p.communicate(timeout=60)
     stale = _temporaries(tmp_path)
     assert stale, "SIGKILL leaves the temporary behind (nothing can remove it then)"
@@ -181,6 +193,47 @@ def test_after_sigkill_the_next_run_removes_the_dead_process_temporary(tmp_path,
     assert pq.read_metadata(tmp_path / "out.parquet").num_rows > 0
 
 
+def test_the_sweep_removes_the_temporaries_of_dead_processes_only(tmp_path, monkeypatch):
+    """Liveness is asked without signalling anything: kill(pid, 0) on POSIX, the process
+    handle's exit code on Windows, where os.kill(pid, 0) sends a console Ctrl-C (and any other
+    value terminates the process). Before: on Windows every temporary looked alive and the
+    probe sent Ctrl-C; everywhere a PID no process can have ended the run in OverflowError."""
+    from fastaxo._core.files import remove_stale_temporaries
+
+    kills: list[tuple[int, int]] = []
+    real_kill = os.kill
+
+    def kill(pid: int, sig: int) -> None:
+        kills.append((pid, sig))
+        if os.name == "nt":
+            raise AssertionError(f"os.kill({pid}, {sig}) on Windows")
+        real_kill(pid, sig)
+
+    monkeypatch.setattr(os, "kill", kill)
+    out = tmp_path / "out.parquet"
+
+    def temporary(pid: int) -> str:
+        name = f".out.parquet.fastaxo-tmp-{pid}-{os.urandom(4).hex()}"
+        (tmp_path / name).write_bytes(b"x")
+        return name
+
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE)
+    try:
+        running = temporary(child.pid)
+        assert remove_stale_temporaries(str(out)) == []
+    finally:
+        child.communicate(timeout=60)  # ends it (stdin closed), and reaps it
+    # init (PID 1) / System (PID 4): always running (another user's, unless this is root)
+    others = [temporary(os.getpid()), temporary(4 if os.name == "nt" else 1)]
+    dead = [running] + [temporary(pid) for pid in (0, 2**31, 10**20)]  # no process has these
+    removed = remove_stale_temporaries(str(out))
+    assert sorted(os.path.basename(p) for p in removed) == sorted(dead)
+    assert _temporaries(tmp_path) == sorted(others)
+    if os.name != "nt":
+        assert (child.pid, 0) in kills and all(sig == 0 for _, sig in kills)
+
+
 def _file_size_limit(nbytes: int):
     def apply() -> None:
         import resource
@@ -190,6 +243,8 @@ def _file_size_limit(nbytes: int):
     return apply
 
 
+@pytest.mark.skipif(os.name == "nt", reason="RLIMIT_FSIZE and SIGXFSZ are POSIX resource "
+                    "limits; Windows has no per-process file size limit")
 @pytest.mark.parametrize("cmd", ["dedupe", "prepare"])
 def test_a_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, cmd):
     # RLIMIT_FSIZE makes every write past 64 KiB fail as a full disk would (EFBIG)
@@ -229,16 +284,41 @@ def test_a_truncated_parquet_file_names_the_file_in_dedupe(tmp_path, src):
     _one_line_error(r, 1, str(bad), "not a readable parquet file")
 
 
+@contextlib.contextmanager
+def _unwritable_dir(tmp_path):
+    """A directory that refuses this process a new file, even as root or an elevated
+    Administrator (chmod does not stop root, and means nothing on Windows)."""
+    if sys.platform.startswith("linux"):
+        if os.access("/sys", os.W_OK) and os.geteuid() != 0:
+            pytest.fail("expected /sys to be unwritable")
+        yield "/sys"  # sysfs: no new files, root included
+    elif sys.platform == "darwin":
+        yield "/System"  # the sealed, read-only system volume
+    elif os.name == "nt":
+        d = tmp_path / "locked"
+        d.mkdir()
+        # a deny entry for Everyone (S-1-1-0): Administrators are refused too
+        deny = ["icacls", str(d), "/deny", "*S-1-1-0:(WD,AD)"]
+        subprocess.run(deny, check=True, capture_output=True, timeout=60)
+        try:
+            yield str(d)
+        finally:
+            subprocess.run(["icacls", str(d), "/remove:d", "*S-1-1-0"], check=True,
+                           capture_output=True, timeout=60)
+    else:
+        pytest.fail(f"no unwritable directory known for {sys.platform}")
+
+
 def test_an_unwritable_output_says_so_before_the_run(tmp_path, src):
-    # /sys refuses new files even to root (chmod does not stop root)
-    if os.access("/sys", os.W_OK) and os.geteuid() != 0:
-        pytest.fail("expected /sys to be unwritable")
-    for argv in (["dedupe", str(src), "-o", "/sys/out.parquet"],
-                 ["prepare", str(src), "-o", "/sys/out.parquet", "--max-length", "128", "-q"],
-                 ["prepare", str(src), "-o", str(tmp_path / "o.parquet"), "--max-length", "128",
-                  "-q", "--report-json", "/sys/r.json"]):
-        r = _cli(*argv)
-        _one_line_error(r, 1, "cannot write in '/sys'")
+    with _unwritable_dir(tmp_path) as bad:
+        for argv in (["dedupe", str(src), "-o", os.path.join(bad, "out.parquet")],
+                     ["prepare", str(src), "-o", os.path.join(bad, "out.parquet"),
+                      "--max-length", "128", "-q"],
+                     ["prepare", str(src), "-o", str(tmp_path / "o.parquet"), "--max-length",
+                      "128", "-q", "--report-json", os.path.join(bad, "r.json")]):
+            r = _cli(*argv)
+            # (the directory by name: Windows may spell it long or short, C:\Users\RUNNER~1)
+            _one_line_error(r, 1, "cannot write in", os.path.basename(bad))
     assert not (tmp_path / "o.parquet").exists()
 
 
@@ -254,6 +334,8 @@ def test_a_missing_input_and_bad_arguments(tmp_path, src):
     _one_line_error(r, 1, "at most")
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced by "
+                    "Linux only (macOS does not limit the address space; Windows has no rlimits)")
 def test_out_of_memory_is_one_line(tmp_path):
     def limit() -> None:
         import resource
@@ -264,9 +346,16 @@ def test_out_of_memory_is_one_line(tmp_path):
 
 
 def test_a_closed_pipe_is_not_an_error():
-    p = subprocess.Popen(f"{sys.executable} -m fastaxo info | head -c 10", shell=True, cwd="/",
-                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = p.communicate(timeout=120)
+    # ``fastaxo info | head -c 10``, without a shell (Windows has no head)
+    p = subprocess.Popen([sys.executable, "-m", "fastaxo", "info"], cwd="/", env=ENV,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    head = subprocess.run([sys.executable, "-c", "import sys; sys.stdin.buffer.read(10)"],
+                          stdin=p.stdout, capture_output=True, timeout=120)
+    p.stdout.close()  # only head held the reading end
+    with p.stderr:
+        err = p.stderr.read()  # to the end: fastaxo has exited
+    p.wait(timeout=120)
+    assert head.returncode == 0
     assert "Traceback" not in err and "BrokenPipe" not in err, err
 
 

@@ -6,10 +6,10 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -127,7 +127,11 @@ def _check_report(rep: PrepareReport, table: pa.Table, segs, C=SEQ):
     assert rep.lower_bound == math.ceil(tokens / C)
     assert rep.efficiency == pytest.approx(tokens / (rep.bins * C))
     assert rep.bins >= rep.lower_bound
-    assert rep.peak_rss_bytes and rep.peak_rss_bytes > 0 and rep.rows_per_s > 0 and rep.tokens_per_s > 0
+    assert rep.rows_per_s > 0 and rep.tokens_per_s > 0
+    if sys.platform.startswith("linux"):
+        assert rep.peak_rss_bytes and rep.peak_rss_bytes > 0
+    else:  # VmHWM is read from Linux's /proc/self/status
+        assert rep.peak_rss_bytes is None
 
 
 def test_exported():
@@ -327,9 +331,10 @@ def test_demo_from_a_directory_holding_another_fastaxo(tmp_path):
     decoy = tmp_path / "fastaxo"
     decoy.mkdir()
     (decoy / "__init__.py").write_text("raise ImportError('the working directory fastaxo was imported')\n")
-    script = Path(sys.executable).with_name("fastaxo")
-    assert script.exists(), f"the console script {script} is not installed"
-    r = subprocess.run([str(script), "demo", "--rows", "20000", "--quiet"], capture_output=True, text=True,
+    # the console script beside the interpreter (bin/fastaxo; Scripts\fastaxo.exe on Windows)
+    script = shutil.which("fastaxo", path=os.path.dirname(sys.executable))
+    assert script, f"the console script fastaxo is not installed beside {sys.executable}"
+    r = subprocess.run([script, "demo", "--rows", "20000", "--quiet"], capture_output=True, text=True,
                        cwd=tmp_path, timeout=600)
     assert "working directory fastaxo" not in r.stdout + r.stderr
     assert r.returncode == 0 and "result: OK" in r.stdout, r.stdout + r.stderr
@@ -381,7 +386,8 @@ def test_2m_rows_peak_rss_under_1gib_and_output_verified(tmp_path):
         r = _cli("prepare", src, "-o", out, "--max-length", 2048, "--report-json", rj, "--quiet", timeout=900)
         assert r.returncode == 0, r.stderr
         rep = json.loads(rj.read_text())
-        assert rep["peak_rss_bytes"] < 1 << 30, rep["peak_rss_bytes"]
+        if sys.platform.startswith("linux"):  # (VmHWM: Linux's /proc)
+            assert rep["peak_rss_bytes"] < 1 << 30, rep["peak_rss_bytes"]
         assert rep["rows_in"] == N_BIG and rep["duplicates"] == N_BIG // 10
         # read back: every kept row exactly once, whole and in order; bins within capacity
         pf = pq.ParquetFile(out)
@@ -417,6 +423,8 @@ def test_2m_rows_peak_rss_under_1gib_and_output_verified(tmp_path):
                 os.unlink(p)
 
 
+@pytest.mark.skipif(os.name == "nt", reason="POSIX signals: Windows sends Ctrl-C to a console "
+                    "process group, not a SIGINT to one process")
 def test_ctrl_c_leaves_no_output_that_looks_complete(tmp_path):
     """SIGINT while row groups are being written: exit 130, OUT untouched (an earlier file stays
     as it was), the temporary file removed, a message on stderr."""

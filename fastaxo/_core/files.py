@@ -74,13 +74,49 @@ def check_writable_dir(path: str, what: str = "output") -> str:
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (so a temporary named after it is still being
+    written). A number no process can have (from a hand-made file name) is not alive."""
+    if not 0 < pid < 2**31:
+        return False
+    if os.name == "nt":
+        # os.kill(pid, 0) is no probe on Windows: signal 0 is CTRL_C_EVENT, sent to a console
+        # process group, and any other value terminates the process
+        return _windows_pid_alive(pid)
     try:
-        os.kill(pid, 0)
+        os.kill(pid, 0)  # signal 0: the checks of kill(2), nothing delivered
     except ProcessLookupError:
         return False
     except OSError:  # PermissionError: someone else's process, alive
         return True
     return True
+
+
+def _windows_pid_alive(pid: int) -> bool:
+    """Windows: open the process with the least access right (granted for most processes,
+    other users' too) and read its exit code; access denied means it exists (a protected
+    process)."""
+    import ctypes
+    from ctypes import wintypes
+
+    process_query_limited_information, still_active, error_access_denied = 0x1000, 259, 5
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+    kernel32.OpenProcess.argtypes = (wintypes.DWORD, wintypes.BOOL, wintypes.DWORD)
+    kernel32.OpenProcess.restype = wintypes.HANDLE
+    kernel32.GetExitCodeProcess.argtypes = (wintypes.HANDLE, ctypes.POINTER(wintypes.DWORD))
+    kernel32.GetExitCodeProcess.restype = wintypes.BOOL
+    kernel32.CloseHandle.argtypes = (wintypes.HANDLE,)
+    kernel32.CloseHandle.restype = wintypes.BOOL
+    handle = kernel32.OpenProcess(process_query_limited_information, False, pid)
+    if not handle:  # ERROR_INVALID_PARAMETER: no such process
+        return bool(ctypes.get_last_error() == error_access_denied)  # type: ignore[attr-defined]
+    try:
+        code = wintypes.DWORD()
+        if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)):
+            return True  # cannot tell: keep the temporary
+        # a process that exited with code 259 looks alive: its temporary is kept (never lost)
+        return code.value == still_active
+    finally:
+        kernel32.CloseHandle(handle)
 
 
 def remove_stale_temporaries(output: str) -> list[str]:

@@ -92,7 +92,7 @@ def _expand_one(src: Any, fmt: str | None) -> list[str]:
         state = os.path.join(path, "state.json")
         if os.path.isfile(state):  # HF save_to_disk: the data files, in their order
             try:
-                with open(state) as fh:
+                with open(state, encoding="utf-8") as fh:  # JSON: UTF-8, not the locale's
                     files = [d["filename"] for d in json.load(fh)["_data_files"]]
                 return [os.path.join(path, f) for f in files]
             except (KeyError, TypeError, ValueError):
