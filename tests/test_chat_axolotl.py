@@ -119,9 +119,11 @@ def test_rows_with_tools_reasoning_or_odd_fields_go_to_axolotl():
         r.setdefault("tools", None)
     counts = compare(strategy(), data, chunk=12)
     assert sum(counts.values()) == 12
-    assert counts["fast"] >= 7
+    # the marker character and Qwen3's </think> stay on the one-pass path (equal to Axolotl's
+    # rows: compare checks every row); tools, reasoning_content and tool_calls go to Axolotl
+    assert counts["fast"] == 9
     assert counts.get("fallback: tools") == 1
-    assert sum(v for k, v in counts.items() if k.startswith("fallback")) >= 4
+    assert sum(v for k, v in counts.items() if k.startswith("fallback")) == 3
 
 
 @pytest.mark.parametrize("opts", [
