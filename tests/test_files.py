@@ -478,3 +478,58 @@ def test_a_symlinked_output_is_written_through(tmp_path, src):
     r = _cli("dedupe", str(src), "-o", str(via))
     _one_line_error(r, 1, f"a link to '{os.path.realpath(fifo)}'", "is a fifo")
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+# ------------------------------------------------------------------ fsync before the rename
+def _record_syncs(monkeypatch) -> list[tuple]:
+    """os.fsync and os.replace calls, run for real and recorded: ("fsync", inode, is a
+    directory, size) and ("replace", inode of the source, destination)."""
+    calls: list[tuple] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        st = os.fstat(fd)
+        calls.append(("fsync", st.st_ino, stat.S_ISDIR(st.st_mode), st.st_size))
+        return real_fsync(fd)
+
+    def replace(a, b, **kw):
+        calls.append(("replace", os.lstat(a).st_ino, os.path.realpath(b)))
+        return real_replace(a, b, **kw)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    return calls
+
+
+def _synced_in_order(calls: list[tuple], out) -> None:
+    """The output's data was fsynced (its final inode and size) before the rename that put it
+    in place, and its directory after that rename (POSIX: Windows cannot open a directory)."""
+    st = os.stat(out)
+    dir_ino = os.stat(os.path.dirname(os.path.realpath(out))).st_ino
+    i = next(i for i, c in enumerate(calls) if c[0] == "replace" and c[2] == os.path.realpath(out))
+    assert calls[i][1] == st.st_ino
+    assert ("fsync", st.st_ino, False, st.st_size) in calls[:i], calls
+    if os.name == "posix":
+        assert any(c[:3] == ("fsync", dir_ino, True) for c in calls[i + 1:]), calls
+
+
+def test_outputs_are_fsynced_before_and_after_the_rename(tmp_path, src, monkeypatch):
+    from fastaxo.__main__ import main
+
+    calls = _record_syncs(monkeypatch)
+    out, rep_json = tmp_path / "out.parquet", tmp_path / "rep.json"
+    out.write_bytes(b"old")  # replaced: the case a power cut could leave empty
+    rep = fastaxo.prepare(str(src), str(out), 128, progress=False)
+    _synced_in_order(calls, out)
+    rep.to_json(str(rep_json))
+    _synced_in_order(calls, rep_json)
+    calls.clear()
+    deduped = tmp_path / "deduped.parquet"
+    assert main(["dedupe", str(src), "-o", str(deduped), "-q"]) == 0
+    _synced_in_order(calls, deduped)
+    calls.clear()
+    rj = tmp_path / "cli.json"
+    assert main(["prepare", str(src), "-o", str(out), "--max-length", "64", "-q",
+                 "--report-json", str(rj)]) == 0
+    _synced_in_order(calls, out)
+    _synced_in_order(calls, rj)

@@ -1,6 +1,6 @@
-"""Output files: never one of the inputs, never a special file, written to a temporary file
-and renamed, and the temporary removed on an error, a signal or (next time) after the process
-was killed.
+"""Output files: never one of the inputs, never a special file, written to a temporary file,
+fsynced and renamed, and the temporary removed on an error, a signal or (next time) after the
+process was killed.
 
 Every command that writes goes through :func:`check_output` (before any input is read),
 :func:`check_not_an_input` and :class:`TempOutput`: ``fastaxo prepare`` (pipeline/writer.py),
@@ -13,6 +13,7 @@ file in the link's place and leave the file it pointed to unchanged.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
@@ -131,6 +132,36 @@ def _writable_dir(path: str, what: str) -> str:
     return out_dir
 
 
+def _fsync_path(path: str) -> None:
+    """Flush a file's data to the device (any descriptor of the file flushes it; a writable
+    one, because Windows' fsync needs one)."""
+    fd = os.open(path, os.O_WRONLY | getattr(os, "O_BINARY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: str) -> None:
+    """Flush a directory's entries (the rename into it) where the platform can: POSIX. Windows
+    cannot open a directory to flush it (skipped there). A directory this process may not open
+    (write-only permissions) or a file system that cannot flush one is not an error: the
+    rename is done, only its durability is the file system's."""
+    if os.name != "posix":
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except PermissionError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -165,8 +196,8 @@ def remove_stale_temporaries(output: str) -> list[str]:
 
 class TempOutput:
     """A temporary path beside the file ``output`` names (``.NAME.fastaxo-tmp-PID-RANDOM``, in
-    the same directory so the rename is atomic); :meth:`commit` renames it over that file,
-    :meth:`abort` removes it. ``output`` is checked by :func:`check_output`
+    the same directory so the rename is atomic); :meth:`commit` makes it durable and renames it
+    over that file, :meth:`abort` removes it. ``output`` is checked by :func:`check_output`
     (``what`` names it in errors); a symbolic link is written through. While the temporary
     exists it is registered, so a signal handler can remove it
     (:func:`remove_live_temporaries`); creating one removes stale temporaries of dead
@@ -183,14 +214,18 @@ class TempOutput:
             _live.add(self.path)
 
     def commit(self) -> None:
+        """fsync the temporary's data, rename it over the output, fsync the directory: a
+        power cut leaves the old output or the whole new one, never an empty file."""
         # checked again at the last moment: something may have been put there during the run
         kind = _special_kind(self.target, self.what)
         if kind is not None:
             raise InvalidInputError(
                 f"{self.what}: {self.output!r} became {kind} during the run; not replaced. "
                 "Give the path of a regular file")
+        _fsync_path(self.path)
         os.replace(self.path, self.target)
         self._forget()
+        _fsync_dir(os.path.dirname(self.target))
 
     def abort(self) -> None:
         try:

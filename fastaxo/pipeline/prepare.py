@@ -91,9 +91,9 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         with a list column ``input_ids`` (and ``labels``, used when present), or, with
         ``tokenizer``, a text column. Files are read in order, one after another.
     output : str
-        The Parquet file to write. It is written under a temporary name in the same directory
-        and renamed at the end: an error or Ctrl-C leaves no file at ``output``. An existing
-        ``output`` must be a
+        The Parquet file to write. It is written under a temporary name in the same directory,
+        flushed to disk (fsync) and renamed at the end: an error or Ctrl-C leaves no file at
+        ``output``, a power cut the old file or the new one. An existing ``output`` must be a
         regular file (a device, FIFO, socket or directory is refused before any work); a
         symbolic link is written through (the file it points to is replaced).
     max_length : int
