@@ -107,11 +107,18 @@ def _parquet_batches(path: str, batch_rows: int) -> Any:
 
 def _cmd_dedupe(args: argparse.Namespace) -> int:
     from fastaxo._core.files import TempOutput, check_not_an_input, check_output
+    from fastaxo.errors import InvalidInputError
 
+    if args.output is not None:  # ("-o ''" too: an empty path is an error, not "no output")
+        if not args.inputs:
+            # without inputs dedupe runs the built-in demo dataset: writing that to OUT would
+            # pass off generated rows as the user's result (a glob that matched nothing)
+            raise InvalidInputError("-o/--output: no input files to dedupe; give the Parquet "
+                                    "files (without inputs, dedupe shows the built-in demo and "
+                                    "writes nothing)")
+        check_output(args.output, "-o/--output")  # before anything is read
     if not args.inputs:
         return _dedupe_builtin(args)
-    if args.output is not None:  # ("-o ''" too: an empty path is an error, not "no output")
-        check_output(args.output, "-o/--output")  # before anything is read
     import pyarrow.parquet as pq
 
     from fastaxo._core.progress import Progress

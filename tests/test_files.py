@@ -329,7 +329,7 @@ def test_a_state_that_does_not_fit_the_source_is_refused(tmp_path):
 # ------------------------------------------------------------------ outputs that are not files
 # (issue 27) `prepare IN -o /dev/null` as root renamed a Parquet file over /dev/null, and so for
 # any device, FIFO or socket given as an output; `-o ""` and `-o newdir/` failed only after the
-# whole run. Every output is now checked
+# whole run; `dedupe -o OUT` without inputs exited 0 without OUT. Every output is now checked
 # before any input is read: the inputs below are not Parquet at all, so an error about the
 # output proves that nothing was read first. The nodes are made in tmp_path: a regression can
 # never replace the real /dev/null (which is only ever checked, never written).
@@ -452,6 +452,14 @@ def test_a_bad_output_path_fails_before_anything_is_read(tmp_path, cmd, out, say
 def test_prepare_checks_its_output_before_reading(tmp_path, out, says):
     with pytest.raises(InvalidInputError, match=f"output: .*{says}"):
         fastaxo.prepare(_garbage(tmp_path), out, 128)
+
+
+def test_dedupe_output_without_inputs_is_an_error(tmp_path):
+    # without inputs dedupe runs its built-in demo: -o must not pass that off as a result
+    out = tmp_path / "out.parquet"
+    r = _cli("dedupe", "-o", str(out), "--rows", "1000")
+    _one_line_error(r, 1, "-o/--output", "no input files")
+    assert not out.exists()
 
 
 @_POSIX_NODES  # (and symbolic links need an elevated shell there)
