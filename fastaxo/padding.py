@@ -77,9 +77,12 @@ class PaddedBatches(Sequence):
         self.bases = bases
         self.truncated = truncated
         self.truncated_tokens = truncated_tokens
+        # batches are cut with copies of their own (n_batches + 1 numbers each): the attributes
+        # above are the caller's to read, and to change, without moving a batch
+        self._cut = (batch_offsets.copy(), widths.copy(), bases.copy())
 
     def __len__(self) -> int:
-        return len(self.widths)
+        return len(self._cut[1])
 
     def __getitem__(self, b: Any) -> Any:
         if isinstance(b, slice):
@@ -89,9 +92,10 @@ class PaddedBatches(Sequence):
             b += len(self)
         if not 0 <= b < len(self):
             raise IndexError(f"batch {b} out of range for {len(self)} batches")
-        rows = int(self.batch_offsets[b + 1] - self.batch_offsets[b])
-        w = int(self.widths[b])
-        lo = int(self.bases[b])
+        bo, widths, bases = self._cut
+        rows = int(bo[b + 1] - bo[b])
+        w = int(widths[b])
+        lo = int(bases[b])
         arrays = {k: v[lo : lo + rows * w].reshape(rows, w) for k, v in self.buffers.items()}
         return Padded(arrays, w)
 
@@ -270,7 +274,7 @@ def _pad(
             src = None
             st = code
             if col is not None:
-                src = col.entry_ptrs(None, n, None, nt)
+                src = col.entry_ptrs(None, None, lengths, nt)
                 st = ext.TYPE_CODES[col.dtype]
             ext.pad_fill(
                 buf.view(np.uint8),

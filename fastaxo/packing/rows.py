@@ -189,12 +189,25 @@ def _check_bins_arrays(bins: Bins) -> int:
     return n
 
 
+def _own_bins(bins: Bins) -> Bins:
+    """A copy of ``bins`` whose arrays nobody else holds (C-contiguous int64)."""
+    def own(a: np.ndarray) -> np.ndarray:
+        return np.array(a, dtype=np.int64, order="C", copy=True)
+
+    return Bins(own(bins.indices), own(bins.offsets), own(bins.lengths),
+                None if bins._starts is None else own(bins._starts), bins.capacity, bins.stats)
+
+
 def _check_bins(bins: Any, ids: Rows, width: int, layout: str) -> Bins:
+    """A checked copy of the caller's ``bins``: copied first, so that what was checked is what
+    the kernels read, whatever the caller does with its arrays meanwhile."""
     if not isinstance(bins, Bins):
         raise InvalidTypeError(
             f"bins must be a fastaxo.Bins (from pack_bins), got {type(bins).__name__}"
         )
-    n_entries = _check_bins_arrays(bins)
+    _check_bins_arrays(bins)
+    bins = _own_bins(bins)  # (a uint64 past int64 turns negative here, refused below)
+    n_entries = len(bins.indices)
     bad_off = offsets_problem(bins.offsets, n_entries)
     if bad_off is not None or int(bins.offsets[0]) != 0 or int(bins.offsets[-1]) != n_entries:
         why = bad_off[1] if bad_off is not None else (
@@ -309,7 +322,7 @@ def _materialise(
 
     def column(name: str, col: Rows, out_dt: np.dtype, pad: Any) -> np.ndarray:
         arr = _buffer(pool, name, shape, out_dt)
-        src = col.entry_ptrs(bins.indices, len(lens), starts, nt)
+        src = col.entry_ptrs(bins.indices, starts, lens, nt)
         ext.fill_bins(
             arr.reshape(-1).view(np.uint8),
             ext.TYPE_CODES[out_dt],
@@ -455,8 +468,9 @@ def pack(
     Parameters
     ----------
     data : ragged rows or a table
-        ``input_ids`` as a pyarrow ListArray / LargeListArray / ChunkedArray (zero-copy, slices
-        respected), a ``(values, offsets)`` tuple of NumPy arrays, a list of NumPy arrays, a
+        ``input_ids`` as a pyarrow ListArray / LargeListArray / ChunkedArray (tokens read in
+        place, slices respected; the offsets, 8 bytes a row, are copied and checked), a
+        ``(values, offsets)`` tuple of NumPy arrays, a list of NumPy arrays, a
         2-D array, or a list of lists (converted once: the slow path). Or a pyarrow Table /
         RecordBatch, a ``datasets.Dataset`` or a mapping with an ``input_ids`` column (and
         ``labels``, used when present).
@@ -524,17 +538,20 @@ class PackIterator:
     def __init__(self, gen_args: tuple, bins: Bins, chunk_bins: int, reuse_buffers: bool):
         self._args = gen_args
         self.bins = bins
+        # the chunks are made from a copy nobody else holds: between two chunks the caller may
+        # change anything it can reach, ``bins`` included
+        self._bins = _own_bins(bins)
         self.stats = bins.stats
         self.chunk_bins = chunk_bins
         self.reuse_buffers = reuse_buffers
 
     def __len__(self) -> int:
-        return (len(self.bins) + self.chunk_bins - 1) // self.chunk_bins
+        return (len(self._bins) + self.chunk_bins - 1) // self.chunk_bins
 
     def __iter__(self) -> Iterator[Packed]:
         ids, lab, extra, pv, o, position_ids = self._args
         pool: dict[str, np.ndarray] | None = {} if self.reuse_buffers else None
-        for chunk in self.bins.chunks(self.chunk_bins):
+        for chunk in self._bins.chunks(self.chunk_bins):
             yield _materialise(
                 ids,
                 lab,
@@ -583,7 +600,11 @@ def iter_pack(
     With ``reuse_buffers=True`` every chunk is written into the same arrays (the previous
     chunk's arrays are overwritten: consume or copy each chunk before asking for the next).
     That saves the allocation and first touch of fresh memory per chunk, which on virtual
-    machines costs more than the writing itself."""
+    machines costs more than the writing itself.
+
+    Between chunks the caller may reuse or change its arrays: the offsets and ``bins`` the
+    chunks are made from are copies taken at this call (``.bins`` included). Tokens are read
+    in place when each chunk is made: tokens changed meanwhile are the tokens packed."""
     chunk_bins = positive_int(chunk_bins, "chunk_bins")
     o = _pack_options(max_length, strategy, layout, attention, overflow, dtype, pad_id,
                       label_pad_id, pad_to_multiple_of, max_rows_per_bin, group_size, num_threads)
