@@ -15,7 +15,9 @@ from fastaxo._core.arrow import list_array
 from fastaxo._core.checks import (
     choice,
     deprecated_value,
+    fill_value,
     int_arg,
+    integer,
     offsets_problem,
     positive_int,
     renamed_args,
@@ -115,7 +117,7 @@ class PackedRows:
         return self._n
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        i = int_arg(i, "index")
+        i = integer(i, "index")  # (any size: out of range is an IndexError)
         if not -self._n <= i < self._n:
             raise IndexError(f"index {i} is out of range for {self._n:,} packed rows")
         i %= self._n
@@ -429,7 +431,7 @@ def _pack_options(
 
 def _prepare(data: Any, labels: Any, columns: Any, pad_values: Any, bins: Any, o: dict[str, Any]):
     ids, lab, extra = _resolve_columns(data, labels, columns)
-    pv = {} if pad_values is None else dict(pad_values)
+    pv = _pad_values(pad_values, extra)
     check_fits(ids, o["dt"], o["pad_id"], "pad_id")
     if lab is not None:
         check_fits(lab, o["dt"], o["label_pad_id"], "label_pad_id")
@@ -439,6 +441,21 @@ def _prepare(data: Any, labels: Any, columns: Any, pad_values: Any, bins: Any, o
     else:
         bins = _check_bins(bins, ids, o["width"], o["layout"])
     return ids, lab, extra, pv, bins
+
+
+def _pad_values(pad_values: Any, extra: dict[str, Rows]) -> dict[str, Any]:
+    """``pad_values`` checked: one value per extra column that its dtype holds."""
+    if pad_values is None:
+        return {}
+    if not isinstance(pad_values, Mapping):
+        raise InvalidTypeError(f"pad_values must be a mapping of column name -> pad value, got "
+                               f"{type(pad_values).__name__}")
+    unknown = [k for k in pad_values if k not in extra]
+    if unknown:
+        raise InvalidInputError(
+            f"pad_values: {unknown[0]!r} is not a column packed through columns= "
+            f"({list(extra)}); input_ids and labels pad with pad_id and label_pad_id")
+    return {k: fill_value(v, f"pad_values[{k!r}]", extra[k].dtype) for k, v in pad_values.items()}
 
 
 @renamed_args(max_len="max_length")
