@@ -237,6 +237,8 @@ text_column, format, add_special_tokens, append_eos, eos_token
         else max(1, int(num_cpus_per_task))
     if not isinstance(output, (str, os.PathLike)):
         raise InvalidTypeError(f"output must be a directory path, got {type(output).__name__}")
+    if not os.fspath(output):  # (abspath would make it the working directory)
+        raise InvalidInputError("output: the path is empty; give the directory for the shards")
     output = os.path.abspath(os.fspath(output))
     if os.path.exists(output) and not os.path.isdir(output):
         raise InvalidInputError(f"output: {output!r} exists and is not a directory")
