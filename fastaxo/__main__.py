@@ -106,24 +106,34 @@ def _parquet_batches(path: str, batch_rows: int) -> Any:
 
 
 def _cmd_dedupe(args: argparse.Namespace) -> int:
+    from fastaxo._core.files import TempOutput, check_not_an_input, check_output
+    from fastaxo.errors import InvalidInputError
+
+    if args.output is not None:  # ("-o ''" too: an empty path is an error, not "no output")
+        if not args.inputs:
+            # without inputs dedupe runs the built-in demo dataset: writing that to OUT would
+            # pass off generated rows as the user's result (a glob that matched nothing)
+            raise InvalidInputError("-o/--output: no input files to dedupe; give the Parquet "
+                                    "files (without inputs, dedupe shows the built-in demo and "
+                                    "writes nothing)")
+        check_output(args.output, "-o/--output")  # before anything is read
     if not args.inputs:
         return _dedupe_builtin(args)
     import pyarrow.parquet as pq
 
-    from fastaxo._core.files import TempOutput, check_not_an_input
     from fastaxo._core.progress import Progress
 
     t0 = time.perf_counter()
     for path in args.inputs:
         if not os.path.isfile(path):
             raise FileNotFoundError(errno.ENOENT, "no such input file", path)
+    if args.output is not None:
+        check_not_an_input(args.output, args.inputs, "-o/--output")
     try:
         total: int | None = sum(pq.read_metadata(p).num_rows for p in args.inputs)
     except Exception:  # not Parquet: the reading below says so, naming the file
         total = None
-    if args.output:
-        check_not_an_input(args.output, args.inputs)
-    tmp = TempOutput(args.output) if args.output else None
+    tmp = TempOutput(args.output, "-o/--output") if args.output is not None else None
     bar = None if args.quiet else Progress("fastaxo dedupe", total, "rows")
     try:
         with _interrupts() as interrupted:
@@ -137,7 +147,7 @@ def _cmd_dedupe(args: argparse.Namespace) -> int:
     print(
         f"fastaxo dedupe: {n_in:,} rows in, {n_out:,} kept, {n_in - n_out:,} duplicates dropped, "
         f"{dt:.2f} s ({n_in / max(dt, 1e-9):,.0f} rows/s), peak RSS {peak_rss_mib() or 0:,.0f} MiB"
-        + (f"; wrote {args.output}" if args.output else "")
+        + (f"; wrote {args.output}" if args.output is not None else "")
     )
     return 0
 
@@ -297,13 +307,15 @@ def _interrupts() -> Iterator[threading.Event]:
 
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
+    from fastaxo._core.files import check_not_an_input, check_output
     from fastaxo.errors import InvalidInputError
     from fastaxo.pipeline import prepare
 
-    if args.report_json:  # now, not after the run: a bad path must not cost the whole run
-        from fastaxo._core.files import check_not_an_input, check_writable_dir
-
-        check_writable_dir(args.report_json, "--report-json")
+    # every output now, before anything is read: a bad path must not cost the whole run
+    if args.ray is None:  # (with --ray, OUTPUT is a directory of shards: ray_prepare checks it)
+        check_output(args.output, "-o/--output")
+    if args.report_json is not None:
+        check_output(args.report_json, "--report-json")
         check_not_an_input(args.report_json, [*args.inputs, args.output], "--report-json")
     with _interrupts() as interrupted:
         common = dict(
@@ -355,7 +367,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
                 **tok_opts,
             )
     print(rep)
-    if args.report_json:
+    if args.report_json is not None:
         rep.to_json(args.report_json)
     return 0
 
@@ -370,8 +382,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     from fastaxo._bench.demo import tokenized_table
     from fastaxo._bench.plain_pipeline import check_packed, plain_prepare
+    from fastaxo._core.files import TempOutput, check_output
     from fastaxo.pipeline import PrepareReport
 
+    if args.report_json is not None:
+        check_output(args.report_json, "--report-json")  # now, not after the demo
     tmp = tempfile.mkdtemp(prefix="fastaxo-demo-", dir=args.dir)
     try:
         data = os.path.join(tmp, "chat.parquet")
@@ -451,8 +466,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             f"vs report {rep.tokens_out:,}"
         )
         ok = chk["ok"] and same_dups and chk["tokens"] == rep.tokens_out and chk["bins"] == rep.bins
-        if args.report_json:
-            with open(args.report_json, "w") as fh:
+        if args.report_json is not None:
+            with TempOutput(args.report_json, "--report-json") as out_json, \
+                    open(out_json.path, "w") as fh:
                 json.dump(
                     {
                         "prepare": rep.as_dict(),

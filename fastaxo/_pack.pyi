@@ -36,7 +36,7 @@ def row_ptrs(
     rows: list[np.ndarray], dtype: np.dtype[Any]
 ) -> tuple[np.ndarray, np.ndarray] | None: ...
 def source_ptrs(
-    rows: np.ndarray | None, n: int, starts: np.ndarray | None,
+    rows: np.ndarray | None, n: int, starts: np.ndarray | None, lens: np.ndarray,
     chunks: list[tuple[np.ndarray, np.ndarray]], chunk_base: np.ndarray, itemsize: int,
     num_threads: int,
 ) -> np.ndarray: ...

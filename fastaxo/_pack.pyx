@@ -340,13 +340,16 @@ def row_ptrs(list rows, object dtype):
     return ptrs_arr, lens_arr
 
 
-def source_ptrs(object rows, int64_t n, object starts, list chunks, const int64_t[::1] chunk_base,
-                int itemsize, int num_threads):
+def source_ptrs(object rows, int64_t n, object starts, const int64_t[::1] lens, list chunks,
+                const int64_t[::1] chunk_base, int itemsize, int num_threads):
     """Address of the first token of each of ``n`` entries: row ``rows[e]`` (``e`` itself when
     ``rows`` is None; global over ``chunks``, a list of ``(values, offsets)`` C-contiguous arrays
     whose first rows are ``chunk_base``), plus ``starts[e]`` tokens (or 0 when None).
 
-    Rows are checked against the chunks; the caller guarantees starts within their rows.
+    Every entry's tokens ``[start, start + lens[e])`` must lie inside its chunk's values, as
+    the offsets read now say: the offsets were checked when the call began, but a lazy caller
+    (an iter_pack chunk) reads them later, and the memory protected here must not depend on
+    nobody having changed them since. ValueError counts the entries that do not.
     """
     cdef const int64_t[::1] rw
     cdef bint has_rows = rows is not None
@@ -354,22 +357,28 @@ def source_ptrs(object rows, int64_t n, object starts, list chunks, const int64_
         rw = rows
         if rw.shape[0] != n:
             raise ValueError("source_ptrs: rows must have n entries")
+    if lens.shape[0] != n:
+        raise ValueError("source_ptrs: lens must have n entries")
     cdef int64_t nchunks = chunk_base.shape[0] - 1
     if nchunks < 1 or len(chunks) != nchunks:
         raise ValueError("source_ptrs: inconsistent chunk tables")
-    tables = np.empty((3, nchunks), np.uintp)
+    tables = np.empty((4, nchunks), np.uintp)
     cdef uintptr_t[:, ::1] tab = tables
     cdef int64_t c
     for c in range(nchunks):
         values, offsets = chunks[c]
         if offsets.shape[0] != chunk_base[c + 1] - chunk_base[c] + 1:
             raise ValueError("source_ptrs: chunk offsets do not match chunk_base")
+        if offsets.dtype.itemsize not in (4, 8) or values.dtype.itemsize != itemsize:
+            raise ValueError("source_ptrs: offsets must be int32 or int64, values of itemsize")
         tab[0, c] = _address(values)
         tab[1, c] = _address(offsets)
         tab[2, c] = offsets.dtype.itemsize == 8
+        tab[3, c] = values.shape[0]
     cdef const uintptr_t[::1] chunk_values = tab[0]
     cdef const uintptr_t[::1] chunk_offsets = tab[1]
     cdef const uintptr_t[::1] chunk_off64 = tab[2]
+    cdef const uintptr_t[::1] chunk_len = tab[3]
     cdef const int64_t[::1] st
     cdef bint has_starts = starts is not None
     if has_starts:
@@ -378,7 +387,7 @@ def source_ptrs(object rows, int64_t n, object starts, list chunks, const int64_
             raise ValueError("source_ptrs: starts must have one entry per row")
     out_arr = np.empty(n, np.uintp)
     cdef uintptr_t[::1] out = out_arr
-    cdef int64_t e, r, local, off, bad = 0
+    cdef int64_t e, r, local, off, room, skip, bad = 0
     for e in prange(n, nogil=True, num_threads=num_threads, schedule="static",
                     use_threads_if=num_threads > 1 and n >= 65536):
         r = rw[e] if has_rows else e
@@ -392,11 +401,20 @@ def source_ptrs(object rows, int64_t n, object starts, list chunks, const int64_
             off = (<const int64_t *>chunk_offsets[c])[local]
         else:
             off = (<const int32_t *>chunk_offsets[c])[local]
-        if has_starts:
-            off = off + st[e]
-        out[e] = chunk_values[c] + <uintptr_t>(off * itemsize)
+        skip = st[e] if has_starts else 0
+        # compared, never added before it is known not to wrap
+        if off < 0 or off > <int64_t>chunk_len[c]:
+            bad += 1
+            out[e] = 0
+            continue
+        room = <int64_t>chunk_len[c] - off
+        if skip < 0 or skip > room or lens[e] < 0 or lens[e] > room - skip:
+            bad += 1
+            out[e] = 0
+            continue
+        out[e] = chunk_values[c] + <uintptr_t>((off + skip) * itemsize)
     if bad:
-        raise ValueError(f"source_ptrs: {bad} row indices out of range")
+        raise ValueError(f"source_ptrs: {bad} entries lie outside their rows' values")
     return out_arr
 
 

@@ -77,9 +77,12 @@ class PaddedBatches(Sequence):
         self.bases = bases
         self.truncated = truncated
         self.truncated_tokens = truncated_tokens
+        # batches are cut with copies of their own (n_batches + 1 numbers each): the attributes
+        # above are the caller's to read, and to change, without moving a batch
+        self._cut = (batch_offsets.copy(), widths.copy(), bases.copy())
 
     def __len__(self) -> int:
-        return len(self.widths)
+        return len(self._cut[1])
 
     def __getitem__(self, b: Any) -> Any:
         if isinstance(b, slice):
@@ -89,9 +92,10 @@ class PaddedBatches(Sequence):
             b += len(self)
         if not 0 <= b < len(self):
             raise IndexError(f"batch {b} out of range for {len(self)} batches")
-        rows = int(self.batch_offsets[b + 1] - self.batch_offsets[b])
-        w = int(self.widths[b])
-        lo = int(self.bases[b])
+        bo, widths, bases = self._cut
+        rows = int(bo[b + 1] - bo[b])
+        w = int(widths[b])
+        lo = int(bases[b])
         arrays = {k: v[lo : lo + rows * w].reshape(rows, w) for k, v in self.buffers.items()}
         return Padded(arrays, w)
 
@@ -270,7 +274,7 @@ def _pad(
             src = None
             st = code
             if col is not None:
-                src = col.entry_ptrs(None, n, None, nt)
+                src = col.entry_ptrs(None, None, lengths, nt)
                 st = ext.TYPE_CODES[col.dtype]
             ext.pad_fill(
                 buf.view(np.uint8),
@@ -348,21 +352,25 @@ def pad(
         and position_ids is None
         and max_length is None
         and (labels is None or type(labels) is list)
-        and type(pad_id) is int
-        and type(label_pad_id) is int
-        and (pad_to_multiple_of is None
-             or (type(pad_to_multiple_of) is int and pad_to_multiple_of >= 1))
         and (side == "right" or side == "left")
     ):
-        # the collator fast path: a list of NumPy rows, read in place, one kernel call
+        # the collator fast path: a list of NumPy rows, read in place, one kernel call (its
+        # integer arguments checked as every other path checks them)
+        mult = positive_int(pad_to_multiple_of, "pad_to_multiple_of", allow_none=True)
+        pad_id = int_arg(pad_id, "pad_id")
+        label_pad_id = int_arg(label_pad_id, "label_pad_id")
         dt = _FAST_DTYPES.get(dtype) if not isinstance(dtype, str) else None
         if (
             dt is not None
             and _FITS[dt][0] <= pad_id <= _FITS[dt][1]
             and _FITS[dt][0] <= label_pad_id <= _FITS[dt][1]
         ):
+            if mult is not None:  # the output is at least rows x multiple wide: refused now
+                check_output_bytes(len(data) * mult * dt.itemsize,
+                                   f"the padded output ({len(data):,} rows x at least "
+                                   f"{mult:,} wide x {dt.itemsize} bytes)")
             try:
-                got = pad_rows(data, labels, dt, pad_id, label_pad_id, pad_to_multiple_of or 0,
+                got = pad_rows(data, labels, dt, pad_id, label_pad_id, mult or 0,
                                side == "left", bool(attention_mask))
             except ValueError as exc:
                 raise InvalidInputError(str(exc)) from None

@@ -163,3 +163,49 @@ def test_cli_default_dataset_runs(capsys):
     out = capsys.readouterr().out
     assert "kept 18,000 rows, dropped 2,000 duplicates" in out and "digests identical: True" in out
     assert "result: OK" in out
+
+
+# ------------------------------------------------------------------ apply on another table
+# (issue 27) DedupeResult.apply on a table that was not deduped: a longer one silently gave the
+# rows at the kept positions of its head (its tail dropped), a shorter one a bare pyarrow,
+# NumPy or IndexError. apply takes positions: the same rows in the same order (the input, or
+# the whole table when dedupe compared some of its columns), any other length is refused.
+def _datasets(rows):
+    datasets = pytest.importorskip("datasets")
+    return datasets.Dataset.from_dict({"text": rows})
+
+
+ROWS = ["a", "b", "a", "c", "b", "d"]
+RES = fastaxo.dedupe(ROWS)  # keep [0, 1, 3, 5]
+APPLY_CASES = [  # (case, data given to apply, error or the rows wanted)
+    ("the input", ROWS, ["a", "b", "c", "d"]),
+    ("a tuple", tuple(ROWS), ["a", "b", "c", "d"]),
+    ("same length, other content: positions", [f"x{i}" for i in range(6)], ["x0", "x1", "x3", "x5"]),
+    ("a wider table of the same rows", pa.table({"text": ROWS, "n": list(range(6))}), {"text": ["a", "b", "c", "d"], "n": [0, 1, 3, 5]}),
+    ("a NumPy array of the same length", np.arange(6) * 10, [0, 10, 30, 50]),
+    ("a longer list", ROWS + ["e", "f"], (InvalidInputError, r"apply: data has 8 rows, but this result is for the 6 rows dedupe was called on")),
+    ("a shorter list", ROWS[:4], (InvalidInputError, r"apply: data has 4 rows, but this result is for the 6 rows")),
+    ("a longer table", pa.table({"text": ROWS * 2}), (InvalidInputError, r"apply: data has 12 rows")),
+    ("a shorter Arrow array", pa.array(ROWS[:2]), (InvalidInputError, r"apply: data has 2 rows")),
+    ("a longer NumPy array", np.arange(7), (InvalidInputError, r"apply: data has 7 rows")),
+    ("an empty list", [], (InvalidInputError, r"apply: data has 0 rows")),
+    ("a 0-d array", np.array(3), (InvalidTypeError, r"apply: data is ndarray; expected the table, array or list")),
+    ("a dict", {"text": ROWS}, (InvalidTypeError, r"apply: data is dict; expected the table, array or list")),
+    ("a longer Dataset", "dataset+1", (InvalidInputError, r"apply: data has 7 rows")),
+]
+
+
+@pytest.mark.parametrize("data, want", [c[1:] for c in APPLY_CASES], ids=[c[0] for c in APPLY_CASES])
+def test_apply_takes_positions_of_the_same_rows_and_refuses_other_lengths(data, want):
+    if isinstance(data, str):  # (made here: datasets is imported only when installed)
+        data = _datasets(ROWS + ["z"])
+    if isinstance(want, tuple):
+        with pytest.raises(want[0], match=want[1]):
+            RES.apply(data)
+        return
+    got = RES.apply(data)
+    if isinstance(got, pa.Table):
+        got = got.to_pydict()
+    elif isinstance(got, np.ndarray):
+        got = got.tolist()
+    assert got == want

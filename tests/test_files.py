@@ -12,9 +12,13 @@ import gzip
 import hashlib
 import json
 import os
+import shutil
 import signal
+import socket
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -23,14 +27,32 @@ import pyarrow.parquet as pq
 import pytest
 
 import fastaxo
+from fastaxo._core import files
 from fastaxo.errors import InvalidInputError
 
 ENV = {**os.environ, "FASTAXO_REQUIRE_EXTENSION": os.environ.get("FASTAXO_REQUIRE_EXTENSION", "0")}
 
 
-def _cli(*args: str, preexec=None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fastaxo", *args], capture_output=True, text=True,
-                          cwd="/", env=ENV, timeout=timeout, preexec_fn=preexec)
+# uid/gid 65534 for the CLI when the tests run as root. The interpreter may live where only
+# root can read (pyenv under /root, 0700, as in CI): the child keeps one capability,
+# CAP_DAC_READ_SEARCH (read any file), and nothing else of root's: it writes, renames and
+# replaces as uid 65534. setpriv is util-linux's (an essential package on Debian and Ubuntu).
+_AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+              "--inh-caps=-all,+dac_read_search", "--ambient-caps=+dac_read_search", "--"]
+
+
+def _cli(*args: str, preexec=None, timeout: float = 300, nobody: bool = False
+         ) -> subprocess.CompletedProcess:
+    """``python -m fastaxo ARGS``; ``nobody``: as uid/gid 65534 when the tests run as root."""
+    head = _AS_NOBODY if nobody and _root() else []
+    if head and shutil.which("setpriv") is None:
+        pytest.fail("setpriv (util-linux) is needed to run the CLI as uid 65534")
+    return subprocess.run([*head, sys.executable, "-m", "fastaxo", *args], capture_output=True,
+                          text=True, cwd="/", env=ENV, timeout=timeout, preexec_fn=preexec)
+
+
+def _root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def _one_line_error(r: subprocess.CompletedProcess, code: int, *needles: str) -> None:
@@ -391,3 +413,220 @@ def test_a_state_that_does_not_fit_the_source_is_refused(tmp_path):
     rest = pa.Table.from_batches(list(fresh)).column("input_ids").to_pylist()
     whole = pq.read_table(a).column("input_ids").to_pylist()
     assert rest == whole[good["rows"]:]
+
+
+# ------------------------------------------------------------------ outputs that are not files
+# (issue 27) `prepare IN -o /dev/null` as root renamed a Parquet file over /dev/null, and so for
+# any device, FIFO or socket given as an output; `-o ""` and `-o newdir/` failed only after the
+# whole run; `dedupe -o OUT` without inputs exited 0 without OUT. Every output is now checked
+# before any input is read: the inputs below are not Parquet at all, so an error about the
+# output proves that nothing was read first. The nodes are made in tmp_path: a regression can
+# never replace the real /dev/null (which is only ever checked, never written).
+def _garbage(d) -> str:
+    p = os.path.join(d, "garbage.parquet")
+    with open(p, "wb") as fh:
+        fh.write(b"not parquet at all" * 100)
+    return p
+
+
+def _node(d, kind: str) -> str | None:
+    """A special file in ``d``; None when this container may not make one (no CAP_MKNOD)."""
+    p = os.path.join(d, kind)
+    if kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "chardev":  # a /dev/null of our own: major 1, minor 3
+        try:
+            os.mknod(p, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        except PermissionError:
+            return None
+    elif kind == "socket":
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(p)
+        sock.close()
+    else:
+        os.mkdir(p)
+    return p
+
+
+_KINDS = {"fifo": (stat.S_ISFIFO, "a fifo"), "chardev": (stat.S_ISCHR, "a character device"),
+          "socket": (stat.S_ISSOCK, "a socket"), "dir": (stat.S_ISDIR, "is a directory")}
+
+
+def _argv(cmd: str, inp: str, out: str, d) -> list[str]:
+    if cmd == "dedupe":
+        return ["dedupe", inp, "-o", out]
+    if cmd == "prepare":
+        return ["prepare", inp, "-o", out, "--max-length", "128", "-q"]
+    return ["prepare", inp, "-o", os.path.join(d, "o.parquet"), "--max-length", "128", "-q",
+            "--report-json", out]
+
+
+def _flag(cmd: str) -> str:
+    return "--report-json" if cmd == "report-json" else "-o/--output"
+
+
+@pytest.fixture
+def open_dir():
+    """A directory uid 65534 can work in (pytest's tmp_path is root's alone)."""
+    d = tempfile.mkdtemp(prefix="fastaxo-nobody-")
+    try:
+        if _root():
+            os.chown(d, 65534, 65534)
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+_POSIX_NODES = pytest.mark.skipif(os.name == "nt", reason="a Windows directory holds no FIFO, "
+                                  "device node or socket")
+
+
+@_POSIX_NODES
+@pytest.mark.parametrize("user", ["root", "nobody"])
+@pytest.mark.parametrize("kind", list(_KINDS))
+@pytest.mark.parametrize("cmd", ["prepare", "dedupe", "report-json"])
+def test_a_special_file_as_output_is_refused_before_the_run_and_kept(open_dir, cmd, kind, user):
+    # as root (every container) and as uid 65534: both could rename over a node they may
+    # replace (root anywhere, 65534 in its own directory)
+    if user == "root" and not _root():
+        user = "nobody"  # (a non-root run: the same test, as this user)
+    d = open_dir
+    inp = _garbage(d)
+    node = _node(d, kind)
+    if node is None:  # no mknod here: the pre-flight check alone, against the real /dev/null
+        with pytest.raises(InvalidInputError, match="'/dev/null' is a character device"):
+            files.check_output("/dev/null")
+        return
+    if _root() and user == "nobody":
+        for p in (d, inp, node):
+            os.lchown(p, 65534, 65534)
+    before = os.lstat(node)
+    r = _cli(*_argv(cmd, inp, node, d), nobody=user == "nobody")
+    _one_line_error(r, 1, _flag(cmd), repr(node), _KINDS[kind][1])
+    after = os.lstat(node)
+    assert _KINDS[kind][0](after.st_mode) and after.st_ino == before.st_ino
+    assert after.st_rdev == before.st_rdev
+    assert sorted(os.listdir(d)) == sorted(["garbage.parquet", kind])  # no temporary, no output
+
+
+@_POSIX_NODES
+def test_dev_null_and_special_files_in_the_library(tmp_path, src):
+    # pre-flight only for /dev/null: prepare's output check comes before anything is written
+    for out, kind in (("/dev/null", "a character device"), (str(tmp_path), "a directory")):
+        with pytest.raises(InvalidInputError, match=f"output: '{out}' is {kind}"):
+            fastaxo.prepare(_garbage(tmp_path), out, 128)
+    fifo = _node(tmp_path, "fifo")
+    rep = fastaxo.prepare(str(src), str(tmp_path / "o.parquet"), 128, progress=False)
+    with pytest.raises(InvalidInputError, match="path: .* is a FIFO"):
+        rep.to_json(fifo)
+    with pytest.raises(InvalidInputError, match="output: .* is a FIFO"):
+        files.TempOutput(fifo)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+@pytest.mark.parametrize("cmd", ["prepare", "dedupe", "report-json"])
+@pytest.mark.parametrize("out, says", [("", "the path is empty"),
+                                       ("newdir/", "ends with a path separator"),
+                                       ("nodir/out.parquet", "does not exist")])
+def test_a_bad_output_path_fails_before_anything_is_read(tmp_path, cmd, out, says):
+    inp = _garbage(tmp_path)
+    path = out if not out or out.endswith("/") else str(tmp_path / out)
+    r = _cli(*_argv(cmd, inp, path, tmp_path))
+    _one_line_error(r, 1, _flag(cmd), says)
+    assert sorted(os.listdir(tmp_path)) == ["garbage.parquet"]
+
+
+@pytest.mark.parametrize("out, says", [("", "the path is empty"),
+                                       ("newdir/", "ends with a path separator")])
+def test_prepare_checks_its_output_before_reading(tmp_path, out, says):
+    with pytest.raises(InvalidInputError, match=f"output: .*{says}"):
+        fastaxo.prepare(_garbage(tmp_path), out, 128)
+
+
+def test_dedupe_output_without_inputs_is_an_error(tmp_path):
+    # without inputs dedupe runs its built-in demo: -o must not pass that off as a result
+    out = tmp_path / "out.parquet"
+    r = _cli("dedupe", "-o", str(out), "--rows", "1000")
+    _one_line_error(r, 1, "-o/--output", "no input files")
+    assert not out.exists()
+
+
+@_POSIX_NODES  # (and symbolic links need an elevated shell there)
+def test_a_symlinked_output_is_written_through(tmp_path, src):
+    # the link stays and its file gets the output (a shell's `>`); a dangling link creates its
+    # file; a link to a FIFO is refused like the FIFO
+    target = tmp_path / "data" / "out.parquet"
+    target.parent.mkdir()
+    target.write_bytes(b"old")
+    link = tmp_path / "link.parquet"
+    os.symlink(target, link)
+    dangling = tmp_path / "dangling.parquet"
+    os.symlink(tmp_path / "data" / "new.parquet", dangling)
+    for out in (link, dangling):
+        r = _cli("dedupe", str(src), "-o", str(out))
+        assert r.returncode == 0, r.stderr
+        assert os.path.islink(out)
+        assert pq.read_table(os.path.realpath(out)).num_rows == len(
+            fastaxo.dedupe(pq.read_table(src)).keep)
+    assert _temporaries(tmp_path) == [] and _temporaries(target.parent) == []
+    fifo = _node(tmp_path, "fifo")
+    via = tmp_path / "to_fifo"
+    os.symlink(fifo, via)
+    r = _cli("dedupe", str(src), "-o", str(via))
+    _one_line_error(r, 1, f"a link to '{os.path.realpath(fifo)}'", "is a fifo")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+# ------------------------------------------------------------------ fsync before the rename
+def _record_syncs(monkeypatch) -> list[tuple]:
+    """os.fsync and os.replace calls, run for real and recorded: ("fsync", inode, is a
+    directory, size) and ("replace", inode of the source, destination)."""
+    calls: list[tuple] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        st = os.fstat(fd)
+        calls.append(("fsync", st.st_ino, stat.S_ISDIR(st.st_mode), st.st_size))
+        return real_fsync(fd)
+
+    def replace(a, b, **kw):
+        calls.append(("replace", os.lstat(a).st_ino, os.path.realpath(b)))
+        return real_replace(a, b, **kw)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    return calls
+
+
+def _synced_in_order(calls: list[tuple], out) -> None:
+    """The output's data was fsynced (its final inode and size) before the rename that put it
+    in place, and its directory after that rename (POSIX: Windows cannot open a directory)."""
+    st = os.stat(out)
+    dir_ino = os.stat(os.path.dirname(os.path.realpath(out))).st_ino
+    i = next(i for i, c in enumerate(calls) if c[0] == "replace" and c[2] == os.path.realpath(out))
+    assert calls[i][1] == st.st_ino
+    assert ("fsync", st.st_ino, False, st.st_size) in calls[:i], calls
+    if os.name == "posix":
+        assert any(c[:3] == ("fsync", dir_ino, True) for c in calls[i + 1:]), calls
+
+
+def test_outputs_are_fsynced_before_and_after_the_rename(tmp_path, src, monkeypatch):
+    from fastaxo.__main__ import main
+
+    calls = _record_syncs(monkeypatch)
+    out, rep_json = tmp_path / "out.parquet", tmp_path / "rep.json"
+    out.write_bytes(b"old")  # replaced: the case a power cut could leave empty
+    rep = fastaxo.prepare(str(src), str(out), 128, progress=False)
+    _synced_in_order(calls, out)
+    rep.to_json(str(rep_json))
+    _synced_in_order(calls, rep_json)
+    calls.clear()
+    deduped = tmp_path / "deduped.parquet"
+    assert main(["dedupe", str(src), "-o", str(deduped), "-q"]) == 0
+    _synced_in_order(calls, deduped)
+    calls.clear()
+    rj = tmp_path / "cli.json"
+    assert main(["prepare", str(src), "-o", str(out), "--max-length", "64", "-q",
+                 "--report-json", str(rj)]) == 0
+    _synced_in_order(calls, out)
+    _synced_in_order(calls, rj)

@@ -11,7 +11,7 @@ from collections import Counter
 
 import numpy as np
 import pyarrow as pa
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import fastaxo
@@ -133,6 +133,11 @@ def test_fuzz_pad_batches(rag, data, pad_to, side, nt):
        st.one_of(st.none(), st.integers(1, 5)), threads)
 def test_fuzz_pack_bins(lengths, capacity, strategy, overflow, max_rows, nt):
     arr = np.array(lengths, np.int64)
+    if overflow == "split" and capacity >= 1 and (arr >= 0).all():
+        # a split into 2**25 .. (memory / 48) pieces is a big input, not a hostile one: fastaxo
+        # makes it (gigabytes); past that it refuses it (CapacityError, tested here)
+        pieces = sum(-(-int(n) // capacity) for n in lengths)
+        assume(pieces < 2**25 or pieces * 48 > 2**48)
     out, err = _fails_cleanly(lambda: fastaxo.pack_bins(arr, capacity, strategy=strategy, overflow=overflow,
                                                          max_rows_per_bin=max_rows, num_threads=nt))
     if out is None:
@@ -217,3 +222,143 @@ def test_fuzz_arrow_lists_built_without_validation(rag, kernel, nt):
         want = [hashlib.sha256(r.astype(values.dtype.newbyteorder("<")).tobytes()).digest()
                 for r in _rows(values, offsets)]
         assert [bytes(x) for x in out] == want
+
+
+# -------------------------------------------------- caller buffers changed between lazy steps
+# (issue 27) iter_pack((values, offsets)) read the caller's offsets at every chunk: a caller that
+# reused the buffer between chunks made the kernel read outside the values (a segfault). Every
+# buffer a lazy API holds across a yield is now its own copy; each chunk must equal the chunk of
+# the untouched input, whatever the caller writes meanwhile.
+def _garbage(draw, a: np.ndarray) -> None:
+    """Overwrite ``a`` in place: huge, negative, reversed, or other rows' plausible values."""
+    kind = draw(st.sampled_from(["huge", "negative", "reversed", "plausible", "zeros"]))
+    lim = np.iinfo(a.dtype)
+    if kind == "huge":
+        a[:] = lim.max
+    elif kind == "negative":
+        a[:] = lim.min if lim.min < 0 else lim.max
+    elif kind == "reversed":
+        a[:] = a[::-1].copy()
+    elif kind == "plausible":  # in range and non-decreasing, but other rows
+        a[:] = np.sort(np.random.default_rng(draw(st.integers(0, 99))).integers(0, max(int(a.max()), 1) + 1, len(a)))
+    else:
+        a[:] = 0
+
+
+def _chunks_equal(got, want) -> None:
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a), list(a)
+
+
+@given(ragged(valid=True), st.data(),
+       st.sampled_from(["offsets", "arrow offsets", "label offsets", "user bins", "it.bins"]),
+       st.sampled_from(["padded", "flat"]), threads)
+def test_iter_pack_is_safe_when_the_caller_reuses_its_buffers(rag, data, what, layout, nt):
+    values, offsets, _ = rag
+    if len(offsets) < 2:
+        return
+    kw = dict(chunk_bins=2, layout=layout, overflow="split", num_threads=nt)
+    bins = fastaxo.pack_bins((values, offsets.copy()), 64, overflow="split")
+    want = [dict(c) for c in fastaxo.iter_pack((values, offsets.copy()), 64, labels=(values, offsets.copy()),
+                                               bins=bins, **kw)]
+    offs, lab_offs = offsets.copy(), offsets.copy()
+    if what == "arrow offsets":  # an Arrow array over the caller's NumPy memory (no copy)
+        cls = pa.LargeListArray if offs.dtype == np.int64 else pa.ListArray
+        src = cls.from_buffers(cls.from_arrays(pa.array(offs), pa.array(values)).type, len(offs) - 1,
+                               [None, pa.py_buffer(offs)], children=[pa.array(values)])
+        assert np.shares_memory(np.frombuffer(src.buffers()[1], offs.dtype), offs)
+    else:
+        src = (values, offs)
+    mine = fastaxo.Bins(bins.indices.copy(), bins.offsets.copy(), bins.lengths.copy(),
+                        None if not bins.has_starts else bins.starts.copy(), bins.capacity, bins.stats)
+    it = fastaxo.iter_pack(src, 64, labels=(values, lab_offs), bins=mine, **kw)
+    targets = {"offsets": [offs], "arrow offsets": [offs], "label offsets": [lab_offs],
+               "user bins": [mine.indices, mine.offsets, mine.lengths],
+               "it.bins": [it.bins.indices, it.bins.offsets, it.bins.lengths]}[what]
+    got = []
+    for chunk in it:
+        got.append({k: v.copy() for k, v in chunk.items()})
+        for a in targets:
+            _garbage(data.draw, a)
+    _chunks_equal(got, want)
+
+
+def test_iter_pack_reused_offsets_buffer_regression():
+    # the reported case, without Hypothesis: the offsets overwritten after the first chunk
+    rng = np.random.default_rng(0)
+    lens = rng.integers(1, 50, 2000)
+    offs = np.zeros(len(lens) + 1, np.int64)
+    np.cumsum(lens, out=offs[1:])
+    vals = rng.integers(0, 1000, int(offs[-1])).astype(np.int32)
+    want = [dict(c) for c in fastaxo.iter_pack((vals, offs.copy()), 64, chunk_bins=50)]
+    got = []
+    for chunk in fastaxo.iter_pack((vals, offs), 64, chunk_bins=50):
+        got.append({k: v.copy() for k, v in chunk.items()})
+        offs[:] = 1 << 40
+    _chunks_equal(got, want)
+
+
+def test_source_ptrs_refuses_entries_outside_the_values():
+    # the door into C checks each entry's span as it reads the offsets (a second line behind
+    # the copies above: whatever fastaxo hands it, nothing outside the values is addressed)
+    from fastaxo._core.backend import pack_ext as ext
+
+    if ext is None:
+        return
+    values = np.arange(10, dtype=np.int32)
+    one = np.ones(1, np.int64)
+    cases = [  # (offsets, row, start, length)
+        (np.array([0, 4, 10]), 1, 0, 7),            # longer than its row's room
+        (np.array([0, 2**40, 10]), 1, 0, 1),        # an offset past the values
+        (np.array([0, -5, 10]), 1, 0, 1),           # a negative offset
+        (np.array([0, 4, 10]), 1, 2**62, 1),        # a start past the values
+        (np.array([0, 4, 10]), 1, 0, -1),           # a negative length
+        (np.array([0, 4, 10], np.int32), 5, 0, 1),  # a row that does not exist
+    ]
+    for offs, row, start, length in cases:
+        try:
+            ext.source_ptrs(np.array([row]), 1, np.array([start]), one * length,
+                            [(values, offs if offs.dtype == np.int32 else offs.astype(np.int64))],
+                            np.array([0, 2], np.int64), 4, 1)
+        except ValueError as e:
+            assert "outside" in str(e)
+        else:
+            raise AssertionError(f"accepted {(offs.tolist(), row, start, length)}")
+    ok = ext.source_ptrs(np.array([1]), 1, np.array([2]), one * 4, [(values, np.array([0, 4, 10]))],
+                         np.array([0, 2], np.int64), 4, 1)
+    assert int(ok[0]) == values.ctypes.data + 6 * 4
+
+
+def test_pad_batches_cuts_with_its_own_boundaries():
+    # the boundaries PaddedBatches shows are the caller's to change: its batches stay put
+    rows = [np.arange(n, dtype=np.int64) for n in (3, 1, 4, 1, 5, 9, 2, 6)]
+    pb = fastaxo.pad_batches(rows, np.array([0, 3, 5, 8]))
+    want = [dict(b) for b in pb]
+    pb.batch_offsets[:] = [0, 8, 1 << 40, -1]
+    pb.widths[:] = 1 << 30
+    pb.bases[:] = -7
+    assert len(pb) == 3
+    for got, w in zip(pb, want):
+        assert all(np.array_equal(got[k], w[k]) for k in w)
+
+
+def test_dedupe_hashes_its_own_list_of_rows_block_after_block():
+    # dedupe hashes a list of str/bytes 65,536 rows at a time; code that runs between two
+    # blocks (here a Seen subclass; in real life another thread) may empty the caller's list.
+    # The old code then raised a bare ValueError from the kernel.
+    import hashlib
+
+    from fastaxo.hashing.rows import BLOCK
+
+    rows = [b"%d" % (i % 70_000) for i in range(BLOCK + 9_000)]
+    want = fastaxo.dedupe(list(rows)).keep
+
+    class Vandal(fastaxo.Seen):
+        def add(self, digests):
+            rows.clear()
+            return super().add(digests)
+
+    res = fastaxo.dedupe(rows, seen=Vandal())
+    assert np.array_equal(res.keep, want)
+    assert len(res.seen) == 70_000 and hashlib.sha256(b"0").digest() in res.seen

@@ -294,6 +294,14 @@ def test_errors_name_the_file_and_row(cluster, tmp_path):
         fxray.prepare([f], str(tmp_path / "out3"), SEQ, num_cpus_per_task=0, address=cluster["address"])
 
 
+def test_an_empty_output_is_refused_before_ray_starts(tmp_path, monkeypatch):
+    # (issue 27) abspath("") is the working directory: `prepare --ray IN -o ""` wrote shards there
+    monkeypatch.chdir(tmp_path)  # (were it back: no input exists, nothing is written here)
+    with pytest.raises(InvalidInputError, match="output: the path is empty"):
+        fxray.prepare([str(tmp_path / "nothing.parquet")], "", SEQ)
+    assert os.listdir(tmp_path) == []
+
+
 def test_command_line(cluster, tmp_path):
     files = [_write_parquet(tmp_path / f"in{k}.parquet", ids, labs, 400)
              for k, (ids, labs) in enumerate(_planted(2, 1500, seed=5))]

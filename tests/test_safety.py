@@ -67,6 +67,28 @@ def test_a_huge_packed_width_is_refused():
         fastaxo.pack(ids, 2**61, strategy="ff")
 
 
+def test_a_huge_split_is_refused_before_anything_is_allocated():
+    # (issue 27) overflow="split" of one 2**34-token row into rows of 8 made 16 GiB arrays, one
+    # after another, and the OOM killer ended the test run (the fuzz found it; pack splits
+    # through the same code). In a child under an address-space limit: were it back, the child
+    # gets a MemoryError, and the machine lives. (Not under AddressSanitizer, whose shadow memory
+    # needs terabytes of address space: the sanitizer leg runs code the main leg has passed.)
+    r = _child("""
+        import os, resource, numpy as np, fastaxo
+        if "asan" not in os.environ.get("LD_PRELOAD", ""):
+            resource.setrlimit(resource.RLIMIT_AS, (6 << 30, 6 << 30))
+        for lengths, cap in (([3, 2**34, 5], 8), ([2**63 - 1], 1), ([2**40] * 4_000, 2**20)):
+            try:
+                fastaxo.pack_bins(np.array(lengths), cap, overflow="split", strategy="ffd")
+                print("returned")
+            except fastaxo.CapacityError as e:
+                print("CapacityError", "pieces" in str(e))
+            except MemoryError:
+                print("MemoryError")
+        """)
+    _ok(r, "CapacityError True\nCapacityError True\nCapacityError True")
+
+
 # ------------------------------------------------------------------ offsets
 @pytest.mark.parametrize("dtype, offsets", [
     (np.int32, [0, 2**31 - 1, -(2**31) + 5]),           # np.diff wraps to +6 in int32

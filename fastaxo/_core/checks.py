@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -12,9 +13,9 @@ import numpy as np
 
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 
-__all__ = ["MAX_ROW_BYTES", "choice", "cli_positive_float", "cli_positive_int", "count",
-           "deprecated_value", "int_arg", "mistake_hint", "offsets_problem", "positive_int",
-           "renamed_args", "require_offsets"]
+__all__ = ["INT64_MAX", "INT64_MIN", "MAX_ROW_BYTES", "choice", "cli_positive_float",
+           "cli_positive_int", "count", "deprecated_value", "fill_value", "int_arg", "integer",
+           "mistake_hint", "offsets_problem", "positive_int", "renamed_args", "require_offsets"]
 
 # The largest row (a text, or a rendered conversation) handed to a tokenizer, in UTF-8 bytes:
 # HF's tokenizer needs ~100 bytes of memory per byte of text (a 200 MB row took 19 GB), and no
@@ -65,33 +66,70 @@ def _type_name(value: Any) -> str:
     return f"{type(value).__name__} {value!r:.40}"
 
 
-def int_arg(value: Any, name: str) -> int:
-    """``value`` as a Python int; bools and non-integers are refused."""
+#: The range of every integer argument that reaches the compiled kernels (a C int64_t): past
+#: it, Cython's conversion raised a bare OverflowError, or a value wrapped.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def integer(value: Any, name: str, kind: str = "an int") -> int:
+    """``value`` as a Python int of any size (NumPy integers too; bools, floats and the rest
+    are refused). The kernels' arguments take :func:`int_arg` & co., which bound it too."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InvalidTypeError(f"{name} must be an int, got {_type_name(value)}")
+        raise InvalidTypeError(f"{name} must be {kind}, got {_type_name(value)}")
     return int(value)
 
 
-def positive_int(value: Any, name: str, *, allow_none: bool = False) -> Any:
-    """``value`` as an int >= 1 (or None where ``allow_none``)."""
+def _in_range(v: int, name: str, lo: int, hi: int) -> int:
+    if not lo <= v <= hi:
+        raise InvalidInputError(f"{name} is {v:,}; it must be between {lo:,} and {hi:,}")
+    return v
+
+
+def int_arg(value: Any, name: str, *, lo: int = INT64_MIN, hi: int = INT64_MAX) -> int:
+    """``value`` as a Python int in ``[lo, hi]`` (default: what an int64 holds)."""
+    return _in_range(integer(value, name), name, lo, hi)
+
+
+def positive_int(value: Any, name: str, *, allow_none: bool = False, hi: int = INT64_MAX) -> Any:
+    """``value`` as an int in ``[1, hi]`` (or None where ``allow_none``)."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InvalidTypeError(
-            f"{name} must be a positive int{' or None' if allow_none else ''}, got "
-            f"{_type_name(value)}"
-        )
-    if value < 1:
-        raise InvalidInputError(f"{name} must be >= 1, got {value}")
-    return int(value)
+    v = integer(value, name, "a positive int" + (" or None" if allow_none else ""))
+    if v < 1:
+        raise InvalidInputError(f"{name} must be >= 1, got {v}")
+    return _in_range(v, name, 1, hi)
 
 
 def count(value: Any, name: str, *, allow_zero: bool = False) -> int:
-    """``value`` as an int > 0 (>= 0 where ``allow_zero``): sizes and counts."""
-    v = int_arg(value, name)
+    """``value`` as an int > 0 (>= 0 where ``allow_zero``) that an int64 holds: sizes and
+    counts."""
+    v = integer(value, name)
     if v < 0 or (v == 0 and not allow_zero):
         raise InvalidInputError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {v}")
-    return v
+    return _in_range(v, name, 0 if allow_zero else 1, INT64_MAX)
+
+
+def fill_value(value: Any, name: str, dtype: np.dtype) -> Any:
+    """A pad value for a column of ``dtype``: an int the dtype holds; for a float column, an int
+    or a float within its range (inf and nan are values too). Bools and non-numbers are
+    refused."""
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return int_arg(value, name, lo=int(info.min), hi=int(info.max))
+    if isinstance(value, (bool, np.bool_)) or not isinstance(
+            value, (int, float, np.integer, np.floating)):
+        raise InvalidTypeError(f"{name} must be a number, got {_type_name(value)}")
+    top = float(np.finfo(dt).max)
+    try:
+        f = float(value)
+    except OverflowError:  # an int past every float
+        f = math.inf
+    if (math.isfinite(f) and abs(f) > top) or (math.isinf(f) and not isinstance(value, float)
+                                               and not isinstance(value, np.floating)):
+        raise InvalidInputError(f"{name} is {value!r:.40}; a {dt} column holds at most "
+                                f"{top:g} in magnitude")
+    return f
 
 
 def choice(value: Any, name: str, options: Sequence[str]) -> str:

@@ -1,25 +1,33 @@
-"""Output files: never one of the inputs, written to a temporary file and renamed, and the
-temporary removed on an error, a signal or (next time) after the process was killed.
+"""Output files: never one of the inputs, never a special file, written to a temporary file,
+fsynced and renamed, and the temporary removed on an error, a signal or (next time) after the
+process was killed.
 
-Every command that writes goes through :func:`check_not_an_input` and :class:`TempOutput`:
-``fastaxo prepare`` (pipeline/writer.py), ``fastaxo dedupe -o``, ``--report-json``.
+Every command that writes goes through :func:`check_output` (before any input is read),
+:func:`check_not_an_input` and :class:`TempOutput`: ``fastaxo prepare`` (pipeline/writer.py),
+``fastaxo dedupe -o``, ``--report-json``.
+
+An output that is a symbolic link is written through: the file it points to is replaced (what
+``>`` in a shell does), and the link stays. ``os.replace`` on the link itself would put a new
+file in the link's place and leave the file it pointed to unchanged.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
+import stat
 import threading
 from collections.abc import Iterable
 from typing import Any
 
-from fastaxo.errors import InvalidInputError
+from fastaxo.errors import InvalidInputError, InvalidTypeError
 
 __all__ = [
     "TempOutput",
     "check_not_an_input",
-    "check_writable_dir",
+    "check_output",
     "received_signal",
     "remove_live_temporaries",
     "remove_stale_temporaries",
@@ -54,14 +62,65 @@ def check_not_an_input(output: str, inputs: Iterable[str], what: str = "output")
                 "Choose another output path.")
 
 
-def check_writable_dir(path: str, what: str = "output") -> str:
+_SPECIAL = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+            (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+            (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a loop of symbolic links"))
+
+
+def _special_kind(target: str, what: str) -> str | None:
+    """What ``target`` is when it exists and is not a regular file (lstat: links not
+    followed; ``target`` has them resolved already, so a link left is a loop)."""
+    try:
+        mode = os.lstat(target).st_mode
+    except (FileNotFoundError, NotADirectoryError):  # (the directory check names the problem)
+        return None
+    except OSError as e:
+        raise InvalidInputError(f"{what}: cannot use {target!r}: {e.strerror or e}") from None
+    if stat.S_ISREG(mode):
+        return None
+    return next((kind for test, kind in _SPECIAL if test(mode)), "not a regular file")
+
+
+def check_output(path: str | os.PathLike[str], what: str = "output") -> str:
+    """The regular file an output at ``path`` replaces: ``path`` with its symbolic links
+    resolved (see the module docstring). Refused with one line naming ``what``, before any
+    work: an empty path; a path ending in a separator (a directory's name); an existing
+    directory, device, FIFO or socket (renaming the finished file over it would replace the
+    device itself: ``-o /dev/null`` as root replaced /dev/null); a directory that does not
+    exist or cannot be written in."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidTypeError(f"{what} must be a path, got {type(path).__name__}")
+    path = os.fspath(path)
+    if not isinstance(path, str):
+        raise InvalidTypeError(f"{what} must be a str path, got bytes {path!r:.60}")
+    if not path:
+        raise InvalidInputError(f"{what}: the path is empty; give a file name")
+    if path.endswith(os.sep) or (os.altsep and path.endswith(os.altsep)):
+        raise InvalidInputError(
+            f"{what}: {path!r} ends with a path separator, which names a directory; give a file "
+            f"name, e.g. {os.path.join(path, 'out.parquet')!r}")
+    target = os.path.realpath(path)
+    kind = _special_kind(target, what)
+    if kind == "a directory":  # (os.replace cannot replace one; said now, not after the run)
+        raise InvalidInputError(f"{what}: {path!r} is a directory; give a file name, e.g. "
+                                f"{os.path.join(path, 'out.parquet')!r}")
+    if kind is not None:
+        via = "" if os.path.abspath(path) == target else f" (a link to {target!r})"
+        raise InvalidInputError(
+            f"{what}: {path!r}{via} is {kind}, not a regular file; fastaxo writes a new file and "
+            "renames it into place, which would replace it. Give the path of a regular file")
+    _writable_dir(target, what)
+    return target
+
+
+def _writable_dir(path: str, what: str) -> str:
     """The directory ``path`` would be written in; refused (naming ``what``) unless it exists,
-    is a directory and is writable, and ``path`` itself is not a directory."""
+    is a directory and is writable."""
     out_dir = os.path.dirname(os.path.abspath(path)) or "."
     if not os.path.isdir(out_dir):
+        if os.path.exists(out_dir):
+            raise InvalidInputError(f"{what}: {out_dir!r} is not a directory")
         raise InvalidInputError(f"{what}: directory {out_dir!r} does not exist")
-    if os.path.isdir(path):
-        raise InvalidInputError(f"{what}: {path!r} is a directory; expected a file name")
     # a real file, not os.access: root passes access() on a read-only or special file system
     probe = os.path.join(out_dir, f".{os.path.basename(path)}{_TAG}probe-{os.urandom(4).hex()}")
     try:
@@ -71,6 +130,36 @@ def check_writable_dir(path: str, what: str = "output") -> str:
         reason = e.strerror or str(e)
         raise InvalidInputError(f"{what}: cannot write in {out_dir!r}: {reason}") from None
     return out_dir
+
+
+def _fsync_path(path: str) -> None:
+    """Flush a file's data to the device (any descriptor of the file flushes it; a writable
+    one, because Windows' fsync needs one)."""
+    fd = os.open(path, os.O_WRONLY | getattr(os, "O_BINARY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: str) -> None:
+    """Flush a directory's entries (the rename into it) where the platform can: POSIX. Windows
+    cannot open a directory to flush it (skipped there). A directory this process may not open
+    (write-only permissions) or a file system that cannot flush one is not an error: the
+    rename is done, only its durability is the file system's."""
+    if os.name != "posix":
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except PermissionError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -142,24 +231,37 @@ def remove_stale_temporaries(output: str) -> list[str]:
 
 
 class TempOutput:
-    """A temporary path beside ``output`` (``.NAME.fastaxo-tmp-PID-RANDOM``, in the same
-    directory so the rename is atomic); :meth:`commit` renames it to ``output``, :meth:`abort`
-    removes it. While it exists it is registered, so a signal handler can remove it
+    """A temporary path beside the file ``output`` names (``.NAME.fastaxo-tmp-PID-RANDOM``, in
+    the same directory so the rename is atomic); :meth:`commit` makes it durable and renames it
+    over that file, :meth:`abort` removes it. ``output`` is checked by :func:`check_output`
+    (``what`` names it in errors); a symbolic link is written through. While the temporary
+    exists it is registered, so a signal handler can remove it
     (:func:`remove_live_temporaries`); creating one removes stale temporaries of dead
     processes for the same output (:attr:`stale_removed`)."""
 
-    def __init__(self, output: str):
-        out_dir = check_writable_dir(output)
-        self.output = output
-        self.stale_removed = remove_stale_temporaries(output)
-        name = f".{os.path.basename(output)}{_TAG}{os.getpid()}-{os.urandom(4).hex()}"
-        self.path = os.path.join(out_dir, name)
+    def __init__(self, output: str | os.PathLike[str], what: str = "output"):
+        self.target = check_output(output, what)
+        self.output = os.fspath(output)
+        self.what = what
+        self.stale_removed = remove_stale_temporaries(self.target)
+        name = f".{os.path.basename(self.target)}{_TAG}{os.getpid()}-{os.urandom(4).hex()}"
+        self.path = os.path.join(os.path.dirname(self.target), name)
         with _live_lock:
             _live.add(self.path)
 
     def commit(self) -> None:
-        os.replace(self.path, self.output)
+        """fsync the temporary's data, rename it over the output, fsync the directory: a
+        power cut leaves the old output or the whole new one, never an empty file."""
+        # checked again at the last moment: something may have been put there during the run
+        kind = _special_kind(self.target, self.what)
+        if kind is not None:
+            raise InvalidInputError(
+                f"{self.what}: {self.output!r} became {kind} during the run; not replaced. "
+                "Give the path of a regular file")
+        _fsync_path(self.path)
+        os.replace(self.path, self.target)
         self._forget()
+        _fsync_dir(os.path.dirname(self.target))
 
     def abort(self) -> None:
         try:

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from fastaxo._core import arrow, backend
 from fastaxo._core.checks import mistake_hint, require_offsets
-from fastaxo.errors import ColumnNotFoundError, InvalidInputError, InvalidTypeError
+from fastaxo.errors import ColumnNotFoundError, InvalidInputError, InvalidTypeError, KernelError
 
 _INT64 = np.dtype(np.int64)
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
@@ -34,10 +34,17 @@ class Ragged:
 
     def __init__(self, name: str, chunks: list[tuple[np.ndarray, np.ndarray]], dtype: np.dtype,
                  index: np.ndarray | None = None, lengths: np.ndarray | None = None):
-        """``lengths`` may be given only for offsets built here from those lengths (trusted)."""
+        """``lengths`` may be given only for offsets built here from those lengths (trusted).
+        Other offsets are the caller's: they are copied, then checked. The kernels find every
+        row through them, possibly long after this call (an :func:`~fastaxo.iter_pack` chunk),
+        and the caller may reuse its buffer meanwhile (a NumPy array, or the memory an Arrow
+        array was built on without a copy); the copy (8 bytes a row) keeps what was checked
+        what is read. The values are read in place: their length cannot change."""
         self.name = name
-        self.chunks = chunks
         self.dtype = np.dtype(dtype)
+        if lengths is None:
+            chunks = [(values, _snapshot(offsets)) for values, offsets in chunks]
+        self.chunks = chunks
         if len(chunks) == 1:
             self.bases = np.array([0, len(chunks[0][1]) - 1], dtype=np.int64)
         else:
@@ -71,15 +78,20 @@ class Ragged:
         return rows if self.index is None else self.index[rows]
 
     def entry_ptrs(
-        self, rows: np.ndarray | None, n: int, starts: np.ndarray | None, nt: int
+        self, rows: np.ndarray | None, starts: np.ndarray | None, lens: np.ndarray, nt: int
     ) -> np.ndarray:
-        """Address of the first token of each of ``n`` entries: logical row ``rows[e]`` (``e``
-        when None) plus ``starts[e]`` tokens."""
+        """Address of the first token of each entry ``e``: logical row ``rows[e]`` (``e`` when
+        None) plus ``starts[e]`` tokens, its ``lens[e]`` tokens inside the values (checked
+        again in C as the offsets are read)."""
         from fastaxo._core.backend import pack_ext
 
         assert pack_ext is not None  # the kernels that read addresses need the extension
         phys = self.index if rows is None else self.physical(rows)
-        return pack_ext.source_ptrs(phys, n, starts, *self.source(), self.dtype.itemsize, nt)
+        try:
+            return pack_ext.source_ptrs(phys, len(lens), starts, lens, *self.source(),
+                                        self.dtype.itemsize, nt)
+        except ValueError as e:  # (the offsets are fastaxo's own copy: a bug if ever seen)
+            raise KernelError(f"{self.name}: {e}") from None
 
     def source(self) -> tuple[list, np.ndarray]:
         """(chunks, chunk_base) as the kernels' ``source_ptrs`` takes them."""
@@ -109,6 +121,11 @@ class Ragged:
         return None if lo is None or hi is None else (lo, hi)
 
 
+def _snapshot(offsets: np.ndarray) -> np.ndarray:
+    """A private, C-contiguous, native-order copy of int32/int64 offsets."""
+    return np.array(offsets, dtype=offsets.dtype.newbyteorder("="), order="C", copy=True)
+
+
 class ArrayRows:
     """A list of 1-D C-contiguous NumPy arrays of one native dtype, read in place (no
     concatenation): the shape a collator's micro-batch arrives in."""
@@ -126,8 +143,9 @@ class ArrayRows:
         return len(self.lengths)
 
     def entry_ptrs(
-        self, rows: np.ndarray | None, n: int, starts: np.ndarray | None, nt: int
+        self, rows: np.ndarray | None, starts: np.ndarray | None, lens: np.ndarray, nt: int
     ) -> np.ndarray:
+        # (the rows are held, unresizable, by this object; their lengths were read with them)
         p = self.ptrs if rows is None else self.ptrs[rows]
         if starts is not None:
             p = p + starts.astype(np.uintp) * np.uintp(self.dtype.itemsize)
@@ -327,13 +345,14 @@ def as_ragged(data: Any, name: str, *, integer: bool = True) -> Rows:
             ):
                 raise InvalidInputError(f"{name}: offsets exceed int64")
             offsets = offsets.astype(np.int64)
-        return Ragged(name, [(_native(values), _native(offsets))], dtype)
+        return Ragged(name, [(_native(values), offsets)], dtype)  # (offsets: copied there)
     if isinstance(data, np.ndarray):
         if data.ndim == 2 and data.dtype.kind in "iuf":
             dtype = _check_value_dtype(name, data.dtype, integer)
             n, w = data.shape
             offsets = np.arange(n + 1, dtype=np.int64) * w
-            return Ragged(name, [(_native(data).reshape(-1), offsets)], dtype)
+            return Ragged(name, [(_native(data).reshape(-1), offsets)], dtype,
+                          lengths=np.full(n, w, np.int64))
         if data.ndim == 1 and data.dtype == object:
             return _from_rows(list(data), name, integer)
         raise InvalidInputError(
@@ -388,7 +407,7 @@ def get_column(data: Any, name: str, what: str, *, integer: bool = True) -> Rows
             )
         r = _from_arrow(col, name, integer)
         if index is not None:
-            r = Ragged(name, r.chunks, r.dtype, index=index)
+            r = Ragged(name, r.chunks, r.dtype, index=index, lengths=r.lengths)  # (checked)
         return r
     if isinstance(data, (pa.Table, pa.RecordBatch)):
         return _from_arrow(data.column(name), name, integer)

@@ -240,18 +240,34 @@ class DedupeResult:
         return mask
 
     def apply(self, data: Any) -> Any:
-        """The kept rows of ``data`` (the input of the call), in input order."""
+        """The kept rows of ``data``, in input order: the rows at positions ``keep``.
+
+        ``data`` is the input of the :func:`dedupe` call, or any table, array or list holding
+        the same rows in the same order (positions are what is applied: e.g. the whole table
+        when dedupe compared only some of its columns, or a column derived row by row). A
+        ``data`` of another length cannot be those rows and is an
+        :class:`~fastaxo.errors.InvalidInputError`.
+        """
+        if isinstance(data, tuple):
+            data = list(data)
+        supported = (pa.Table, pa.RecordBatch, pa.Array, pa.ChunkedArray, list)
+        if not (isinstance(data, supported) or is_hf_dataset(data)
+                or (isinstance(data, np.ndarray) and data.ndim >= 1)):
+            raise InvalidTypeError(
+                f"apply: data is {type(data).__name__}; expected the table, array or list that "
+                "dedupe was called on (or one with the same rows in the same order)")
+        if len(data) != self.n_rows:
+            raise InvalidInputError(
+                f"apply: data has {len(data):,} rows, but this result is for the {self.n_rows:,} "
+                "rows dedupe was called on; apply it to that data (or to a table holding the same "
+                "rows in the same order)")
         if isinstance(data, (pa.Table, pa.RecordBatch, pa.Array, pa.ChunkedArray)):
             return data.take(pa.array(self.keep))
-        if is_hf_dataset(data):
-            return data.select(self.keep)
         if isinstance(data, np.ndarray):
             return data[self.keep]
         if isinstance(data, list):
             return [data[i] for i in self.keep.tolist()]
-        raise InvalidTypeError(
-            f"apply: data is {type(data).__name__}; expected what dedupe was called on"
-        )
+        return data.select(self.keep)
 
 
 def dedupe(

@@ -226,7 +226,10 @@ class _NumpyRows(RowSource):
 class _ObjectRows(RowSource):
     """A list of str (hashed as UTF-8) or bytes."""
 
-    def __init__(self, rows: list[Any], what: str):
+    def __init__(self, rows: Sequence[Any], what: str):
+        # a list of our own (8 bytes a row): dedupe hashes it block by block, and the caller's
+        # list may be changed by another thread between two blocks
+        rows = list(rows)
         self.rows, self.n, self.encoding, self.what = rows, len(rows), "bytes", what
 
     def _bad(self, i: int) -> InvalidTypeError:
@@ -323,7 +326,7 @@ def as_rows(data: Any, columns: Any) -> RowSource:
             "(rows along axis 0) or a 1-D array of str/bytes"
         )
     if isinstance(data, (list, tuple)):
-        return _ObjectRows(list(data) if isinstance(data, tuple) else data, what)
+        return _ObjectRows(data, what)
     raise InvalidTypeError(
         f"data is {type(data).__module__}.{type(data).__qualname__}; expected a pyarrow Array, "
         "ChunkedArray, Table or RecordBatch, a datasets.Dataset, a NumPy array, or a list of "

@@ -11,6 +11,7 @@ import numpy as np
 
 from fastaxo._core import backend
 from fastaxo._core.checks import choice, mistake_hint, positive_int, renamed_args
+from fastaxo._core.outputs import check_output_bytes
 from fastaxo._core.ragged import (
     ArrayRows,
     Ragged,
@@ -244,6 +245,13 @@ def _items(lengths: np.ndarray, capacity: int, overflow: str, what: str):
         return lengths[keep], keep, None, c
     # split: a row of L > capacity becomes ceil(L / capacity) pieces, in place
     pieces = np.where(over, -(-lengths // capacity), 1)
+    # the pieces' arrays (about 48 bytes a piece, here and in the bins) sized before they are
+    # made: one 2**34-token row split by 8 once made 16 GiB arrays and the OOM killer came
+    # (the float sum cannot wrap; past 2**53 it need not be exact to be refused)
+    n_pieces = float(pieces.sum(dtype=np.float64))
+    check_output_bytes(int(min(n_pieces, 2.0**62)) * 48,
+                       f"overflow='split': {what} rows longer than max_length={capacity:,} make "
+                       f"{n_pieces:,.0f} pieces")
     rows = np.repeat(np.arange(n, dtype=np.int64), pieces)
     first_item = np.zeros(n, np.int64)
     np.cumsum(pieces[:-1], out=first_item[1:])

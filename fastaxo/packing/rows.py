@@ -15,7 +15,9 @@ from fastaxo._core.arrow import list_array
 from fastaxo._core.checks import (
     choice,
     deprecated_value,
+    fill_value,
     int_arg,
+    integer,
     offsets_problem,
     positive_int,
     renamed_args,
@@ -115,7 +117,7 @@ class PackedRows:
         return self._n
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        i = int_arg(i, "index")
+        i = integer(i, "index")  # (any size: out of range is an IndexError)
         if not -self._n <= i < self._n:
             raise IndexError(f"index {i} is out of range for {self._n:,} packed rows")
         i %= self._n
@@ -189,12 +191,25 @@ def _check_bins_arrays(bins: Bins) -> int:
     return n
 
 
+def _own_bins(bins: Bins) -> Bins:
+    """A copy of ``bins`` whose arrays nobody else holds (C-contiguous int64)."""
+    def own(a: np.ndarray) -> np.ndarray:
+        return np.array(a, dtype=np.int64, order="C", copy=True)
+
+    return Bins(own(bins.indices), own(bins.offsets), own(bins.lengths),
+                None if bins._starts is None else own(bins._starts), bins.capacity, bins.stats)
+
+
 def _check_bins(bins: Any, ids: Rows, width: int, layout: str) -> Bins:
+    """A checked copy of the caller's ``bins``: copied first, so that what was checked is what
+    the kernels read, whatever the caller does with its arrays meanwhile."""
     if not isinstance(bins, Bins):
         raise InvalidTypeError(
             f"bins must be a fastaxo.Bins (from pack_bins), got {type(bins).__name__}"
         )
-    n_entries = _check_bins_arrays(bins)
+    _check_bins_arrays(bins)
+    bins = _own_bins(bins)  # (a uint64 past int64 turns negative here, refused below)
+    n_entries = len(bins.indices)
     bad_off = offsets_problem(bins.offsets, n_entries)
     if bad_off is not None or int(bins.offsets[0]) != 0 or int(bins.offsets[-1]) != n_entries:
         why = bad_off[1] if bad_off is not None else (
@@ -309,7 +324,7 @@ def _materialise(
 
     def column(name: str, col: Rows, out_dt: np.dtype, pad: Any) -> np.ndarray:
         arr = _buffer(pool, name, shape, out_dt)
-        src = col.entry_ptrs(bins.indices, len(lens), starts, nt)
+        src = col.entry_ptrs(bins.indices, starts, lens, nt)
         ext.fill_bins(
             arr.reshape(-1).view(np.uint8),
             ext.TYPE_CODES[out_dt],
@@ -416,7 +431,7 @@ def _pack_options(
 
 def _prepare(data: Any, labels: Any, columns: Any, pad_values: Any, bins: Any, o: dict[str, Any]):
     ids, lab, extra = _resolve_columns(data, labels, columns)
-    pv = {} if pad_values is None else dict(pad_values)
+    pv = _pad_values(pad_values, extra)
     check_fits(ids, o["dt"], o["pad_id"], "pad_id")
     if lab is not None:
         check_fits(lab, o["dt"], o["label_pad_id"], "label_pad_id")
@@ -426,6 +441,21 @@ def _prepare(data: Any, labels: Any, columns: Any, pad_values: Any, bins: Any, o
     else:
         bins = _check_bins(bins, ids, o["width"], o["layout"])
     return ids, lab, extra, pv, bins
+
+
+def _pad_values(pad_values: Any, extra: dict[str, Rows]) -> dict[str, Any]:
+    """``pad_values`` checked: one value per extra column that its dtype holds."""
+    if pad_values is None:
+        return {}
+    if not isinstance(pad_values, Mapping):
+        raise InvalidTypeError(f"pad_values must be a mapping of column name -> pad value, got "
+                               f"{type(pad_values).__name__}")
+    unknown = [k for k in pad_values if k not in extra]
+    if unknown:
+        raise InvalidInputError(
+            f"pad_values: {unknown[0]!r} is not a column packed through columns= "
+            f"({list(extra)}); input_ids and labels pad with pad_id and label_pad_id")
+    return {k: fill_value(v, f"pad_values[{k!r}]", extra[k].dtype) for k, v in pad_values.items()}
 
 
 @renamed_args(max_len="max_length")
@@ -455,8 +485,9 @@ def pack(
     Parameters
     ----------
     data : ragged rows or a table
-        ``input_ids`` as a pyarrow ListArray / LargeListArray / ChunkedArray (zero-copy, slices
-        respected), a ``(values, offsets)`` tuple of NumPy arrays, a list of NumPy arrays, a
+        ``input_ids`` as a pyarrow ListArray / LargeListArray / ChunkedArray (tokens read in
+        place, slices respected; the offsets, 8 bytes a row, are copied and checked), a
+        ``(values, offsets)`` tuple of NumPy arrays, a list of NumPy arrays, a
         2-D array, or a list of lists (converted once: the slow path). Or a pyarrow Table /
         RecordBatch, a ``datasets.Dataset`` or a mapping with an ``input_ids`` column (and
         ``labels``, used when present).
@@ -524,17 +555,20 @@ class PackIterator:
     def __init__(self, gen_args: tuple, bins: Bins, chunk_bins: int, reuse_buffers: bool):
         self._args = gen_args
         self.bins = bins
+        # the chunks are made from a copy nobody else holds: between two chunks the caller may
+        # change anything it can reach, ``bins`` included
+        self._bins = _own_bins(bins)
         self.stats = bins.stats
         self.chunk_bins = chunk_bins
         self.reuse_buffers = reuse_buffers
 
     def __len__(self) -> int:
-        return (len(self.bins) + self.chunk_bins - 1) // self.chunk_bins
+        return (len(self._bins) + self.chunk_bins - 1) // self.chunk_bins
 
     def __iter__(self) -> Iterator[Packed]:
         ids, lab, extra, pv, o, position_ids = self._args
         pool: dict[str, np.ndarray] | None = {} if self.reuse_buffers else None
-        for chunk in self.bins.chunks(self.chunk_bins):
+        for chunk in self._bins.chunks(self.chunk_bins):
             yield _materialise(
                 ids,
                 lab,
@@ -583,7 +617,11 @@ def iter_pack(
     With ``reuse_buffers=True`` every chunk is written into the same arrays (the previous
     chunk's arrays are overwritten: consume or copy each chunk before asking for the next).
     That saves the allocation and first touch of fresh memory per chunk, which on virtual
-    machines costs more than the writing itself."""
+    machines costs more than the writing itself.
+
+    Between chunks the caller may reuse or change its arrays: the offsets and ``bins`` the
+    chunks are made from are copies taken at this call (``.bins`` included). Tokens are read
+    in place when each chunk is made: tokens changed meanwhile are the tokens packed."""
     chunk_bins = positive_int(chunk_bins, "chunk_bins")
     o = _pack_options(max_length, strategy, layout, attention, overflow, dtype, pad_id,
                       label_pad_id, pad_to_multiple_of, max_rows_per_bin, group_size, num_threads)

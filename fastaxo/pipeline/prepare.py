@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from fastaxo._core import arrow
 from fastaxo._core.checks import MAX_ROW_BYTES, positive_int, renamed_args
-from fastaxo._core.files import check_not_an_input, check_writable_dir
+from fastaxo._core.files import check_not_an_input, check_output
 from fastaxo._core.proc import io_counters, status_kib
 from fastaxo._core.progress import Progress, interactive
 from fastaxo._core.threads import resolve_num_threads
@@ -92,8 +92,11 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         with a list column ``input_ids`` (and ``labels``, used when present), or, with
         ``tokenizer``, a text column. Files are read in order, one after another.
     output : str
-        The Parquet file to write. It is written under a temporary name in the same directory
-        and renamed at the end: an error or Ctrl-C leaves no file at ``output``.
+        The Parquet file to write. It is written under a temporary name in the same directory,
+        flushed to disk (fsync) and renamed at the end: an error or Ctrl-C leaves no file at
+        ``output``, a power cut the old file or the new one. An existing ``output`` must be a
+        regular file (a device, FIFO, socket or directory is refused before any work); a
+        symbolic link is written through (the file it points to is replaced).
     max_length : int
         Tokens per packed row (the bin capacity; ``seq_len`` is its old name).
     strategy : {"bfd", "ffd", "ff", "nf"}
@@ -162,9 +165,9 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     if not isinstance(output, (str, os.PathLike)):
         raise InvalidTypeError(f"output must be a path, got {type(output).__name__}")
     output = os.fspath(output)
+    check_output(output)  # before any work: a bad path fails now, not after the run
     files = resolve_source(inputs, format)
     check_not_an_input(output, [p for p, _, _ in files])
-    check_writable_dir(output)  # before any work: a bad path fails now, not after the run
     chat_mode = messages_column is not None or chat is not None
     if chat_mode and tokenizer is None:
         raise InvalidInputError("messages_column / chat: chat data needs tokenizer= (a tokenizer "

@@ -95,7 +95,7 @@ class ReportCounts:
 
     def to_json(self, path: str) -> None:
         """Write :meth:`as_dict` as JSON to ``path`` (a temporary file, renamed when complete)."""
-        with TempOutput(path) as tmp, open(tmp.path, "w") as fh:
+        with TempOutput(path, "path") as tmp, open(tmp.path, "w") as fh:
             json.dump(self.as_dict(), fh, indent=2)
             fh.write("\n")
 

@@ -16,6 +16,7 @@ import ray.data
 
 import fastaxo
 from fastaxo._core.checks import positive_int, renamed_args
+from fastaxo._core.files import TempOutput
 from fastaxo.errors import FastaxoError, InvalidInputError, InvalidTypeError
 from fastaxo.integrations.ray.tasks import (
     block_totals,
@@ -236,6 +237,8 @@ text_column, format, add_special_tokens, append_eos, eos_token
         else max(1, int(num_cpus_per_task))
     if not isinstance(output, (str, os.PathLike)):
         raise InvalidTypeError(f"output must be a directory path, got {type(output).__name__}")
+    if not os.fspath(output):  # (abspath would make it the working directory)
+        raise InvalidInputError("output: the path is empty; give the directory for the shards")
     output = os.path.abspath(os.fspath(output))
     if os.path.exists(output) and not os.path.isdir(output):
         raise InvalidInputError(f"output: {output!r} exists and is not a directory")
@@ -413,8 +416,7 @@ text_column, format, add_special_tokens, append_eos, eos_token
         rep.output_bytes += r["bytes"]
     rep.stage_seconds = {k: round(v, 3) for k, v in stage.items()}
     rep.finish(time.perf_counter() - t_start)
-    tmp = os.path.join(output, f".{MANIFEST}.tmp")
-    with open(tmp, "w") as fh:
+    # (as every output: a temporary, fsynced, then renamed)
+    with TempOutput(os.path.join(output, MANIFEST)) as tmp, open(tmp.path, "w") as fh:
         json.dump({"shards": rep.shards, "report": rep.as_dict()}, fh, indent=1)
-    os.replace(tmp, os.path.join(output, MANIFEST))
     return rep
