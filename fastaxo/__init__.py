@@ -22,6 +22,7 @@ from fastaxo.errors import (
     SchemaMismatchError,
     SequenceTooLongError,
     SourceNotFoundError,
+    TemplateLimitError,
 )
 from fastaxo.hashing import (
     ROW_ENCODING_VERSION,
@@ -76,6 +77,7 @@ __all__ = [
     "SequenceTooLongError",
     "RowTooLargeError",
     "ChatTemplateError",
+    "TemplateLimitError",
     "SourceNotFoundError",
     "FileFormatError",
     "SchemaMismatchError",

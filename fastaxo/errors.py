@@ -17,6 +17,7 @@ __all__ = [
     "SequenceTooLongError",
     "RowTooLargeError",
     "ChatTemplateError",
+    "TemplateLimitError",
     "ExtensionUnavailableError",
     "SourceNotFoundError",
     "FileFormatError",
@@ -76,6 +77,11 @@ class ChatTemplateError(InvalidInputError):
     """A chat template cannot be used, or failed on a conversation: a syntax error, an error the
     template raised (``raise_exception``), a rule of the sandbox, a recursion without end, or
     more steps, or a bigger string, than fastaxo's bounds allow."""
+
+
+class TemplateLimitError(ChatTemplateError):
+    """A chat template took more steps (loop items, macro calls) than ``max_steps``, or one of
+    its constant expressions or ``**`` would build more than fastaxo's bounds allow."""
 
 
 class ExtensionUnavailableError(FastaxoError, ImportError):

@@ -17,8 +17,12 @@ import chat_data  # noqa: E402
 
 from fastaxo._reference import chat as ref  # noqa: E402
 from fastaxo.chat import ChatEngine, ChatSpec, Fallback, tokenize_chat  # noqa: E402
-from fastaxo.chat.render import TemplateLimitError  # noqa: E402
-from fastaxo.errors import ChatTemplateError, InvalidInputError, RowTooLargeError  # noqa: E402
+from fastaxo.errors import (  # noqa: E402
+    ChatTemplateError,
+    InvalidInputError,
+    RowTooLargeError,
+    TemplateLimitError,
+)
 
 BIG = 10**9
 

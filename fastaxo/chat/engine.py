@@ -27,7 +27,7 @@ with the reason, and the caller hands the row to Axolotl's code (or the referenc
 :func:`fastaxo._reference.chat.tokenize_conversation`).
 
 Every render is bounded (:mod:`fastaxo.chat.render`): a template past its step bound raises
-:class:`~fastaxo.chat.render.TemplateLimitError` from :meth:`ChatEngine.run` (Axolotl's own code
+:class:`~fastaxo.errors.TemplateLimitError` from :meth:`ChatEngine.run` (Axolotl's own code
 would not stop); a conversation whose text is larger than ``max_row_bytes`` is a
 :class:`Fallback` carrying a :class:`~fastaxo.errors.RowTooLargeError`.
 """
@@ -44,9 +44,14 @@ import numpy as np
 
 from fastaxo._core import backend
 from fastaxo._reference import chat as ref
-from fastaxo.chat.render import OutputTooLarge, TemplateLimitError
+from fastaxo.chat.render import OutputTooLarge
 from fastaxo.chat.spec import ChatSpec
-from fastaxo.errors import ChatTemplateError, InvalidInputError, RowTooLargeError
+from fastaxo.errors import (
+    ChatTemplateError,
+    InvalidInputError,
+    RowTooLargeError,
+    TemplateLimitError,
+)
 
 __all__ = ["ChatEngine", "Fallback", "MAX_TRAINABLE_TURNS"]
 
@@ -98,7 +103,7 @@ class ChatEngine:
     # -- the pass ---------------------------------------------------------------------------
     def run(self, conversations: Sequence[list[dict[str, Any]]]) -> list[Row | Fallback]:
         """One result per conversation: ``{"input_ids", "labels", "attention_mask"}`` or a
-        :class:`Fallback`. Raises :class:`~fastaxo.chat.render.TemplateLimitError` (naming the
+        :class:`Fallback`. Raises :class:`~fastaxo.errors.TemplateLimitError` (naming the
         row, 0-based in ``conversations``) for a template past its bounds."""
         spec = self.spec
         out: list[Row | Fallback | None] = [None] * len(conversations)

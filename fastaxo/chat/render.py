@@ -27,19 +27,15 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fastaxo.errors import ChatTemplateError
+from fastaxo.errors import ChatTemplateError, TemplateLimitError
 
-__all__ = ["DEFAULT_MAX_STEPS", "OutputTooLarge", "TemplateLimitError", "compile_renderer",
+__all__ = ["DEFAULT_MAX_STEPS", "OutputTooLarge", "compile_renderer",
            "template_source_error"]
 
 DEFAULT_MAX_STEPS = 10_000_000
 _LOOP, _TICK, _JOIN = "__fastaxo_loop", "__fastaxo_tick", "__fastaxo_concat"
 _RESERVED = "__fastaxo"
 _DIGITS = re.compile(r"\d{7,}")  # widths in format strings worth a look
-
-
-class TemplateLimitError(ChatTemplateError):
-    """The template took more steps, or one of its operations would build more, than allowed."""
 
 
 class OutputTooLarge(Exception):  # noqa: N818 - not an error of the template: of the row

@@ -13,10 +13,14 @@ from fastaxo._core.checks import MAX_ROW_BYTES, positive_int
 from fastaxo.chat.render import (
     DEFAULT_MAX_STEPS,
     OutputTooLarge,
-    TemplateLimitError,
     compile_renderer,
 )
-from fastaxo.errors import ChatTemplateError, InvalidInputError, InvalidTypeError
+from fastaxo.errors import (
+    ChatTemplateError,
+    InvalidInputError,
+    InvalidTypeError,
+    TemplateLimitError,
+)
 
 __all__ = ["ChatSpec", "TRAIN_OPTIONS"]
 
@@ -149,7 +153,7 @@ class ChatSpec:
         """The template applied to each conversation (Axolotl's ``build_prompt_text``), under
         the bounds ``max_steps`` and ``max_row_bytes`` (characters of output) where the
         template can be compiled for them (:mod:`fastaxo.chat.render`): a bound exceeded
-        raises :class:`~fastaxo.chat.render.TemplateLimitError` (too many steps, too big an
+        raises :class:`~fastaxo.errors.TemplateLimitError` (too many steps, too big an
         operation) or :class:`~fastaxo.chat.render.OutputTooLarge` (the text itself); an error
         of the template, :class:`~fastaxo.errors.ChatTemplateError`."""
         fast = self._fast_render()

@@ -10,9 +10,15 @@ from typing import Any
 
 from fastaxo._reference import chat as ref
 from fastaxo.chat.engine import ChatEngine, Fallback
-from fastaxo.chat.render import OutputTooLarge, TemplateLimitError
+from fastaxo.chat.render import OutputTooLarge
 from fastaxo.chat.spec import ChatSpec
-from fastaxo.errors import ChatTemplateError, InvalidInputError, InvalidTypeError, RowTooLargeError
+from fastaxo.errors import (
+    ChatTemplateError,
+    InvalidInputError,
+    InvalidTypeError,
+    RowTooLargeError,
+    TemplateLimitError,
+)
 
 __all__ = ["ChatResult", "ROLE_NAMES", "normalize_messages", "tokenize_chat"]
 
