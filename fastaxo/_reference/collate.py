@@ -53,11 +53,14 @@ def packed_collate(rows: list[dict[str, Any]], layout: str, *, pad_token_id: int
         ids = [int(x) for x in row["input_ids"]]
         seg, pad = _row_segments(row)
         lab = [int(x) for x in (row["labels"] if row.get("labels") is not None else ids)]
+        seen = None  # the sequence of the last token that is not padding
         for i in range(len(ids)):
             if pad[i]:
                 lab[i] = label_pad_token_id
-            elif separator_id is not None and (i == 0 or seg[i] != seg[i - 1]):
+                continue
+            if separator_id is not None and seg[i] != seen:  # its first token not padding
                 lab[i] = separator_id
+            seen = seg[i]
         parsed.append((ids, lab, seg, pad))
     if layout == "varlen":
         out_ids, out_lab, lens = [], [], []

@@ -104,8 +104,9 @@ def _batch(rows: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
-def _segments(b: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """Per token of the flat batch: where a sequence starts, and whether it is padding.
+def _segments(b: dict[str, Any]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """Per token of the flat batch: where a sequence starts, whether it is padding (None: no
+    token is), and whether it is the first token of its sequence that is not padding.
 
     A row starts a sequence. Inside a row a new one starts where its ``seq_lengths`` say, else
     wherever the attention mask's value changes (segment ids, or 1/0) or the position ids do
@@ -131,6 +132,9 @@ def _segments(b: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
             if total < n_r:  # tokens after the declared sequences: a pad tail
                 start[base + total] = True
                 pad[base + total:base + n_r] = True
+        any_pad = bool(pad.any())
+        # attention_mask 0 inside a declared sequence: its first kept token may come later
+        first = _first_kept(start, pad) if any_pad else start
     else:
         inner = np.ones(n, bool)
         inner[starts[:-1][lengths > 0]] = False  # compare only within a row
@@ -139,7 +143,22 @@ def _segments(b: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         pos = b["position_ids"]
         if pos is not None and n > 1:
             start[1:] |= (pos[1:] != pos[:-1] + 1) & inner[1:]
-    return start, pad
+        any_pad = mask is not None and bool(pad.any())
+        # the mask's value is constant within a sequence: a sequence is padding or none of it
+        first = start & ~pad if any_pad else start
+    return start, pad if any_pad else None, first
+
+
+def _first_kept(start: np.ndarray, pad: np.ndarray) -> np.ndarray:
+    """Per token: whether it is the first token of its sequence that is not padding (the
+    start of that sequence in the varlen layout, where padding is dropped)."""
+    kept = np.flatnonzero(~pad)
+    seq = np.cumsum(start)[kept]  # sequence numbers: every row starts one
+    new = np.ones(len(kept), bool)
+    new[1:] = seq[1:] != seq[:-1]
+    first = np.zeros(len(start), bool)
+    first[kept[new]] = True
+    return first
 
 
 class PackedCollator:
@@ -156,8 +175,9 @@ class PackedCollator:
 
     ``position_ids`` restart at 0 for every sequence. ``labels`` come from the rows (or copy
     ``input_ids``), with ``label_pad_token_id`` on padding and ``separator_id`` on the first
-    token of every sequence, as ``DataCollatorWithFlattening`` does: the shifted loss never
-    predicts one sequence's first token from the one before it.
+    token of every sequence that is not padding, as ``DataCollatorWithFlattening`` does: the
+    shifted loss never predicts one sequence's first token from the one before it (nor, in
+    either layout, from padding).
 
     Sequence boundaries are read from ``seq_lengths`` (TRL) when a row has them, else from the
     ``attention_mask`` (fastaxo's segment ids, or 1/0 with 0 for padding) and
@@ -215,16 +235,17 @@ class PackedCollator:
         rows = _feature_rows(features)
         tensors = choice(return_tensors or self.return_tensors, "return_tensors", ("pt", "np"))
         b = _batch(rows)
-        start, pad = _segments(b)
+        start, pad, first = _segments(b)
         ids = b["input_ids"]
         lab = ids.copy() if b["labels"] is None else b["labels"].copy()
-        lab[pad] = self.label_pad_token_id
+        if pad is not None:
+            lab[pad] = self.label_pad_token_id
         if self.separator_id is not None:
-            lab[start & ~pad] = self.separator_id
+            lab[first] = self.separator_id
         if self.layout == "varlen":
-            out = self._varlen(ids, lab, start, pad)
+            out = self._varlen(ids, lab, first, pad)
         else:
-            out = self._mask(b, ids, lab, start, pad)
+            out = self._mask(b, ids, lab, start)
         return _to_tensors(out, tensors, self.layout, self._float_dtype())
 
     def _float_dtype(self) -> Any:
@@ -235,13 +256,15 @@ class PackedCollator:
         m = self.pad_to_multiple_of
         return n if m is None else -(-n // m) * m
 
-    def _varlen(self, ids: np.ndarray, lab: np.ndarray, start: np.ndarray,
-                pad: np.ndarray) -> dict[str, Any]:
-        keep = ~pad
-        if keep.all():
-            ids_k, lab_k, start_k = ids, lab, start
+    def _varlen(self, ids: np.ndarray, lab: np.ndarray, first: np.ndarray,
+                pad: np.ndarray | None) -> dict[str, Any]:
+        # padding is dropped: a sequence starts at its first kept token (``first``), never at
+        # a start flag on padding, which would leave its tokens to the sequence before
+        if pad is None:
+            ids_k, lab_k, start_k = ids, lab, first
         else:
-            ids_k, lab_k, start_k = ids[keep], lab[keep], start[keep]
+            keep = ~pad
+            ids_k, lab_k, start_k = ids[keep], lab[keep], first[keep]
         total = len(ids_k)
         width = self._round(total)
         bounds = np.append(np.flatnonzero(start_k), total)
@@ -258,8 +281,8 @@ class PackedCollator:
                 "cu_seq_lens_q": cu, "cu_seq_lens_k": cu.copy(),
                 "max_length_q": longest, "max_length_k": longest}
 
-    def _mask(self, b: dict[str, Any], ids: np.ndarray, lab: np.ndarray, start: np.ndarray,
-              pad: np.ndarray) -> dict[str, Any]:
+    def _mask(self, b: dict[str, Any], ids: np.ndarray, lab: np.ndarray,
+              start: np.ndarray) -> dict[str, Any]:
         lengths, starts = b["row_lengths"], b["row_starts"]
         nrows = len(lengths)
         width = self._round(int(lengths.max()) if nrows else 0)
