@@ -1,5 +1,6 @@
-"""PackedCollator: the faults kept out of it (a varlen sequence opening on padding), each as
-a table of one-line cases against its plain-Python twin (fastaxo._reference.collate)."""
+"""PackedCollator: the faults kept out of it (a varlen sequence opening on padding, unchecked
+input values), each as a table of one-line cases against its plain-Python twin
+(fastaxo._reference.collate)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 from conftest import main_leg_only
 
+import fastaxo
 from fastaxo._reference.collate import packed_collate
 
 try:
@@ -17,6 +19,8 @@ try:
 except ImportError as exc:  # pragma: no cover
     _MISSING = exc
 main_leg_only(_MISSING, "torch")
+
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -90,5 +94,77 @@ def test_trl_left_padded_rows_give_unpacked_logits():
         key = tuple(batch["input_ids"][0, a:z].tolist())
         assert torch.allclose(logits[a:z], want[key], atol=1e-4), key
         assert batch["labels"][0, a].item() == -100
+
+
+@pytest.mark.parametrize("rows, match", [
+    # seq_lengths: every value >= 0; the sum exactly the row's length, computed without a wrap
+    ([{"input_ids": [1, 2, 3], "seq_lengths": [2**62] * 3 + [2**62 + 3]}],
+     r"features\[0\]\['seq_lengths'\] add up to 18,446,744,073,709,551,619; the row has 3"),
+    ([{"input_ids": [1, 2, 3], "seq_lengths": np.array([2**63 - 1, 2**63 - 1, 5], np.int64)}],
+     r"features\[0\]\['seq_lengths'\] add up to 18,446,744,073,709,551,619; the row has 3"),
+    ([{"input_ids": [1, 2], "seq_lengths": [2]}, {"input_ids": [1, 2], "seq_lengths": [3, -1]}],
+     r"features\[1\]\['seq_lengths'\]\[1\] is -1; sequence lengths must be >= 0"),
+    ([{"input_ids": [1, 2, 3], "seq_lengths": [1]}],
+     r"features\[0\]\['seq_lengths'\] add up to 1; the row has 3 tokens: they must add up"),
+    ([{"input_ids": [1, 2, 3], "seq_lengths": [1], "attention_mask": [1, 1, 0]}],
+     r"add up to 1; the row has 3 tokens.*padding only where the row's attention_mask is 0"),
+    ([{"input_ids": [1, 2, 3], "seq_lengths": [4, 5]}], r"seq_lengths'\] add up to 9"),
+    # values beyond int64: uint64 arrays and tensors, Python ints
+    ([{"input_ids": np.array([1, 2**63], np.uint64)}],
+     r"features\[0\]\['input_ids'\] holds 9223372036854775808 at position 1; expected "
+     r"integers that fit int64"),
+    ([{"input_ids": [1]}, {"input_ids": torch.tensor([3, 2**64 - 1], dtype=torch.uint64)}],
+     r"features\[1\]\['input_ids'\] holds 18446744073709551615 at position 1"),
+    ([{"input_ids": [1, 2**63]}], r"features\[0\]\['input_ids'\] holds 9223372036854775808"),
+    ([{"input_ids": [1, 2], "labels": [1, -(2**63) - 1]}],
+     r"features\[0\]\['labels'\] holds -9223372036854775809 at position 1"),
+    # not integers
+    ([{"input_ids": [1], "position_ids": [0]}, {"input_ids": [1], "position_ids": [0.5]}],
+     r"features\[1\]\['position_ids'\] must be a 1-D sequence of integers, got list \(float "
+     r"0\.5 at position 0\)"),
+    ([{"input_ids": np.array([1.0, 2.0])}],
+     r"features\[0\]\['input_ids'\] must be .* integers, got float64 \(float 1\.0 at position"),
+    ([{"input_ids": torch.tensor([1, 2], dtype=torch.bfloat16)}],
+     r"features\[0\]\['input_ids'\] must be .* integers, got a torch\.bfloat16 tensor"),
+    ([{"input_ids": torch.tensor([1.0, 2.0])}], r"got a torch\.float32 tensor"),
+    ([{"input_ids": [1, 2], "labels": np.array([1, None], object)}],
+     r"features\[0\]\['labels'\] must be .* integers, got object \(NoneType None at position 1"),
+    ([{"input_ids": [1, 2], "attention_mask": ["1", "1"]}],
+     r"features\[0\]\['attention_mask'\] must be .*, got list \(str '1' at position 0\)"),
+    ([{"input_ids": [[1, 2], [3]]}],
+     r"features\[0\]\['input_ids'\] must be .*, got list \(list \[1, 2\] at position 0\)"),
+    ([{"input_ids": np.array([[1, 2], [3, 4]])}], r"got shape \(2, 2\)"),
+    ([{"input_ids": 5}], r"features\[0\]\['input_ids'\] must be .*, got shape \(\)"),
+    # a mapping of columns whose columns disagree
+    ({"input_ids": [[1, 2], [3]], "labels": [[1, 2]]},
+     r"features\['labels'\] has 1 rows; features\['input_ids'\] has 2"),
+    ({"input_ids": 3}, r"features\['input_ids'\] must be a column"),
+    ({"input_ids": []}, "features is empty"),
+])
+@pytest.mark.parametrize("attn", ["sdpa", "flash_attention_2"])
+def test_values_that_are_not_int64_are_refused(rows, match, attn):
+    with pytest.raises(fastaxo.InvalidInputError, match=match):
+        PackedCollator(attn_implementation=attn)(rows)
+
+
+def test_values_that_fit_are_taken_as_they_are():
+    """The edges of the checks above: uint64 ids up to 2**63-1, int64's extremes, bool masks,
+    an unsigned seq_lengths array, empty float rows (no values to be wrong)."""
+    rows = [{"input_ids": np.array([2**63 - 1, 0], np.uint64), "labels": [I64_MIN, I64_MAX],
+             "attention_mask": np.array([True, True]), "seq_lengths": np.array([1, 1], np.uint8)},
+            {"input_ids": torch.tensor([], dtype=torch.float32), "labels": np.array([]),
+             "attention_mask": [], "seq_lengths": []}]
+    got = PackedCollator(attn_implementation="sdpa", return_tensors="np", separator_id=None)(rows)
+    assert got["input_ids"].tolist() == [[I64_MAX, 0], [0, 0]]
+    assert got["labels"].tolist() == [[I64_MIN, I64_MAX], [-100, -100]]
+    assert got["position_ids"].tolist() == [[0, 0], [0, 1]]
+
+
+def test_position_ids_at_int64_max_do_not_wrap_into_one_sequence():
+    """2**63-1 followed by -2**63 is no continuation by one (int64 arithmetic wraps it)."""
+    rows = [{"input_ids": [5, 6, 7], "position_ids": [I64_MAX - 1, I64_MAX, I64_MIN]}]
+    got = PackedCollator(attn_implementation="flash_attention_2", return_tensors="np")(rows)
+    assert got["cu_seq_lens_q"].tolist() == [0, 2, 3] == packed_collate(rows, "varlen")[
+        "cu_seq_lens"]
 
 

@@ -304,7 +304,7 @@ def packed_rows(draw):
     rows = []
     for _ in range(draw(st.integers(0, 5))):
         seqs = draw(st.lists(st.integers(1, 9), max_size=5))
-        pad = draw(st.integers(0, 4)) if mark != "position_ids" else 0
+        pad = draw(st.integers(0, 4)) if mark == "attention_mask" else 0  # padding needs a mask
         ids = draw(st.lists(st.integers(3, VOCAB - 1), min_size=sum(seqs) + pad,
                             max_size=sum(seqs) + pad))
         row = {"input_ids": ids}

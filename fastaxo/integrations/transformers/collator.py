@@ -4,13 +4,13 @@ sequence to itself."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from fastaxo._core.checks import choice, int_arg, positive_int
 from fastaxo._core.ragged import lists_to_values
-from fastaxo.errors import InvalidInputError, InvalidTypeError
+from fastaxo.errors import CapacityError, InvalidInputError, InvalidTypeError
 
 __all__ = ["MASK_IMPLEMENTATIONS", "PackedCollator", "layout_for"]
 
@@ -48,6 +48,8 @@ def _model_attn(model: Any) -> str:
 
 
 _COLUMNS = ("input_ids", "labels", "position_ids", "attention_mask", "seq_lengths")
+_I64_MIN, _I64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+_I32_MAX = int(np.iinfo(np.int32).max)
 
 
 def _column(rows: Sequence[Any], key: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -60,23 +62,57 @@ def _column(rows: Sequence[Any], key: str) -> tuple[np.ndarray, np.ndarray] | No
     if missing:
         has = next(i for i, v in enumerate(vals) if v is not None)
         raise InvalidInputError(f"features[{missing[0]}] has no {key!r}; features[{has}] has it")
-    if type(vals[0]) is list:
-        got = lists_to_values(vals) if all(type(v) is list for v in vals) else None
+    if type(vals[0]) is list and all(type(v) is list for v in vals):
+        try:
+            got = lists_to_values(vals)
+        except OverflowError:  # an int beyond int64: the row-by-row path below names it
+            got = None
         if got is not None and len(got) == 2:
             return got[0], got[1]
-    arrays = []
-    for i, v in enumerate(vals):
-        v = cast(Any, v)
-        if hasattr(v, "detach"):  # a torch tensor
-            v = v.detach().cpu().numpy()
-        a = np.asarray(v)
-        if a.ndim != 1 or (a.size and a.dtype.kind not in "iub"):
-            raise InvalidInputError(
-                f"features[{i}][{key!r}] must be a 1-D sequence of integers, got "
-                f"{'shape ' + str(a.shape) if a.ndim != 1 else a.dtype}")
-        arrays.append(a.astype(np.int64, copy=False))
+    arrays = [_row_values(v, i, key) for i, v in enumerate(vals)]
     lengths = np.fromiter((len(a) for a in arrays), np.int64, len(arrays))
     return np.concatenate(arrays) if arrays else np.zeros(0, np.int64), lengths
+
+
+def _row_values(v: Any, i: int, key: str) -> np.ndarray:
+    """One row's ``key`` as int64, or a one-line error naming the row, the value and why: an
+    integer must fit int64 (NumPy's cast would wrap a uint64 id past 2**63 to a negative, and
+    it reads ``[1, 2**63]`` as floats)."""
+    where = f"features[{i}][{key!r}]"
+    if isinstance(v, (list, tuple)):
+        _check_items(v, where, type(v).__name__)
+        return np.array(v, dtype=np.int64) if len(v) else np.zeros(0, np.int64)
+    expected = f"{where} must be a 1-D sequence of integers"
+    if hasattr(v, "detach"):  # a torch tensor; .numpy() refuses bfloat16: check the dtype first
+        t = v.detach()
+        if t.is_floating_point() or t.is_complex():
+            if t.ndim == 1 and not t.numel():  # torch.tensor([]) is float32: no value is wrong
+                return np.zeros(0, np.int64)
+            raise InvalidInputError(f"{expected}, got a {t.dtype} tensor")
+        v = t.cpu().numpy()
+    try:
+        a = np.asarray(v)
+    except (ValueError, TypeError):  # nested rows of unequal lengths
+        raise InvalidInputError(f"{expected}, got a ragged nested {type(v).__name__}") from None
+    if a.ndim != 1:
+        raise InvalidInputError(f"{expected}, got shape {a.shape}")
+    kind = a.dtype.kind
+    if not a.size or kind in "ib" or (kind == "u" and (a.dtype.itemsize < 8
+                                                       or int(a.max()) <= _I64_MAX)):
+        return a.astype(np.int64, copy=False)
+    _check_items(a.tolist(), where, str(a.dtype))
+    return a.astype(np.int64)  # an object array of Python ints, each in range
+
+
+def _check_items(items: Sequence[Any], where: str, what: str) -> None:
+    """Raise for the first item that is not an integer fitting int64."""
+    for j, x in enumerate(items):
+        if not isinstance(x, (int, np.integer)):
+            raise InvalidInputError(f"{where} must be a 1-D sequence of integers, got {what} "
+                                    f"({type(x).__name__} {x!r:.30} at position {j})")
+        if not _I64_MIN <= int(x) <= _I64_MAX:
+            raise InvalidInputError(f"{where} holds {int(x)} at position {j}; expected integers "
+                                    f"that fit int64 (-2**63 to 2**63-1), the collator's dtype")
 
 
 def _batch(rows: Sequence[Any]) -> dict[str, Any]:
@@ -123,16 +159,13 @@ def _segments(b: dict[str, Any]) -> tuple[np.ndarray, np.ndarray | None, np.ndar
         for r, c in enumerate(counts.tolist()):
             sl = vals[at:at + c]
             at += c
-            total, base, n_r = int(sl.sum()), int(starts[r]), int(lengths[r])
-            if (sl < 0).any() or total > n_r:
-                raise InvalidInputError(f"features[{r}]['seq_lengths'] add up to {total:,}; "
-                                        f"the row has {n_r:,} tokens")
-            cuts = base + np.cumsum(sl)[:-1]
-            start[cuts[cuts < base + total]] = True
-            if total < n_r:  # tokens after the declared sequences: a pad tail
+            base, n_r = int(starts[r]), int(lengths[r])
+            ends = np.cumsum(sl)
+            total = _check_seq_lengths(sl, ends, r, n_r, pad[base:base + n_r])
+            start[base + ends[ends < total]] = True  # zero lengths repeat a cut
+            if total < n_r:  # the padding after the declared sequences: one more
                 start[base + total] = True
-                pad[base + total:base + n_r] = True
-        any_pad = bool(pad.any())
+        any_pad = mask is not None and bool(pad.any())
         # attention_mask 0 inside a declared sequence: its first kept token may come later
         first = _first_kept(start, pad) if any_pad else start
     else:
@@ -142,11 +175,39 @@ def _segments(b: dict[str, Any]) -> tuple[np.ndarray, np.ndarray | None, np.ndar
             start[1:] |= (mask[1:] != mask[:-1]) & inner[1:]
         pos = b["position_ids"]
         if pos is not None and n > 1:
-            start[1:] |= (pos[1:] != pos[:-1] + 1) & inner[1:]
+            step = pos[1:] != pos[:-1] + 1
+            if pos.max() == _I64_MAX:  # 2**63-1 + 1 wraps to -2**63: that is no continuation
+                step |= pos[:-1] == _I64_MAX
+            start[1:] |= step & inner[1:]
         any_pad = mask is not None and bool(pad.any())
         # the mask's value is constant within a sequence: a sequence is padding or none of it
         first = start & ~pad if any_pad else start
     return start, pad if any_pad else None, first
+
+
+def _check_seq_lengths(sl: np.ndarray, ends: np.ndarray, r: int, n_r: int,
+                       row_pad: np.ndarray) -> int:
+    """The sum of row ``r``'s ``seq_lengths`` (``ends``: their int64 running sums), checked:
+    each >= 0, the sum exactly the row's length (or less where the rest is padding by its
+    attention_mask); a sum that wrapped int64 shows as a negative running sum."""
+    where = f"features[{r}]['seq_lengths']"
+    if not len(sl):
+        total = 0
+    else:
+        if sl.min() < 0:
+            j = int(np.argmax(sl < 0))
+            raise InvalidInputError(f"{where}[{j}] is {int(sl[j])}; sequence lengths must be "
+                                    ">= 0")
+        total = int(ends[-1])
+        if total > n_r or ends.min() < 0:
+            raise InvalidInputError(f"{where} add up to {sum(sl.tolist()):,}; the row has "
+                                    f"{n_r:,} tokens")
+    if total < n_r and not row_pad[total:].all():
+        raise InvalidInputError(
+            f"{where} add up to {total:,}; the row has {n_r:,} tokens: they must add up to the "
+            "row's length (tokens after them are taken as padding only where the row's "
+            "attention_mask is 0)")
+    return total
 
 
 def _first_kept(start: np.ndarray, pad: np.ndarray) -> np.ndarray:
@@ -179,9 +240,11 @@ class PackedCollator:
     shifted loss never predicts one sequence's first token from the one before it (nor, in
     either layout, from padding).
 
-    Sequence boundaries are read from ``seq_lengths`` (TRL) when a row has them, else from the
+    Sequence boundaries are read from ``seq_lengths`` (TRL) when a row has them (they must add
+    up to the row's length; ``attention_mask`` 0 marks padding inside them), else from the
     ``attention_mask`` (fastaxo's segment ids, or 1/0 with 0 for padding) and
-    ``position_ids`` (a new sequence wherever they do not continue by one).
+    ``position_ids`` (a new sequence wherever they do not continue by one). Every column's
+    values must be integers that fit int64.
 
     Parameters
     ----------
@@ -267,6 +330,10 @@ class PackedCollator:
             ids_k, lab_k, start_k = ids[keep], lab[keep], first[keep]
         total = len(ids_k)
         width = self._round(total)
+        if width > _I32_MAX:  # flash attention's cu_seq_lens are int32
+            raise CapacityError(f"PackedCollator: this batch flattens to {width:,} tokens; the "
+                                f"varlen layout's cu_seq_lens (int32) hold {_I32_MAX:,}: use "
+                                "smaller batches")
         bounds = np.append(np.flatnonzero(start_k), total)
         if width > total:  # the rounding tail: one more sequence of padding
             ids_k = np.concatenate([ids_k, np.full(width - total, self.pad_token_id, np.int64)])
@@ -335,17 +402,28 @@ def _feature_rows(features: Any) -> Sequence[Any]:
             raise InvalidInputError(
                 "features: a flat-layout Packed; use pack(..., layout='padded') or iterate "
                 "packed.to_torch() for rows")
-        cols = {k: v for k, v in features.items()
-                if k in ("input_ids", "labels", "position_ids", "attention_mask", "seq_lengths")}
-        n = len(cols["input_ids"])
-        return [{k: v[r] for k, v in cols.items()} for r in range(n)]
-    if isinstance(features, (str, bytes)) or not isinstance(features, Sequence):
+        cols = {k: v for k, v in features.items() if k in _COLUMNS and v is not None}
+        n = _rows_in(cols["input_ids"], "input_ids")
+        for k, v in cols.items():
+            if _rows_in(v, k) != n:
+                raise InvalidInputError(f"features[{k!r}] has {_rows_in(v, k):,} rows; "
+                                        f"features['input_ids'] has {n:,}")
+        features = [{k: v[r] for k, v in cols.items()} for r in range(n)]
+    elif isinstance(features, (str, bytes)) or not isinstance(features, Sequence):
         raise InvalidTypeError(
             "features must be a list of rows (mappings with 'input_ids') or a mapping of "
             f"columns, got {type(features).__name__}")
     if not len(features):
         raise InvalidInputError("features is empty: a batch needs at least one row")
     return features
+
+
+def _rows_in(column: Any, key: str) -> int:
+    try:
+        return len(column)
+    except TypeError:  # a scalar, or a 0-d array
+        raise InvalidInputError(f"features[{key!r}] must be a column (one row per item), got "
+                                f"{type(column).__name__}") from None
 
 
 def _to_tensors(out: dict[str, Any], tensors: str, layout: str, float_dtype: Any) -> dict:
