@@ -1,14 +1,20 @@
 """PackedCollator: the faults kept out of it (a varlen sequence opening on padding, unchecked
-input values), each as a table of one-line cases against its plain-Python twin
-(fastaxo._reference.collate)."""
+input values, a 4-D mask too big to allocate), each as a table of one-line cases against its
+plain-Python twin (fastaxo._reference.collate)."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import types
 
 import numpy as np
 import pytest
 from conftest import main_leg_only
 
 import fastaxo
+from fastaxo._core.proc import mem_available_bytes
 from fastaxo._reference.collate import packed_collate
 
 try:
@@ -167,4 +173,111 @@ def test_position_ids_at_int64_max_do_not_wrap_into_one_sequence():
     assert got["cu_seq_lens_q"].tolist() == [0, 2, 3] == packed_collate(rows, "varlen")[
         "cu_seq_lens"]
 
+
+@pytest.mark.parametrize("value, match", [
+    ("float33", "mask_dtype must be a float dtype"),
+    (torch.int64, r"mask_dtype must be a float dtype .* got torch\.int64"),
+    (np.int32, "mask_dtype must be a float dtype"),
+])
+def test_mask_dtype_must_be_a_float(value, match):
+    with pytest.raises(fastaxo.InvalidInputError, match=match):
+        PackedCollator(attn_implementation="eager", mask_dtype=value)
+
+
+@pytest.mark.parametrize("value, want", [
+    ("bfloat16", torch.bfloat16), (np.float16, torch.float16), (torch.float64, torch.float64),
+])
+def test_mask_dtype_by_any_name(value, want):
+    got = PackedCollator(attn_implementation="eager", mask_dtype=value)([{"input_ids": [1, 2]}])
+    assert got["attention_mask"].dtype == want
+    assert got["attention_mask"][0, 0, 0, 1].item() == torch.finfo(want).min
+
+
+def test_a_model_whose_dtype_is_no_float_gets_a_float32_mask():
+    model = types.SimpleNamespace(config=types.SimpleNamespace(_attn_implementation="eager"),
+                                  dtype=torch.int8)
+    got = PackedCollator(model=model)([{"input_ids": [1, 2]}])
+    assert got["attention_mask"].dtype == torch.float32
+
+
+# ---------------------------------------------------------------------------------------------
+# the mask layout's size
+
+def rows_of(n: int, width: int) -> list[dict]:
+    return [{"input_ids": list(range(width))} for _ in range(n)]
+
+
+def test_a_mask_too_big_is_refused_before_anything_is_allocated():
+    """8 x 32,768 is an 8 GiB 4-D mask for sdpa (32 GiB for eager in float32): refused with its
+    size and the way out, in a child whose address space could not hold it (an attempt to
+    allocate it would be a MemoryError there; an OOM kill without the limit)."""
+    script = textwrap.dedent("""
+        import resource
+        import fastaxo
+        from fastaxo.integrations.transformers import PackedCollator
+        import torch  # noqa: F401  (its mappings count before the limit)
+        rows = [{"input_ids": list(range(32768))} for _ in range(8)]
+        kib = int(open("/proc/self/status").read().split("VmSize:")[1].split()[0])
+        limit = kib * 1024 + (1 << 30)  # 1 GiB more than it has mapped now
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        for attn in ("sdpa", "eager"):
+            for tensors in ("pt", "np"):
+                try:
+                    PackedCollator(attn_implementation=attn, return_tensors=tensors)(rows)
+                except fastaxo.CapacityError as exc:
+                    print(attn, tensors, exc)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd="/", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert [line.split()[:2] for line in lines] == [["sdpa", "pt"], ["sdpa", "np"],
+                                                     ["eager", "pt"], ["eager", "np"]], lines
+    for line in lines:
+        attn, _, msg = line.split(" ", 2)
+        size, dtype = (("8.0 GiB (8,589,934,592 bytes)", "bool") if attn == "sdpa"
+                       else ("32.0 GiB (34,359,738,368 bytes)", "float32"))
+        assert msg.startswith(f"PackedCollator: this batch's {attn} attention mask "
+                              f"([8, 1, 32768, 32768] {dtype}: 8 rows of 32,768 tokens) takes "
+                              f"{size}, more than max_mask_bytes (1,073,741,824); use flash "
+                              "attention "
+                              "(attn_implementation='flash_attention_2': its varlen layout "
+                              "needs no mask), or smaller batches or shorter rows, or raise "
+                              "max_mask_bytes"), line
+
+
+@pytest.mark.parametrize("attn, bound, ok, refused", [
+    ("sdpa", 2048, (2, 32), (3, 32)),   # bytes: 2,048 and 3,072
+    ("eager", 2048, (2, 16), (3, 16)),  # float32: 2,048 and 3,072
+    ("sdpa", None, (16, 256), None),
+])
+def test_max_mask_bytes_is_the_bound(attn, bound, ok, refused):
+    c = PackedCollator(attn_implementation=attn, max_mask_bytes=bound, return_tensors="np")
+    assert c(rows_of(*ok))["attention_mask"].shape == (ok[0], 1, ok[1], ok[1])
+    if refused:
+        with pytest.raises(fastaxo.CapacityError,
+                           match=r"takes 3,072 bytes, more than max_mask_bytes \(2,048\)"):
+            c(rows_of(*refused))
+    varlen = PackedCollator(attn_implementation="flash_attention_2", max_mask_bytes=1)
+    assert varlen(rows_of(8, 64))["input_ids"].shape == (1, 512)  # no mask, no bound
+
+
+def test_a_mask_bigger_than_the_memory_available_is_refused_whatever_the_bound():
+    avail = mem_available_bytes()
+    if avail is None:  # pragma: no cover
+        pytest.skip("no /proc/meminfo")
+    width = int((avail * 1.5) ** 0.5)  # one row: its 4-D mask is 1.5 x what is available
+    c = PackedCollator(attn_implementation="sdpa", max_mask_bytes=None)
+    with pytest.raises(fastaxo.CapacityError,
+                       match=r"takes [\d.,]+ GiB \([\d,]+ bytes\), more than the [\d.,]+ GiB "
+                             r"of memory available; use flash attention"):
+        c([{"input_ids": np.arange(width)}])
+
+
+def test_max_mask_bytes_is_checked():
+    for bad in (0, -1):
+        with pytest.raises(fastaxo.InvalidInputError, match="max_mask_bytes must be >= 1"):
+            PackedCollator(attn_implementation="sdpa", max_mask_bytes=bad)
+    with pytest.raises(fastaxo.InvalidTypeError, match="max_mask_bytes must be a positive int"):
+        PackedCollator(attn_implementation="sdpa", max_mask_bytes=1.5)
 

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 from fastaxo._core.checks import choice, int_arg, positive_int
+from fastaxo._core.outputs import check_output_bytes
+from fastaxo._core.proc import mem_available_bytes
 from fastaxo._core.ragged import lists_to_values
 from fastaxo.errors import CapacityError, InvalidInputError, InvalidTypeError
 
@@ -50,6 +52,9 @@ def _model_attn(model: Any) -> str:
 _COLUMNS = ("input_ids", "labels", "position_ids", "attention_mask", "seq_lengths")
 _I64_MIN, _I64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
 _I32_MAX = int(np.iinfo(np.int32).max)
+#: The mask layout's default bound on its 4-D mask (``PackedCollator(max_mask_bytes=)``).
+DEFAULT_MAX_MASK_BYTES = 1 << 30
+_CHECK_AVAILABLE_FROM = 64 << 20
 
 
 def _column(rows: Sequence[Any], key: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -240,6 +245,11 @@ class PackedCollator:
     shifted loss never predicts one sequence's first token from the one before it (nor, in
     either layout, from padding).
 
+    The mask layout's 4-D mask is ``rows x width x width`` cells (bytes for sdpa, the float's
+    size for eager): a batch whose mask would take more than ``max_mask_bytes``, or more than
+    the memory available, is refused before anything is allocated, with its size and the way
+    out (flash attention's varlen layout needs no mask; or smaller batches, shorter rows).
+
     Sequence boundaries are read from ``seq_lengths`` (TRL) when a row has them (they must add
     up to the row's length; ``attention_mask`` 0 marks padding inside them), else from the
     ``attention_mask`` (fastaxo's segment ids, or 1/0 with 0 for padding) and
@@ -260,14 +270,20 @@ class PackedCollator:
         Round the width (mask layout) or the flattened length (varlen: the tail is one more
         sequence of padding) up to a multiple of this.
     return_tensors : {"pt", "np"}
-    mask_dtype : torch dtype, optional
-        The eager mask's float dtype (default: the model's dtype, else float32).
+    mask_dtype : torch dtype or str, optional
+        The eager mask's float dtype (float16, bfloat16, float32 or float64; default: the
+        model's dtype if it is one of those, else float32). ``return_tensors="np"`` gives
+        float32.
+    max_mask_bytes : int, optional
+        The largest 4-D mask the mask layout makes, in bytes (default 1 GiB: 16 x 8,192 for
+        sdpa, 16 x 4,096 for eager in float32); None: no bound but the memory available.
     """
 
     def __init__(self, model: Any = None, *, attn_implementation: str | None = None,
                  pad_token_id: int | None = None, label_pad_token_id: int = -100,
                  separator_id: int | None = -100, pad_to_multiple_of: int | None = None,
-                 return_tensors: str = "pt", mask_dtype: Any = None):
+                 return_tensors: str = "pt", mask_dtype: Any = None,
+                 max_mask_bytes: int | None = DEFAULT_MAX_MASK_BYTES):
         if attn_implementation is None:
             if model is None:
                 raise InvalidInputError(
@@ -286,9 +302,19 @@ class PackedCollator:
         self.pad_to_multiple_of = positive_int(pad_to_multiple_of, "pad_to_multiple_of",
                                                allow_none=True)
         self.return_tensors = choice(return_tensors, "return_tensors", ("pt", "np"))
+        self.max_mask_bytes = positive_int(max_mask_bytes, "max_mask_bytes", allow_none=True)
+        name = _float_name(mask_dtype)
+        if mask_dtype is not None and name is None:
+            raise InvalidInputError(
+                "mask_dtype must be a float dtype (torch.float32, torch.bfloat16, "
+                f"torch.float16, torch.float64 or its name), got {mask_dtype!r:.40}")
         if mask_dtype is None and model is not None:
+            # a model whose dtype is no float (quantized): eager adds a float32 mask, promoted
             mask_dtype = getattr(model, "dtype", None)
+            name = _float_name(mask_dtype)
         self.mask_dtype = mask_dtype
+        self._mask_float = (None if attn_implementation.rsplit("|", 1)[-1] == "sdpa"
+                            else name or "float32")  # None: sdpa's boolean mask
 
     def __repr__(self) -> str:
         return (f"PackedCollator(attn_implementation={self.attn_implementation!r}, "
@@ -308,12 +334,8 @@ class PackedCollator:
         if self.layout == "varlen":
             out = self._varlen(ids, lab, first, pad)
         else:
-            out = self._mask(b, ids, lab, start)
-        return _to_tensors(out, tensors, self.layout, self._float_dtype())
-
-    def _float_dtype(self) -> Any:
-        return None if self.attn_implementation.rsplit("|", 1)[-1] == "sdpa" else (
-            self.mask_dtype or "float32")
+            out = self._mask(b, ids, lab, start, tensors)
+        return _to_tensors(out, tensors, self.layout, self._mask_float)
 
     def _round(self, n: int) -> int:
         m = self.pad_to_multiple_of
@@ -348,11 +370,12 @@ class PackedCollator:
                 "cu_seq_lens_q": cu, "cu_seq_lens_k": cu.copy(),
                 "max_length_q": longest, "max_length_k": longest}
 
-    def _mask(self, b: dict[str, Any], ids: np.ndarray, lab: np.ndarray,
-              start: np.ndarray) -> dict[str, Any]:
+    def _mask(self, b: dict[str, Any], ids: np.ndarray, lab: np.ndarray, start: np.ndarray,
+              tensors: str) -> dict[str, Any]:
         lengths, starts = b["row_lengths"], b["row_starts"]
         nrows = len(lengths)
         width = self._round(int(lengths.max()) if nrows else 0)
+        self._check_mask_size(nrows, width, tensors)
         # every token's place in the [rows, width] output
         row_of = np.repeat(np.arange(nrows, dtype=np.int64), lengths)
         col = np.arange(len(ids), dtype=np.int64) - starts[row_of]
@@ -391,6 +414,68 @@ class PackedCollator:
                 "labels": out_lab.reshape(nrows, width),
                 "position_ids": pos.reshape(nrows, width), "attention_mask": mask}
 
+    def _check_mask_size(self, nrows: int, width: int, tensors: str) -> None:
+        """Refuse, before allocating it, a 4-D mask over ``max_mask_bytes`` or over the memory
+        available (eager's float mask is made from a boolean one: both count)."""
+        cells = nrows * width * width
+        float_name = self._mask_float
+        if float_name is None:
+            itemsize, dtype = 1, "bool"
+        elif tensors == "np":
+            itemsize, dtype = 4, "float32"
+        else:
+            import torch
+
+            itemsize, dtype = torch.finfo(getattr(torch, float_name)).bits // 8, float_name
+        nbytes = cells * itemsize
+        peak = nbytes + (cells if float_name is not None else 0)
+        impl = "sdpa" if float_name is None else "eager"
+        exact = f" ({nbytes:,} bytes)" if nbytes >= 2**20 else ""
+        what = (f"PackedCollator: this batch's {impl} attention mask ([{nrows}, 1, {width}, "
+                f"{width}] {dtype}: {nrows:,} rows of {width:,} tokens) takes "
+                f"{_size(nbytes)}{exact}")
+        todo = ("use flash attention (attn_implementation='flash_attention_2': its varlen "
+                "layout needs no mask), or smaller batches or shorter rows")
+        if self.max_mask_bytes is not None and nbytes > self.max_mask_bytes:
+            raise CapacityError(f"{what}, more than max_mask_bytes ({self.max_mask_bytes:,}); "
+                                f"{todo}, or raise max_mask_bytes")
+        # a /proc read costs ~60 us: below this size it would cost more than it can save
+        avail = mem_available_bytes() if peak >= _CHECK_AVAILABLE_FROM else None
+        if avail is not None and peak > avail:
+            also = f" ({_size(peak)} while it is made)" if peak != nbytes else ""
+            raise CapacityError(f"{what}{also}, more than the {_size(avail)} of memory available"
+                                f"; {todo}")
+        try:  # where /proc is missing: the machine's memory, and no size that could wrap
+            check_output_bytes(peak, what)
+        except CapacityError as exc:
+            raise CapacityError(f"{exc}; {todo}") from None
+
+
+def _size(nbytes: int) -> str:
+    if nbytes >= 2**30:
+        return f"{nbytes / 2**30:,.1f} GiB"
+    return f"{nbytes / 2**20:,.1f} MiB" if nbytes >= 2**20 else f"{nbytes:,} bytes"
+
+
+_FLOAT_NAMES = ("float16", "bfloat16", "float32", "float64")
+
+
+def _float_name(dtype: Any) -> str | None:
+    """``"float32"`` for torch.float32, np.float32 or "float32" (and the other float widths);
+    None for anything else."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, str):
+        name = dtype
+    elif type(dtype).__module__ == "torch":
+        name = str(dtype).rsplit(".", 1)[-1]
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except (TypeError, ValueError):
+            return None
+    return name if name in _FLOAT_NAMES else None
+
 
 def _feature_rows(features: Any) -> Sequence[Any]:
     """A list of per-row mappings, from a list of rows or a mapping of 2-D arrays (a Packed,
@@ -426,13 +511,11 @@ def _rows_in(column: Any, key: str) -> int:
                                 f"{type(column).__name__}") from None
 
 
-def _to_tensors(out: dict[str, Any], tensors: str, layout: str, float_dtype: Any) -> dict:
+def _to_tensors(out: dict[str, Any], tensors: str, layout: str, float_name: str | None) -> dict:
     if tensors == "np":
-        if layout == "mask" and float_dtype is not None:
-            keep = out["attention_mask"]
-            m = np.zeros(keep.shape, np.float32)
-            m[~keep] = np.finfo(np.float32).min
-            out["attention_mask"] = m
+        if layout == "mask" and float_name is not None:
+            out["attention_mask"] = np.where(out["attention_mask"], np.float32(0),
+                                             np.finfo(np.float32).min)
         return out
     import torch
 
@@ -442,10 +525,9 @@ def _to_tensors(out: dict[str, Any], tensors: str, layout: str, float_dtype: Any
             res[k] = torch.from_numpy(np.ascontiguousarray(v))
         else:
             res[k] = v
-    if layout == "mask" and float_dtype is not None:
-        dt = getattr(torch, float_dtype) if isinstance(float_dtype, str) else float_dtype
-        keep = res["attention_mask"]
-        m = torch.zeros(keep.shape, dtype=dt)
-        m.masked_fill_(~keep, torch.finfo(dt).min)
-        res["attention_mask"] = m
+    if layout == "mask" and float_name is not None:
+        # one float tensor from the boolean one (no inverted copy beside it)
+        dt = getattr(torch, float_name)
+        res["attention_mask"] = torch.where(res["attention_mask"], torch.zeros((), dtype=dt),
+                                            torch.full((), torch.finfo(dt).min, dtype=dt))
     return res
