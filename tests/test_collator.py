@@ -1,6 +1,7 @@
-"""PackedCollator: the faults kept out of it (a varlen sequence opening on padding, unchecked
-input values, a 4-D mask too big to allocate), each as a table of one-line cases against its
-plain-Python twin (fastaxo._reference.collate)."""
+"""PackedCollator against its plain-Python twin (fastaxo._reference.collate): a differential
+fuzz with padding anywhere in the rows, every layout, marking and input type; and the faults
+it is there to keep out (a varlen sequence opening on padding, unchecked input values, a 4-D
+mask too big to allocate), each as a table of one-line cases."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import types
 import numpy as np
 import pytest
 from conftest import main_leg_only
+from hypothesis import given
+from hypothesis import strategies as st
 
 import fastaxo
 from fastaxo._core.proc import mem_available_bytes
@@ -27,6 +30,169 @@ except ImportError as exc:  # pragma: no cover
 main_leg_only(_MISSING, "torch")
 
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# the fuzz
+
+def as_kind(values: list[int], kind: str, small: bool) -> object:
+    """One row's column as a list, a NumPy array or a torch tensor (of a dtype that holds it)."""
+    if kind == "list":
+        return values
+    lo, hi = min(values, default=0), max(values, default=0)
+    if kind == "numpy":
+        if small and lo >= 0 and hi <= 1:
+            return np.array(values, bool)
+        if lo >= 0 and hi > 2**62:
+            return np.array(values, np.uint64)
+        return np.array(values, np.int32 if -2**31 <= lo and hi < 2**31 else np.int64)
+    if small and lo >= 0 and hi <= 1:
+        return torch.tensor(values, dtype=torch.bool)
+    if lo >= 0 and hi < 256:
+        return torch.tensor(values, dtype=torch.uint8)
+    return torch.tensor(values, dtype=torch.int64)
+
+
+@st.composite
+def padded_sequence(draw):
+    """One sequence as a row holds it: token flags (True = padding, attention_mask 0) for
+    padding before it (left padding), a gap inside it, padding after it (right padding)."""
+    lead, body, gap, rest, trail = draw(st.tuples(st.integers(0, 2), st.integers(1, 4),
+                                                  st.integers(0, 2), st.integers(0, 3),
+                                                  st.integers(0, 2)))
+    return [True] * lead + [False] * body + [True] * gap + [False] * rest + [True] * trail
+
+
+MARKINGS = ("seq_lengths", "position_ids", "position_ids+ones", "segments", "ones")
+
+
+@st.composite
+def batches(draw):
+    """A batch of packed rows: padded sequences side by side, rows of padding only, empty
+    rows; as a mapping marking -> the same rows marked that way: TRL's seq_lengths (one
+    declared sequence per padded sequence, empty ones between, padding after them
+    undeclared; a mask or none), position ids (with or without a 0/1 mask), fastaxo's
+    segment ids, or a 0/1 mask alone. Columns as lists, NumPy arrays or torch tensors, row
+    by row."""
+    ids_st = st.integers(0, 50) | st.sampled_from([I64_MAX, 2**63 - 2, 2**31, 2**31 - 1])
+    shapes = []
+    for _ in range(draw(st.integers(0, 4))):
+        seqs = draw(st.lists(padded_sequence(), max_size=4))
+        tail = draw(st.integers(0, 3) if draw(st.booleans()) else st.just(0))  # undeclared
+        n = sum(map(len, seqs)) + tail
+        shapes.append((seqs, tail, draw(st.lists(ids_st, min_size=n, max_size=n)),
+                       draw(st.lists(st.sampled_from([None, None, -100, 5, I64_MIN]),
+                                     min_size=n, max_size=n))))
+    with_labels = draw(st.booleans())
+    masks = {m: m != "position_ids" for m in MARKINGS}
+    masks["seq_lengths"] = draw(st.integers(0, 3)) > 0  # seq_lengths without a mask too
+    return {m: [mark(draw, m, *shape, masks[m], with_labels) for shape in shapes]
+            for m in MARKINGS}
+
+
+def mark(draw, marking, seqs, tail, ids, labels, with_mask, with_labels):
+    """One row marked one way, each column a list, a NumPy array or a torch tensor."""
+    flags = [f for q in seqs for f in q] + [True] * tail  # True: padding
+    row: dict[str, list[int]] = {"input_ids": ids}
+    if with_labels:  # the token itself, or a label of its own
+        row["labels"] = [t if x is None else x for t, x in zip(ids, labels)]
+    if with_mask:
+        if marking == "segments":
+            row["attention_mask"] = [0 if f else k + 1 for k, q in enumerate(seqs)
+                                     for f in q] + [0] * tail
+        else:  # 1/0, or any non-zero value inside TRL's declared sequences
+            on = draw(st.sampled_from([1, 1, 2, 7])) if marking == "seq_lengths" else 1
+            row["attention_mask"] = [0 if f else on for f in flags]
+    if marking.startswith("position_ids"):
+        anything = iter(draw(st.lists(st.sampled_from([0, 1, 3, I64_MAX, I64_MIN]),
+                                      min_size=len(flags), max_size=len(flags))))
+        pos = []  # each sequence's tokens count from 0; padding's positions are anything
+        for q in seqs + [[True] * tail]:
+            at = 0
+            for f in q:
+                pos.append(next(anything) if f else at)
+                at += not f
+        row["position_ids"] = pos
+    if marking == "seq_lengths":
+        declared = [len(q) for q in seqs]
+        if not with_mask:
+            declared.append(tail)  # no mask, no padding: the tail is one more sequence
+        for _ in range(draw(st.integers(0, 2))):  # empty sequences anywhere
+            declared.insert(draw(st.integers(0, len(declared))), 0)
+        row["seq_lengths"] = declared
+    kind_st = st.sampled_from(["list", "numpy", "torch"])
+    return {k: as_kind(v, draw(kind_st), k == "attention_mask") for k, v in row.items()}
+
+
+def layouts(model_dtype):
+    """(label, collator keyword arguments, layout): sdpa's boolean mask, eager's float mask in
+    a dtype a model may have (and NumPy's float32), the varlen keywords; pt and np."""
+    model = types.SimpleNamespace(dtype=model_dtype, config=types.SimpleNamespace(
+        _attn_implementation="eager", pad_token_id=None))
+    return [("sdpa pt", {"attn_implementation": "sdpa"}, "mask"),
+            ("sdpa np", {"attn_implementation": "sdpa", "return_tensors": "np"}, "mask"),
+            (f"eager {model_dtype}", {"model": model}, "mask"),
+            ("eager np", {"attn_implementation": "eager", "return_tensors": "np"}, "mask"),
+            ("varlen pt", {"attn_implementation": "flash_attention_2"}, "varlen"),
+            ("varlen np", {"attn_implementation": "flash_attention_3", "return_tensors": "np"},
+             "varlen")]
+
+
+def plain(v):
+    return v.tolist() if isinstance(v, (np.ndarray, torch.Tensor)) else v
+
+
+def check_against_twin(rows, kw, marking, model_dtype):
+    want = {layout: packed_collate(rows, layout, **kw) for layout in ("mask", "varlen")}
+    for name, args, layout in layouts(model_dtype):
+        label = f"{marking}: {name}"
+        got = PackedCollator(**args, **kw)(rows)
+        w = want[layout]
+        tensors = args.get("return_tensors", "pt")
+        for k in ("input_ids", "labels", "position_ids"):
+            assert got[k].dtype == (np.int64 if tensors == "np" else torch.int64), (label, k)
+            if layout == "varlen":
+                assert plain(got[k]) == [w[k]], (label, k)
+            else:
+                assert plain(got[k]) == w[k], (label, k)
+        if layout == "varlen":
+            for k in ("cu_seq_lens_q", "cu_seq_lens_k"):
+                assert plain(got[k]) == w["cu_seq_lens"], (label, k)
+                assert got[k].dtype == (np.int32 if tensors == "np" else torch.int32)
+            longest = max(np.diff(w["cu_seq_lens"]), default=0)
+            assert got["max_length_q"] == got["max_length_k"] == longest, label
+            continue
+        m = got["attention_mask"]
+        if "sdpa" in label:
+            assert m.dtype in (np.bool_, torch.bool), label
+            assert plain(m[:, 0]) == w["attention_mask"], label
+            continue
+        want_dt = np.float32 if tensors == "np" else args["model"].dtype
+        assert m.dtype == want_dt, label
+        lowest = (np.finfo(np.float32) if tensors == "np" else torch.finfo(want_dt)).min
+        keep = np.array(w["attention_mask"], bool).reshape(m.shape[0], m.shape[-1], m.shape[-1])
+        cells = m[:, 0].double().numpy() if tensors == "pt" else m[:, 0]
+        assert np.array_equal(cells == 0, keep), label
+        assert (cells[~keep] == float(lowest)).all(), label
+
+
+@given(marked=batches(), mult=st.sampled_from([None, 1, 3, 8]),
+       sep=st.sampled_from([-100, None, 9]), pad_id=st.sampled_from([0, 2]),
+       label_pad=st.sampled_from([-100, -1]), model_dtype=st.sampled_from(FLOATS))
+def test_collator_equals_its_twin(marked, mult, sep, pad_id, label_pad, model_dtype):
+    """Every layout of PackedCollator against fastaxo._reference.collate, token for token and
+    mask cell for mask cell, on one batch marked every way; an empty batch refused by every
+    layout."""
+    kw = {"pad_token_id": pad_id, "label_pad_token_id": label_pad, "separator_id": sep,
+          "pad_to_multiple_of": mult}
+    for marking, rows in marked.items():
+        if not rows:
+            for _, args, _ in layouts(model_dtype):
+                with pytest.raises(fastaxo.InvalidInputError, match="features is empty"):
+                    PackedCollator(**args, **kw)(rows)
+            continue
+        check_against_twin(rows, kw, marking, model_dtype)
 
 
 # ---------------------------------------------------------------------------------------------
