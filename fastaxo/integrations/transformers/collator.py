@@ -429,26 +429,32 @@ class PackedCollator:
             itemsize, dtype = torch.finfo(getattr(torch, float_name)).bits // 8, float_name
         nbytes = cells * itemsize
         peak = nbytes + (cells if float_name is not None else 0)
-        impl = "sdpa" if float_name is None else "eager"
+        over = self.max_mask_bytes is not None and nbytes > self.max_mask_bytes
+        # a /proc read costs ~60 us: below this size it would cost more than it can save
+        avail = mem_available_bytes() if peak >= _CHECK_AVAILABLE_FROM and not over else None
+        beyond = None
+        if not over and (avail is None or peak <= avail):
+            try:  # where /proc is missing: the machine's memory; and no size that could wrap
+                check_output_bytes(peak, "")
+                return
+            except CapacityError as exc:
+                beyond = str(exc).lstrip(": ")
+        # refused: the message is made only now (formatting it costs more than the checks)
         exact = f" ({nbytes:,} bytes)" if nbytes >= 2**20 else ""
+        impl = "sdpa" if float_name is None else "eager"
         what = (f"PackedCollator: this batch's {impl} attention mask ([{nrows}, 1, {width}, "
                 f"{width}] {dtype}: {nrows:,} rows of {width:,} tokens) takes "
                 f"{_size(nbytes)}{exact}")
         todo = ("use flash attention (attn_implementation='flash_attention_2': its varlen "
                 "layout needs no mask), or smaller batches or shorter rows")
-        if self.max_mask_bytes is not None and nbytes > self.max_mask_bytes:
+        if over:
             raise CapacityError(f"{what}, more than max_mask_bytes ({self.max_mask_bytes:,}); "
                                 f"{todo}, or raise max_mask_bytes")
-        # a /proc read costs ~60 us: below this size it would cost more than it can save
-        avail = mem_available_bytes() if peak >= _CHECK_AVAILABLE_FROM else None
-        if avail is not None and peak > avail:
-            also = f" ({_size(peak)} while it is made)" if peak != nbytes else ""
-            raise CapacityError(f"{what}{also}, more than the {_size(avail)} of memory available"
-                                f"; {todo}")
-        try:  # where /proc is missing: the machine's memory, and no size that could wrap
-            check_output_bytes(peak, what)
-        except CapacityError as exc:
-            raise CapacityError(f"{exc}; {todo}") from None
+        also = f" ({_size(peak)} while it is made)" if peak != nbytes else ""
+        if beyond is None:
+            raise CapacityError(f"{what}{also}, more than the {_size(avail or 0)} of memory "
+                                f"available; {todo}")
+        raise CapacityError(f"{what}{also}: {beyond}; {todo}")
 
 
 def _size(nbytes: int) -> str:
