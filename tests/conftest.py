@@ -26,7 +26,8 @@ EXT = _backend.ext
 # TRL, Ray, a second C compiler). The minimum-dependencies leg, the other Python versions'
 # legs and the wheels' own tests run it; the main leg (scripts/test.sh) runs everything.
 QUICK_LEAVES_OUT_FILES = ("test_axolotl.py", "test_axolotl_inprocess.py", "test_chat_axolotl.py",
-                          "test_ray.py", "test_transformers.py", "test_train_recipes.py")
+                          "test_collator.py", "test_ray.py", "test_transformers.py",
+                          "test_train_recipes.py")
 QUICK_LEAVES_OUT_TESTS = (
     "test_safety.py::test_with_torch_loaded_first_fastaxo_still_waits_passively",
     "test_mistakes.py::test_torch_tensor_names_the_fix",

@@ -8,8 +8,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from conftest import main_leg_only
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import fastaxo
 from fastaxo.integrations.transformers import PackedCollator, layout_for
@@ -293,65 +291,3 @@ def test_seq_lengths_position_ids_and_segments_give_one_batch(attn):
         got = c(other)
         for k, v in want.items():
             assert (torch.equal(got[k], v) if isinstance(v, torch.Tensor) else got[k] == v), k
-
-
-@st.composite
-def packed_rows(draw):
-    """Rows of packed sequences as a dataset hands them over, marked one of three ways:
-    position ids, segment ids (0 = padding), or TRL's seq_lengths; empty rows, empty batches
-    and rows longer than the others included."""
-    mark = draw(st.sampled_from(["position_ids", "attention_mask", "seq_lengths"]))
-    rows = []
-    for _ in range(draw(st.integers(0, 5))):
-        seqs = draw(st.lists(st.integers(1, 9), max_size=5))
-        pad = draw(st.integers(0, 4)) if mark != "position_ids" else 0
-        ids = draw(st.lists(st.integers(3, VOCAB - 1), min_size=sum(seqs) + pad,
-                            max_size=sum(seqs) + pad))
-        row = {"input_ids": ids}
-        if mark == "position_ids":
-            row["position_ids"] = [i for n in seqs for i in range(n)]
-        elif mark == "attention_mask":
-            row["attention_mask"] = [k + 1 for k, n in enumerate(seqs) for _ in range(n)] + [0] * pad
-        else:
-            row["seq_lengths"] = seqs
-        if draw(st.booleans()):
-            row["labels"] = [-100 if draw(st.booleans()) else t for t in ids]
-        rows.append(row)
-    if rows and any("labels" in r for r in rows):  # a batch has labels on every row or none
-        for r in rows:
-            r.setdefault("labels", list(r["input_ids"]))
-    return rows
-
-
-@settings(max_examples=300, deadline=None)
-@given(rows=packed_rows(), mult=st.sampled_from([None, 1, 4, 16]),
-       sep=st.sampled_from([-100, None]))
-def test_collator_equals_the_plain_reference(rows, mult, sep):
-    """PackedCollator against fastaxo._reference.collate, token for token and mask cell for
-    mask cell, on hypothesis-generated packed rows."""
-    from fastaxo._reference.collate import packed_collate
-
-    if not rows:
-        with pytest.raises(fastaxo.InvalidInputError, match="features is empty"):
-            PackedCollator(attn_implementation="sdpa")(rows)
-        return
-    for attn, layout in (("sdpa", "mask"), ("flash_attention_2", "varlen")):
-        got = PackedCollator(attn_implementation=attn, pad_to_multiple_of=mult, separator_id=sep,
-                             pad_token_id=1, return_tensors="np")(rows)
-        want = packed_collate(rows, layout, pad_token_id=1, separator_id=sep,
-                              pad_to_multiple_of=mult)
-        if layout == "varlen":
-            assert got["input_ids"][0].tolist() == want["input_ids"]
-            assert got["labels"][0].tolist() == want["labels"]
-            assert got["position_ids"][0].tolist() == want["position_ids"]
-            assert got["cu_seq_lens_q"].tolist() == want["cu_seq_lens"]
-            assert got["max_length_q"] == max(np.diff(want["cu_seq_lens"]), default=0)
-        else:
-            for k in ("input_ids", "labels", "position_ids"):
-                assert got[k].tolist() == want[k], k
-            assert got["attention_mask"][:, 0].tolist() == want["attention_mask"]
-    eager = PackedCollator(attn_implementation="eager", pad_to_multiple_of=mult,
-                           return_tensors="np")(rows)["attention_mask"]
-    sdpa = PackedCollator(attn_implementation="sdpa", pad_to_multiple_of=mult,
-                          return_tensors="np")(rows)["attention_mask"]
-    assert np.array_equal(eager == 0, sdpa) and (eager[~sdpa] == np.finfo(np.float32).min).all()

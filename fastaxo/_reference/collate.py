@@ -8,16 +8,22 @@ from typing import Any
 __all__ = ["packed_collate"]
 
 
+def _ints(values: Any) -> Any:
+    """A column as Python ints (exact: NumPy and torch scalars would wrap at int64's end)."""
+    return None if values is None else [int(x) for x in values]
+
+
 def _row_segments(row: dict[str, Any]) -> tuple[list[int], list[bool]]:
     """Per token: its sequence number within the row, and whether it is padding."""
-    ids = list(row["input_ids"])
+    ids = _ints(row["input_ids"])
     n = len(ids)
-    mask = None if row.get("attention_mask") is None else list(row["attention_mask"])
-    pos = None if row.get("position_ids") is None else list(row["position_ids"])
+    mask = _ints(row.get("attention_mask"))
+    pos = _ints(row.get("position_ids"))
     seg, pad = [0] * n, [False] * n
-    if row.get("seq_lengths") is not None:
+    lengths = _ints(row.get("seq_lengths"))
+    if lengths is not None:
         at, k = 0, 0
-        for length in row["seq_lengths"]:
+        for length in lengths:
             for i in range(at, at + length):
                 seg[i] = k
             if length:
@@ -50,14 +56,17 @@ def packed_collate(rows: list[dict[str, Any]], layout: str, *, pad_token_id: int
 
     parsed = []
     for row in rows:
-        ids = [int(x) for x in row["input_ids"]]
+        ids = _ints(row["input_ids"])
         seg, pad = _row_segments(row)
-        lab = [int(x) for x in (row["labels"] if row.get("labels") is not None else ids)]
+        lab = _ints(row["labels"]) if row.get("labels") is not None else list(ids)
+        seen = None  # the sequence of the last token that is not padding
         for i in range(len(ids)):
             if pad[i]:
                 lab[i] = label_pad_token_id
-            elif separator_id is not None and (i == 0 or seg[i] != seg[i - 1]):
+                continue
+            if separator_id is not None and seg[i] != seen:  # its first token not padding
                 lab[i] = separator_id
+            seen = seg[i]
         parsed.append((ids, lab, seg, pad))
     if layout == "varlen":
         out_ids, out_lab, lens = [], [], []
