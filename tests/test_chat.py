@@ -23,17 +23,6 @@ from fastaxo.errors import (  # noqa: E402
     InvalidTypeError,
 )
 
-
-@pytest.fixture(scope="module")
-def qwen():
-    return chat_data.qwen3_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def spec(qwen):
-    return ChatSpec.create(qwen)
-
-
 # -- the engine against the plain port of Axolotl's algorithm --------------------------------
 
 def _check_rows(spec, convs):

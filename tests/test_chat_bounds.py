@@ -27,16 +27,6 @@ from fastaxo.errors import (  # noqa: E402
 BIG = 10**9
 
 
-@pytest.fixture(scope="module")
-def qwen():
-    return chat_data.qwen3_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def spec(qwen):
-    return ChatSpec.create(qwen)
-
-
 def _conv(*contents: str) -> list[dict[str, str]]:
     roles = ["user", "assistant"]
     return [{"role": roles[i % 2], "content": c} for i, c in enumerate(contents)]
