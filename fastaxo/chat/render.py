@@ -90,7 +90,8 @@ def compile_renderer(env: Any, source: str, variables: dict[str, Any], *, max_st
 
     benv.call_binop = call_binop
     benv.call = call
-    benv.filters = {name: _bounded_filter(f, limit) for name, f in env.filters.items()}
+    benv.filters = {name: (_bounded_filter(f, limit) if _may_grow(f) else f)
+                    for name, f in env.filters.items()}
     try:
         ast = benv.parse(source)
     except TemplateSyntaxError as e:
@@ -109,17 +110,13 @@ def compile_renderer(env: Any, source: str, variables: dict[str, Any], *, max_st
     def render(conversation: list[dict[str, Any]], **extra: Any) -> str:
         left = [max_steps]
 
-        def step() -> None:
-            left[0] -= 1
-            if left[0] < 0:
-                raise TemplateLimitError(f"chat_template: more than {max_steps:,} steps (loop "
-                                         "items and macro calls) in one render")
-
         def loop(iterable: Any) -> Any:
-            return _Counted(iterable, step)
+            return _Counted(iterable, left, max_steps)
 
         def tick() -> str:
-            step()
+            left[0] -= 1
+            if left[0] < 0:
+                raise _too_many_steps(max_steps)
             return ""
 
         def concat(*parts: Any) -> str:
@@ -130,10 +127,13 @@ def compile_renderer(env: Any, source: str, variables: dict[str, Any], *, max_st
         out: list[str] = []
         size = 0
         try:
-            for piece in template.generate(
-                    messages=conversation, tools=None, documents=None,
-                    add_generation_prompt=False, **variables, **extra,
-                    **{_LOOP: loop, _TICK: tick, _JOIN: concat}):
+            # Template.render's own loop (root_render_func over a new context), counting: not
+            # Template.generate, whose wrapper costs a generator frame per piece
+            context = template.new_context({
+                "messages": conversation, "tools": None, "documents": None,
+                "add_generation_prompt": False, **variables, **extra,
+                _LOOP: loop, _TICK: tick, _JOIN: concat})
+            for piece in template.root_render_func(context):
                 size += len(piece)
                 if size > max_chars:
                     raise OutputTooLarge(size)
@@ -246,22 +246,29 @@ def _binops() -> tuple[dict[str, Any], dict[str, Any]]:
 _BINOPS, _UNOPS = _binops()
 
 
+def _too_many_steps(max_steps: int) -> TemplateLimitError:
+    return TemplateLimitError(f"chat_template: more than {max_steps:,} steps (loop items and "
+                              "macro calls) in one render")
+
+
 class _Counted:
-    """A for-loop's iterable whose every item costs a step; sized when the original is (loop
-    attributes such as ``loop.length`` stay as cheap as they were)."""
+    """A for-loop's iterable whose every item costs a step of the render's budget ``left``;
+    sized when the original is (``loop.length`` stays as cheap as it was)."""
 
-    __slots__ = ("_it", "_step")
+    __slots__ = ("_it", "_left", "_max")
 
-    def __init__(self, iterable: Any, step: Callable[[], None]):
-        self._it, self._step = iterable, step
+    def __init__(self, iterable: Any, left: list[int], max_steps: int):
+        self._it, self._left, self._max = iterable, left, max_steps
 
     def __len__(self) -> int:
         return len(self._it)
 
     def __iter__(self) -> Iterator[Any]:
-        step = self._step
+        left = self._left
         for item in self._it:
-            step()
+            left[0] -= 1
+            if left[0] < 0:
+                raise _too_many_steps(self._max)
             yield item
 
 
@@ -348,28 +355,53 @@ class _Sizes:
                 self.check(a, what)
 
     def before_call(self, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        name = getattr(obj, "__name__", "call")
-        self.ints(args, name)
-        self.ints(kwargs.values(), name)
+        for a in args:
+            if type(a) is int and a > self.max:
+                self.check(a, getattr(obj, "__name__", "a call"))
+        if kwargs:
+            self.ints(kwargs.values(), getattr(obj, "__name__", "a call"))
+        name = getattr(obj, "__name__", None)
+        if name not in _STR_GROWERS:
+            return
         owner = getattr(obj, "__self__", None)
-        if isinstance(owner, str):
-            self.widths(owner, name)
-            if name == "replace" and len(args) >= 2:
-                self.check(_replaced_size(owner, args[0], args[1]), "replace")
-            elif name == "expandtabs":
-                tab = args[0] if args else kwargs.get("tabsize", 8)
-                if isinstance(tab, int):
-                    self.check(len(owner) * max(tab, 1), "expandtabs")
-            elif name == "join" and args:
-                self.check(_joined_size(owner, args[0]), "join")
-        fmt = getattr(obj, "__wrapped__", None)  # the sandbox's str.format wrapper
-        if fmt is not None and isinstance(getattr(fmt, "__self__", None), str):
-            self.widths(fmt.__self__, "format")
+        if owner is None:  # the sandbox's str.format wrapper
+            owner = getattr(getattr(obj, "__wrapped__", None), "__self__", None)
+        if not isinstance(owner, str):
+            return
+        self.widths(owner, name)
+        if name == "replace" and len(args) >= 2:
+            self.check(_replaced_size(owner, args[0], args[1]), "replace")
+        elif name == "expandtabs":
+            tab = args[0] if args else kwargs.get("tabsize", 8)
+            if isinstance(tab, int):
+                self.check(len(owner) * max(tab, 1), "expandtabs")
+        elif name == "join" and args:
+            self.check(_joined_size(owner, args[0]), "join")
 
     def after(self, value: Any) -> Any:
         if isinstance(value, (str, list, tuple)):
             self.check(len(value), "a call")
         return value
+
+
+# str methods whose result can outgrow the string by more than their arguments (the widths in a
+# format string, replace's copies, join's items, expandtabs' tabs); int arguments are checked
+# for every call
+_STR_GROWERS = frozenset({"format", "format_map", "replace", "expandtabs", "join"})
+# filters that take a width or count, or build from many items: the others' output is no bigger
+# than their input (the output count catches the rest)
+_GROWING_FILTERS = frozenset({"do_center", "do_indent", "do_wordwrap", "do_format", "do_replace",
+                              "do_join", "tojson", "do_batch", "do_slice", "do_pprint",
+                              "do_xmlattr", "do_truncate", "do_urlize", "do_sum", "do_list",
+                              "do_map"})
+
+
+def _may_grow(f: Any) -> bool:
+    """Whether a filter is one that may build more than it is given: Jinja's listed above, and
+    any not from Jinja or the builtins (transformers' tojson, an environment's own)."""
+    module = (getattr(f, "__module__", None) or "").split(".")[0]
+    return getattr(f, "__name__", None) in _GROWING_FILTERS or module not in ("jinja2",
+                                                                              "builtins")
 
 
 def _replaced_size(s: str, old: Any, new: Any) -> int:
