@@ -10,7 +10,7 @@ import pyarrow.ipc as ipc
 
 from fastaxo._core.arrow import check_structure
 from fastaxo.errors import FileFormatError, InvalidInputError
-from fastaxo.readers.options import Options, file_error, project
+from fastaxo.readers.options import OPEN_ERRORS, Options, file_error, project
 
 __all__ = ["IpcFileDecoder", "IpcStreamDecoder", "checked", "open_ipc"]
 
@@ -26,7 +26,7 @@ class IpcFileDecoder:
             self.fh = pa.memory_map(path) if opts.memory_map else pa.OSFile(path)
             self.reader = ipc.open_file(self.fh, memory_pool=opts.pool)
             self.full_schema = self.reader.schema
-        except (pa.ArrowException, OSError) as e:
+        except OPEN_ERRORS as e:
             raise file_error(path, "footer", e, "cannot open as an Arrow IPC file: ") from None
         self.schema = project(self.full_schema, opts.columns, path)
         self.num_rows = None  # per-batch counts would need the bodies: shard by stride
@@ -60,7 +60,7 @@ class IpcStreamDecoder:
             self.size = self.fh.size()
             reader = ipc.open_stream(self.fh, memory_pool=opts.pool)
             self.full_schema = reader.schema
-        except (pa.ArrowException, OSError) as e:
+        except OPEN_ERRORS as e:
             raise file_error(path, "schema", e, "cannot open as an Arrow IPC stream: ") from None
         self.schema = project(self.full_schema, opts.columns, path)
         self.num_rows = None
