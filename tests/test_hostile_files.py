@@ -12,8 +12,15 @@ import sys
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
+from conftest import EXT
+from hypothesis import given
+from hypothesis import strategies as st
 
+from fastaxo._core import backend
 from fastaxo._core.backend import child_env
+from fastaxo._reference import text as reference_text
+from fastaxo.readers.text import MAX_JSON_DEPTH
 
 # --------------------------------------------------------------------------- Parquet footers
 
@@ -117,3 +124,93 @@ def test_every_footer_mutation_is_rows_or_one_named_error(tmp_path):
          "fastaxo.iter_batches(sys.argv[1])))", str(src)],
         capture_output=True, text=True, cwd="/", env=child_env(), timeout=300)
     assert intact.stdout.strip() == str(n), intact.stderr
+
+
+# --------------------------------------------------------------------------- deep JSON
+
+def _depth_spec(block: bytes, limit: int) -> int:
+    """csrc/fx_json.h's rules, byte by byte: the first line deeper than ``limit``, or -1."""
+    for i, line in enumerate(block.split(b"\n")):
+        depth, in_string, escaped = 0, False, False
+        for c in line:
+            if escaped:
+                escaped = False
+            elif c == 0x5C:
+                escaped = True
+            elif c == 0x22:
+                in_string = not in_string
+            elif not in_string and c in b"[{":
+                depth += 1
+                if depth > limit:
+                    return i
+            elif not in_string and c in b"]}":
+                depth -= 1
+    return -1
+
+
+@given(st.lists(st.sampled_from([b"[", b"]", b"{", b"}", b'"', b"\\", b"\n", b"a", b" ", b",",
+                                 b"\\\\", b'\\"', b"[[[", b"xxxxxxxxxxxx"]), max_size=300),
+       st.integers(0, 6))
+def test_the_depth_scan_and_its_twin_follow_the_rules(parts, limit):
+    block = b"".join(parts)
+    want = _depth_spec(block, limit)
+    assert reference_text.json_too_deep(block, limit) == want
+    if EXT is not None:
+        assert backend.pack_ext.json_too_deep(block, limit) == want
+        assert backend.pack_ext.json_too_deep(bytearray(block), limit) == want
+
+
+def test_the_depth_scan_on_long_lines_and_the_block_edges():
+    """The compiled scan skips eight bytes at a time: specials at every offset mod 8, and at
+    the very end of the block."""
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rng.integers(0, 80))
+        block = bytes(rng.choice(list(b'ab []{}"\\\n'), n, p=[.3, .3, .1, .05, .05, .05, .05,
+                                                              .04, .03, .03]).astype(np.uint8))
+        for limit in (0, 1, 3):
+            want = _depth_spec(block, limit)
+            assert reference_text.json_too_deep(block, limit) == want
+            if EXT is not None:
+                assert backend.pack_ext.json_too_deep(block, limit) == want
+
+
+_DEEP_CHILD = r"""
+import sys, fastaxo
+from fastaxo.errors import FastaxoError
+path, use_schema = sys.argv[1], sys.argv[2] == "1"
+import pyarrow as pa
+kw = {"schema": pa.schema([("id", pa.int64()), ("a", pa.list_(pa.int64())), ("s", pa.string()),
+                           ("deep", pa.list_(pa.int64()))]),
+      "block_bytes": 4096} if use_schema else {}
+try:
+    print("rows", sum(b.num_rows for b in fastaxo.iter_batches(path, **kw)))
+except FastaxoError as e:
+    print("error", type(e).__name__, e)
+"""
+
+
+@pytest.mark.parametrize("use_schema", [False, True])
+def test_a_row_nested_20000_deep_is_refused_by_line(tmp_path, use_schema):
+    """A row nested 20,000 deep in the middle of a JSON Lines file crashed pyarrow's parser
+    (SIGSEGV); it is refused, naming the file and the line, in the inference block and in a
+    later block. Rows nested up to the limit, and brackets inside strings, still read."""
+    path = tmp_path / "deep.jsonl"
+    ok_deep = "[" * (MAX_JSON_DEPTH - 1) + "1" + "]" * (MAX_JSON_DEPTH - 1)
+    lines = [json.dumps({"id": i, "a": [i]}) for i in range(2000)]
+    lines[10] = json.dumps({"id": 10, "a": [10], "s": "[" * 30000})  # inside a string
+    lines[1000] = '{"id": 1000, "a": [1], "deep": ' + "[" * 20000 + "]" * 20000 + "}"
+    path.write_text("\n".join(lines) + "\n")
+    p = subprocess.run([sys.executable, "-c", _DEEP_CHILD, str(path), str(int(use_schema))],
+                       capture_output=True, text=True, cwd="/", env=child_env(), timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip().startswith(f"error FileFormatError {path} (line 1001): a JSON value "
+                                       f"nested more than {MAX_JSON_DEPTH} levels deep"), p.stdout
+    assert len(p.stdout.strip().splitlines()) == 1
+    del lines[1000]
+    if not use_schema:  # (the schema has no room for it)
+        lines[20] = '{"id": 20, "a": [20], "deep": ' + ok_deep + "}"  # MAX_JSON_DEPTH deep
+    path.write_text("\n".join(lines) + "\n")
+    p = subprocess.run([sys.executable, "-c", _DEEP_CHILD, str(path), str(int(use_schema))],
+                       capture_output=True, text=True, cwd="/", env=child_env(), timeout=300)
+    assert p.returncode == 0 and p.stdout.split() == ["rows", "1999"], (p.stdout, p.stderr[-2000:])
