@@ -17,6 +17,7 @@ from conftest import EXT
 from hypothesis import given
 from hypothesis import strategies as st
 
+import fastaxo
 from fastaxo._core import backend
 from fastaxo._core.backend import child_env
 from fastaxo._reference import text as reference_text
@@ -214,3 +215,72 @@ def test_a_row_nested_20000_deep_is_refused_by_line(tmp_path, use_schema):
     p = subprocess.run([sys.executable, "-c", _DEEP_CHILD, str(path), str(int(use_schema))],
                        capture_output=True, text=True, cwd="/", env=child_env(), timeout=300)
     assert p.returncode == 0 and p.stdout.split() == ["rows", "1999"], (p.stdout, p.stderr[-2000:])
+
+
+# --------------------------------------------------------------------------- truncated Arrow
+
+_TRUNCATE_CHILD = r"""
+import os, sys, warnings
+import numpy as np
+import fastaxo
+from fastaxo.errors import FastaxoError
+warnings.simplefilter("ignore", DeprecationWarning)
+path, kind = sys.argv[1], sys.argv[2]
+r = fastaxo.iter_batches(path, batch_rows=1000, memory_map=True, prefetch=2)
+held = [next(r) for _ in range(3)]  # handed to the consumer, kept
+os.truncate(path, os.path.getsize(path) // 3)  # cut under the reader
+try:
+    for b in r:
+        held.append(b)
+    print("read", sum(b.num_rows for b in held))
+except FastaxoError as e:
+    print("error", type(e).__name__, str(e).replace("\n", " | "))
+total = 0
+for b in held:  # the batches already handed over must still be readable
+    v, o = fastaxo.list_column(b, "input_ids")
+    total += int(v[o[0]:o[-1]].sum())
+print("held", len(held), total)
+"""
+
+
+def _big_arrow(path, kind: str) -> list[int]:
+    """An Arrow IPC file (or stream) of 40 batches of 1,000 rows; the per-batch token sums."""
+    rng = np.random.default_rng(3)
+    schema = pa.schema([("input_ids", pa.list_(pa.int32()))])
+    sums = []
+    with pa.OSFile(str(path), "wb") as f, (pa.ipc.new_file if kind == "file"
+                                            else pa.ipc.new_stream)(f, schema) as w:
+        for _ in range(40):
+            lens = rng.integers(100, 400, 1000)
+            off = np.concatenate(([0], np.cumsum(lens))).astype(np.int32)
+            vals = rng.integers(0, 50000, int(off[-1]), dtype=np.int32)
+            w.write_batch(pa.record_batch([pa.ListArray.from_arrays(off, vals)], schema=schema))
+            sums.append(int(vals.sum()))
+    return sums
+
+
+@pytest.mark.parametrize("kind", ["file", "stream"])
+def test_an_arrow_file_truncated_during_the_read_is_an_error_not_sigbus(tmp_path, kind):
+    """memory_map=True handed out batches that pointed into a mapping of the file: cut the
+    file while they are alive (or while the reader runs) and touching them raised SIGBUS,
+    which kills the process. The batches handed over stay readable, and the rest of the read
+    is a FileFormatError naming the file (or, when the read-ahead already had it, rows)."""
+    path = tmp_path / f"big.{'arrow' if kind == 'file' else 'arrows'}"
+    sums = _big_arrow(path, kind)
+    p = subprocess.run([sys.executable, "-c", _TRUNCATE_CHILD, str(path), kind],
+                       capture_output=True, text=True, cwd="/", env=child_env(), timeout=300)
+    assert p.returncode == 0, f"exit {p.returncode}: {p.stderr[-2000:]}"
+    first, held = p.stdout.strip().splitlines()
+    assert first.startswith(f"error FileFormatError {path}"), first
+    n = int(held.split()[1])
+    assert 3 <= n < 40 and held == f"held {n} {sum(sums[:n])}", (held, first)
+
+
+def test_memory_map_is_deprecated_and_reads_the_same(tmp_path):
+    path = tmp_path / "t.arrow"
+    sums = _big_arrow(path, "file")
+    with pytest.warns(DeprecationWarning, match=r"memory_map=True\) no longer maps"):
+        r = fastaxo.iter_batches(path, batch_rows=1000, memory_map=True)
+    with r:
+        got = [int(fastaxo.list_column(b, "input_ids")[0].sum()) for b in r]
+    assert got == sums

@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import os
 import time
+import warnings
 import weakref
 from collections.abc import Generator, Sequence
 from dataclasses import asdict, dataclass
@@ -129,8 +130,14 @@ class BatchReader:
             columns=columns, batch_rows=batch_rows, decode_rows=min(max(batch_rows, 4096), 65536),
             use_threads=threads != 1, block_bytes=count(block_bytes, "block_bytes"),
             buffer_bytes=count(buffer_bytes, "buffer_bytes"), text_column=text_column,
-            pool=resolve_pool(memory_pool), memory_map=bool(memory_map),
+            pool=resolve_pool(memory_pool),
         )
+        if memory_map:
+            warnings.warn(
+                "iter_batches(memory_map=True) no longer maps the file: a mapped file cut while "
+                "its batches are alive kills the process with SIGBUS; batches are read into "
+                "memory (as with memory_map=False). Leave the argument out; it will be removed.",
+                DeprecationWarning, stacklevel=3)
         self.files = resolve_source(source, format, compression)
         self._sizes = [os.path.getsize(p) for p, _, _ in self.files]  # the state's fingerprint
         self.format = self.files[0][1]
@@ -354,9 +361,10 @@ def iter_batches(source: Any, *, format: str | None = None, columns: Sequence[st
     block_bytes, buffer_bytes
         Text read block (whole lines), and the Parquet read buffer (pages stream through it).
     memory_map
-        Arrow IPC only: map the file and hand out batches that point into it (zero-copy, as HF
-        datasets does). Touched pages then count in the RSS (file-backed, reclaimable) and in
-        the address space (RLIMIT_AS); the default reads each batch into memory.
+        Deprecated, no effect: batches are always read into memory. A mapped file cut (or
+        rewritten) while batches pointing into it are alive raised SIGBUS, which no Python
+        code can catch; reading measured 1.3-1.5x slower than mapping on a 1 GB Arrow file,
+        with a tenth of the peak RSS.
     memory_pool
         Where decoded batches live: ``"auto"`` (jemalloc where pyarrow has it: it gives freed
         pages back, so the RSS stays flat), ``"default"`` (pyarrow's default pool) or a

@@ -23,7 +23,7 @@ class IpcFileDecoder:
     def __init__(self, path: str, opts: Options):
         self.path, self.opts = path, opts
         try:
-            self.fh = pa.memory_map(path) if opts.memory_map else pa.OSFile(path)
+            self.fh = pa.OSFile(path)  # never a memory map: see BatchReader's memory_map
             self.reader = ipc.open_file(self.fh, memory_pool=opts.pool)
             self.full_schema = self.reader.schema
         except OPEN_ERRORS as e:
@@ -56,7 +56,7 @@ class IpcStreamDecoder:
     def __init__(self, path: str, opts: Options):
         self.path, self.opts = path, opts
         try:
-            self.fh = pa.memory_map(path) if opts.memory_map else pa.OSFile(path)
+            self.fh = pa.OSFile(path)
             self.size = self.fh.size()
             reader = ipc.open_stream(self.fh, memory_pool=opts.pool)
             self.full_schema = reader.schema

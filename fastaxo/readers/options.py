@@ -28,7 +28,6 @@ class Options:
     buffer_bytes: int
     text_column: str
     pool: Any = None
-    memory_map: bool = False
 
 
 def one_line(err: BaseException) -> str:
