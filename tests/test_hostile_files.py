@@ -5,7 +5,9 @@ a one-line fastaxo error naming the file, never a crash, never a silently differ
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 import subprocess
 import sys
 
@@ -21,6 +23,7 @@ import fastaxo
 from fastaxo._core import backend
 from fastaxo._core.backend import child_env
 from fastaxo._reference import text as reference_text
+from fastaxo.errors import InvalidInputError
 from fastaxo.readers.text import MAX_JSON_DEPTH
 
 # --------------------------------------------------------------------------- Parquet footers
@@ -284,3 +287,199 @@ def test_memory_map_is_deprecated_and_reads_the_same(tmp_path):
     with r:
         got = [int(fastaxo.list_column(b, "input_ids")[0].sum()) for b in r]
     assert got == sums
+
+
+# --------------------------------------------------------------------------- resume states
+
+def _state_sources(d) -> dict[str, tuple[list[str], str]]:
+    """One small source per format (several files where it matters): paths, key column."""
+    rows = [{"row": i, "s": f"r{i}" * (i % 5)} for i in range(260)]
+    out: dict[str, tuple[list[str], str]] = {}
+    t = pa.Table.from_pylist(rows)
+    ps = []
+    for i in range(2):
+        p = d / f"p{i}.parquet"
+        pq.write_table(t.slice(130 * i, 130), p, row_group_size=40)
+        ps.append(str(p))
+    out["parquet"] = (ps, "row")
+    p = d / "a.arrow"
+    with pa.ipc.new_file(p, t.schema) as w:
+        w.write_table(t, max_chunksize=30)
+    out["arrow"] = ([str(p)], "row")
+    p = d / "a.arrows"
+    with pa.ipc.new_stream(p, t.schema) as w:
+        w.write_table(t, max_chunksize=30)
+    out["arrows"] = ([str(p)], "row")
+    js = []
+    for i in range(2):
+        p = d / f"j{i}.jsonl"
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows[130 * i:130 * (i + 1)]))
+        js.append(str(p))
+    out["jsonl"] = (js, "row")
+    p = d / "j.jsonl.gz"
+    with gzip.open(p, "wt") as fh:
+        fh.write("".join(json.dumps(r) + "\n" for r in rows))
+    out["jsonl.gz"] = ([str(p)], "row")
+    p = d / "t.txt"
+    p.write_text("".join(f"{i}\n" for i in range(260)))
+    out["text"] = ([str(p)], "text")
+    return out
+
+
+def _rest(paths, col, state, **kw) -> list:
+    r = fastaxo.iter_batches(paths, batch_rows=23, prefetch=0, block_bytes=300, **kw)
+    try:
+        if state is not None:
+            r.load_state_dict(state)
+        return [v for b in r for v in b.column(col).to_pylist()]
+    finally:
+        r.close()
+
+
+def _mutations(value):
+    """What a damaged or careless state holds instead of ``value``: missing, wrong types,
+    huge, negative, and (for numbers) the neighbours."""
+    out = [("missing", _MISSING), ("str", "x"), ("float", 1.5), ("None", None), ("list", []),
+           ("bool", not value if isinstance(value, bool) else True), ("-1", -1),
+           ("huge", 2**62), ("huger", 10**30)]
+    if isinstance(value, int) and not isinstance(value, bool):
+        out += [("+1", value + 1), ("-1 off", value - 1)]
+    return out
+
+
+_MISSING = object()
+
+
+def _fields(state):
+    """(name, getter-path) of every field of a state, nested ones included."""
+    for k in state:
+        if k == "position":
+            for p in state[k]:
+                yield f"position {p}", (k, p), p
+        elif k == "source":
+            for s in state[k]:
+                yield f"source {s}", (k, s), s
+        else:
+            yield k, (k,), k
+
+
+def _with(state, path, value):
+    st = json.loads(json.dumps(state))
+    holder = st
+    for key in path[:-1]:
+        holder = holder[key]
+    if value is _MISSING:
+        del holder[path[-1]]
+    else:
+        holder[path[-1]] = value
+    return st
+
+
+@pytest.mark.parametrize("shuffle,world", [(0, 1), (90, 2)])
+def test_damaged_states_are_refused_naming_the_field_or_resume_the_same(tmp_path, shuffle,
+                                                                          world):
+    """Every field of a resume state (top level, position, source) replaced by a missing value,
+    a wrong type, a huge or negative number or a neighbour, with and without the state's
+    check digest: load_state_dict plus the rest of the read either raise InvalidInputError
+    naming the field (or the check), or give exactly the rows the intact state gives. A
+    huge skip used to drop the rest of the window silently; a done flag set early, the rest
+    of the source."""
+    silent, refused, same = [], 0, 0
+    for fmt, (paths, col) in _state_sources(tmp_path).items():
+        kw = {"shuffle_buffer": shuffle, "seed": 7, "world_size": world, "rank": world - 1}
+        r = fastaxo.iter_batches(paths, batch_rows=23, prefetch=0, block_bytes=300, **kw)
+        for _ in range(4):
+            next(r)
+        good = json.loads(json.dumps(r.state_dict()))
+        r.close()
+        want = _rest(paths, col, good, **kw)
+        assert 0 < len(want) and want != _rest(paths, col, None, **kw)[:len(want)]
+        for with_check in (True, False):
+            base = good if with_check else {k: v for k, v in good.items() if k != "check"}
+            for name, path, word in _fields(base):
+                value = base
+                for key in path:
+                    value = value[key]
+                for how, bad in _mutations(value):
+                    st = _with(base, path, bad)
+                    try:
+                        got = _rest(paths, col, st, **kw)
+                    except InvalidInputError as e:
+                        msg = str(e)
+                        assert "\n" not in msg and msg.startswith("state: "), msg
+                        # a wrong type or range names the field; a plausible neighbour may
+                        # show as the field it contradicts (or the check)
+                        plausible = how in ("+1", "-1 off", "bool") or (
+                            name == "position unit" and how == "None")
+                        assert plausible or word in msg or (with_check and "check" in msg), (
+                            fmt, name, how, msg)
+                        refused += 1
+                        continue
+                    if got == want:
+                        same += 1
+                    else:
+                        silent.append((fmt, with_check, name, how))
+    # Without the check (a state from before it existed) a number moved to a neighbour, or a
+    # unit set to None (a file's start), can still look right where only the file could tell
+    # (text, Arrow): only those may differ, never a wrong type, a huge or a negative value.
+    assert [s for s in silent if s[1] or (s[3] not in ("+1", "-1 off") and
+                                          s[2:] != ("position unit", "None"))] == [], silent
+    assert refused > 500 and same > 10, (refused, same)
+
+
+def test_a_file_changed_since_the_state_is_refused(tmp_path):
+    """A file rewritten in place at the same size resumed into the new content; now the
+    state's size, modification time and digest of the file's ends are compared."""
+    for name in ("t.txt", "t.parquet"):
+        path = tmp_path / name
+
+        def write(offset: int) -> None:
+            if name.endswith(".txt"):
+                path.write_text("".join(f"{i + offset:06d}\n" for i in range(400)))
+            else:
+                pq.write_table(pa.table({"text": [f"{i + offset:06d}" for i in range(400)]}),
+                               path, row_group_size=50, compression="none",
+                               use_dictionary=False, write_statistics=False)
+
+        write(0)
+        r = fastaxo.iter_batches(path, batch_rows=50, prefetch=0, block_bytes=500)
+        next(r), next(r)
+        state = json.loads(json.dumps(r.state_dict()))
+        r.close()
+        size, mtime = os.path.getsize(path), os.stat(path).st_mtime_ns
+        write(500_000)  # the same size, other rows
+        assert os.path.getsize(path) == size
+        os.utime(path, ns=(mtime + 10**9, mtime + 10**9))
+        fresh = fastaxo.iter_batches(path, batch_rows=50, block_bytes=500)
+        with pytest.raises(InvalidInputError, match=rf"state: {path} changed since the state "
+                                                    r"was saved: its modification time"):
+            fresh.load_state_dict(state)
+        os.utime(path, ns=(mtime, mtime))  # even with the old time: the content
+        fresh = fastaxo.iter_batches(path, batch_rows=50, block_bytes=500)
+        with pytest.raises(InvalidInputError, match="same size and time, but its first or last "
+                                                    "bytes differ"):
+            fresh.load_state_dict(state)
+        write(0)  # back as it was, only the time differs (a copy): the hint says how
+        fresh = fastaxo.iter_batches(path, batch_rows=50, block_bytes=500)
+        with pytest.raises(InvalidInputError, match=r"os\.utime\(path, ns="):
+            fresh.load_state_dict(state)
+        os.utime(path, ns=(mtime, mtime))
+        fresh = fastaxo.iter_batches(path, batch_rows=50, block_bytes=500)
+        fresh.load_state_dict(state)
+        assert next(fresh).column(0).to_pylist()[0] == "000100"
+        fresh.close()
+
+
+def test_a_state_written_before_the_fingerprint_still_resumes(tmp_path):
+    """States in checkpoints written by the previous release have files as [path, size] and
+    no check: they resume as before."""
+    for fmt, (paths, col) in _state_sources(tmp_path).items():
+        r = fastaxo.iter_batches(paths, batch_rows=23, prefetch=0, block_bytes=300)
+        for _ in range(3):
+            next(r)
+        state = json.loads(json.dumps(r.state_dict()))
+        r.close()
+        old = dict(state, source=dict(state["source"],
+                                      files=[f[:2] for f in state["source"]["files"]]))
+        del old["check"]
+        assert _rest(paths, col, old) == _rest(paths, col, state), fmt

@@ -10,9 +10,9 @@ import pyarrow.ipc as ipc
 
 from fastaxo._core.arrow import check_structure
 from fastaxo.errors import FileFormatError, InvalidInputError
-from fastaxo.readers.options import OPEN_ERRORS, Options, file_error, project
+from fastaxo.readers.options import OPEN_ERRORS, Options, file_error, one_line, project
 
-__all__ = ["IpcFileDecoder", "IpcStreamDecoder", "checked", "open_ipc"]
+__all__ = ["IpcFileDecoder", "IpcStreamDecoder", "checked", "open_ipc", "position_error"]
 
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 
@@ -33,12 +33,17 @@ class IpcFileDecoder:
 
     def pieces(self, unit: int | None, offset: int) -> Iterator[tuple[pa.RecordBatch, int, int]]:
         nb = self.reader.num_record_batches
+        if (unit or 0) > nb or (offset and (unit or 0) == nb):
+            raise position_error(self.path, "unit", unit, f"is past its {nb} record batches")
         for i in range(unit or 0, nb):
             try:
                 b = self.reader.get_batch(i)
             except (pa.ArrowException, OSError) as e:
                 raise file_error(self.path, f"record batch {i} of {nb}", e) from None
             if i == (unit or 0) and offset:
+                if offset >= b.num_rows:
+                    raise position_error(self.path, "offset", offset,
+                                         f"is past the {b.num_rows:,} rows of record batch {i}")
                 b = b.slice(offset)
             if self.opts.columns is not None:
                 b = b.select(list(self.opts.columns))
@@ -83,10 +88,14 @@ class IpcStreamDecoder:
             return
         self.fh.seek(0)
         pos = 0
+        if unit and unit > self.size:
+            raise position_error(self.path, "unit", unit, f"is past its {self.size:,} bytes")
         try:
             mr = ipc.MessageReader.open_stream(self.fh)
             mr.read_next_message()  # schema
             if unit:
+                if unit < self.fh.tell():
+                    raise position_error(self.path, "unit", unit, "is inside its schema")
                 self.fh.seek(unit)
                 mr = ipc.MessageReader.open_stream(self.fh)
             first = True
@@ -96,10 +105,18 @@ class IpcStreamDecoder:
                     msg = mr.read_next_message()
                 except StopIteration:
                     break
+                except (pa.ArrowException, OSError) as e:
+                    if first and unit:  # a resume position that is not a message's start
+                        raise position_error(self.path, "unit", unit, "is not the start of a "
+                                             f"message ({one_line(e)})") from None
+                    raise
                 if msg.type != "record batch":
                     continue
                 b = ipc.read_record_batch(msg, self.full_schema)
                 if first and offset:
+                    if offset >= b.num_rows:
+                        raise position_error(self.path, "offset", offset, f"is past the "
+                                             f"{b.num_rows:,} rows of the message at byte {pos}")
                     b = b.slice(offset)
                 first = False
                 if cols is not None:
@@ -107,6 +124,8 @@ class IpcStreamDecoder:
                 yield checked(b, self.path, f"message at byte {pos}"), self.fh.tell(), 0
         except (pa.ArrowException, OSError) as e:
             raise file_error(self.path, f"message at byte {pos}", e) from None
+        if first and offset:
+            raise position_error(self.path, "offset", offset, f"is past the rows after byte {unit}")
         self._check_end(f"after byte {pos}")
 
     def _pieces_by_batch(self, unit: int, offset: int, cols):
@@ -123,15 +142,26 @@ class IpcStreamDecoder:
                 if i - 1 < unit:
                     continue
                 if i - 1 == unit and offset:
+                    if offset >= b.num_rows:
+                        raise position_error(self.path, "offset", offset, f"is past the "
+                                             f"{b.num_rows:,} rows of record batch {unit}")
                     b = b.slice(offset)
                 b = b.select(cols) if cols is not None else b
                 yield checked(b, self.path, f"record batch {i}"), i, 0
         except (pa.ArrowException, OSError) as e:
             raise file_error(self.path, f"record batch {i}", e) from None
+        if i < unit or (i == unit and offset):
+            raise position_error(self.path, "unit", unit, f"is past its {i} record batches")
         self._check_end(f"after record batch {i}")
 
     def close(self) -> None:
         self.fh.close()
+
+
+def position_error(path: str, field: str, value: object, what: str) -> InvalidInputError:
+    """A resume state's position that does not fit the file, found when the file is read."""
+    return InvalidInputError(f"state: position {field} {value} {what} in {path}; the state was "
+                             "damaged or edited, or saved for another file")
 
 
 def open_ipc(path: str, opts: Options):

@@ -4,6 +4,7 @@ files in reading order, each with its format and outer compression."""
 from __future__ import annotations
 
 import glob as _glob
+import hashlib
 import json
 import os
 from typing import Any
@@ -13,7 +14,7 @@ import pyarrow as pa
 from fastaxo.errors import InvalidInputError, InvalidTypeError, SourceNotFoundError
 
 __all__ = ["FORMATS", "TEXT_FORMATS", "resolve_source", "detect", "norm_format",
-           "split_compression"]
+           "split_compression", "stamp", "fingerprint", "changed"]
 
 FORMATS = ("parquet", "arrow", "jsonl", "csv", "tsv", "text")
 _ALIASES = {"json": "jsonl", "ndjson": "jsonl", "txt": "text", "ipc": "arrow", "feather": "arrow",
@@ -141,3 +142,45 @@ def resolve_source(source: Any, fmt: str | None = None,
             f"separately or pass format="
         )
     return files
+
+
+# --------------------------------------------------------------------------- file identity
+
+_EDGE = 64 << 10  # bytes of each end of a file in its fingerprint
+_MAX_TAIL = 16 << 20
+
+
+def stamp(path: str) -> tuple[int, int]:
+    """(size, mtime_ns) of ``path``: what tells that a file changed during a read."""
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
+
+
+def changed(path: str, before: tuple[int, int], after: tuple[int, int]) -> str:
+    """What differs between two stamps of ``path``, for an error message."""
+    if before[0] != after[0]:
+        return f"its size went from {before[0]:,} to {after[0]:,} bytes"
+    return (f"it was modified (mtime_ns {before[1]} -> {after[1]}) at the same size of "
+            f"{after[0]:,} bytes")
+
+
+def fingerprint(path: str, fmt: str) -> list[Any]:
+    """``[size, mtime_ns, digest]`` of a file, recorded in a reader's resume state: the digest
+    is a SHA-256 of its first 64 KiB and of its end, the whole footer for Parquet and Arrow IPC
+    files (row groups or batches, offsets, schema; up to 16 MiB), else its last 64 KiB. Two
+    reads, whatever the file's size."""
+    size, mtime = stamp(path)
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        h.update(fh.read(_EDGE))
+        tail = _EDGE
+        magic, width = {"parquet": (b"PAR1", 8), "arrow": (b"ARROW1", 10)}.get(fmt, (b"", 0))
+        if width and size >= 2 * width:
+            fh.seek(size - width)
+            end = fh.read(width)
+            if end[4:] == magic:  # the footer's length, then the magic
+                tail = max(tail, int.from_bytes(end[:4], "little") + width)
+        tail = min(tail, size, _MAX_TAIL)
+        fh.seek(size - tail)
+        h.update(fh.read(tail))
+    return [size, mtime, h.hexdigest()[:16]]

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from fastaxo._core import backend
 from fastaxo._reference import text as reference
-from fastaxo.errors import FileFormatError, SchemaMismatchError
+from fastaxo.errors import FileFormatError, InvalidInputError, SchemaMismatchError
 from fastaxo.readers.options import Options, file_error, project
 from fastaxo.readers.prefetch import Prefetch
 
@@ -83,16 +83,30 @@ class TextDecoder:
         self.fh = pa.CompressedInputStream(raw, self.comp) if self.comp else raw
         self.pos = 0
         if pos:
+            # a position from a resume state: it must be a line start (or the end) of the file
             if self.comp:
-                left = pos
+                left, last = pos, b""
                 while left:  # a compressed stream only reads forwards
-                    got = len(self.fh.read(min(left, 1 << 24)))
-                    if not got:
-                        break
-                    left -= got
+                    chunk = self.fh.read(min(left, 1 << 24))
+                    if not chunk:
+                        raise self._unit_error(pos, f"is past the end of the decompressed file "
+                                                    f"({pos - left:,} bytes)")
+                    left -= len(chunk)
+                    last = chunk[-1:]
+                at_line = last == b"\n" or pos == self.header_end or not self.fh.read(1)
             else:
+                size = self.fh.size()
+                if pos > size:
+                    raise self._unit_error(pos, f"is past the end of the file ({size:,} bytes)")
+                at_line = pos in (size, self.header_end) or self.fh.read_at(1, pos - 1) == b"\n"
                 self.fh.seek(pos)
+            if not at_line:
+                raise self._unit_error(pos, "is not the start of a line")
             self.pos = pos
+
+    def _unit_error(self, pos: int, what: str) -> InvalidInputError:
+        return InvalidInputError(f"state: position unit {pos:,} {what} of {self.path}; the state "
+                                 "was damaged or edited, or saved for another file")
 
     def _blocks(self, start: int,
                 first: int | None = None) -> Generator[tuple[int, memoryview], None, None]:
@@ -379,6 +393,10 @@ class TextDecoder:
                     last = i == len(batches) - 1
                     if b.num_rows or last:
                         yield b, *((end, 0) if last else (pos, done))
+            if skip:
+                raise InvalidInputError(
+                    f"state: position offset {offset:,} is past the rows after byte {start:,} of "
+                    f"{self.path} ({offset - skip:,}); the state was damaged or edited")
         except (pa.ArrowException, OSError) as e:
             raise file_error(self.path, f"byte {self.pos}", e) from None
         finally:
