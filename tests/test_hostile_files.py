@@ -23,7 +23,7 @@ import fastaxo
 from fastaxo._core import backend
 from fastaxo._core.backend import child_env
 from fastaxo._reference import text as reference_text
-from fastaxo.errors import InvalidInputError
+from fastaxo.errors import FileFormatError, InvalidInputError
 from fastaxo.readers.text import MAX_JSON_DEPTH
 
 # --------------------------------------------------------------------------- Parquet footers
@@ -483,3 +483,55 @@ def test_a_state_written_before_the_fingerprint_still_resumes(tmp_path):
                                       files=[f[:2] for f in state["source"]["files"]]))
         del old["check"]
         assert _rest(paths, col, old) == _rest(paths, col, state), fmt
+
+
+# --------------------------------------------------------------------------- growing inputs
+
+_GROWING = {"text": ("g.txt", lambda i: f"line {i}"),
+            "jsonl": ("g.jsonl", lambda i: json.dumps({"text": f"line {i}"})),
+            "csv": ("g.csv", lambda i: f"line {i}")}
+
+
+@pytest.mark.parametrize("fmt", sorted(_GROWING))
+@pytest.mark.parametrize("threads", [1, None])
+def test_an_input_still_being_written_is_refused_not_cut(tmp_path, fmt, threads):
+    """A writer appends to the file while the reader reads it (between two batches the
+    consumer takes): the half-written last line used to come out as a row. The reader sees
+    the file changed when it reaches the end and refuses it, naming the file. The same file,
+    complete but without a final newline, still reads its last line."""
+    name, line = _GROWING[fmt]
+    path = tmp_path / name
+    head = "text\n" if fmt == "csv" else ""
+    path.write_text(head + "".join(line(i) + "\n" for i in range(3000)))
+    schema = pa.schema([("text", pa.string())])  # no inference block: 4 KiB blocks from the start
+    kw = {"batch_rows": 100, "block_bytes": 4096, "schema": schema, "prefetch": 0,
+          "threads": threads}
+    r = fastaxo.iter_batches(path, **kw)
+    got = next(r).column("text").to_pylist()
+    with open(path, "a") as fh:  # the writer, mid-row
+        fh.write(line(3000)[:5])
+    with pytest.raises(FileFormatError, match=rf"^{path} changed while it was read: its size went "
+                                              r"from [\d,]+ to [\d,]+ bytes; it is still being "
+                                              "written"):
+        for b in r:
+            got += b.column("text").to_pylist()
+    assert all(x.startswith("line ") and len(x) > 5 for x in got)  # nothing half-written
+    r.close()
+    with open(path, "a") as fh:  # the writer finishes the row, without a final newline
+        fh.write(line(3000)[5:])
+    rows = [v for b in fastaxo.iter_batches(path, **kw) for v in b.column("text").to_pylist()]
+    assert rows == [f"line {i}" for i in range(3001)]
+
+
+def test_an_input_changed_before_its_turn_is_refused(tmp_path):
+    """The second file of a source grows while the first is read: refused when it is opened
+    (its rows would not be the ones the reader measured and a state would count)."""
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("".join(f"a{i}\n" for i in range(500)))
+    b.write_text("".join(f"b{i}\n" for i in range(500)))
+    r = fastaxo.iter_batches([a, b], batch_rows=100, prefetch=0)
+    next(r)
+    with open(b, "a") as fh:
+        fh.write("b500\n")
+    with pytest.raises(FileFormatError, match=rf"^{b} changed while it was read"):
+        list(r)

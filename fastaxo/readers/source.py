@@ -11,11 +11,11 @@ import numpy as np
 import pyarrow as pa
 
 from fastaxo._core import arrow
-from fastaxo.errors import InvalidInputError, SchemaMismatchError
+from fastaxo.errors import FileFormatError, InvalidInputError, SchemaMismatchError
 from fastaxo.readers.ipc import open_ipc
 from fastaxo.readers.options import Options
 from fastaxo.readers.parquet import ParquetDecoder
-from fastaxo.readers.sources import TEXT_FORMATS
+from fastaxo.readers.sources import TEXT_FORMATS, changed, stamp
 from fastaxo.readers.text import TextDecoder
 
 __all__ = ["Source"]
@@ -27,8 +27,13 @@ class Source:
     and its __del__ stops the threads."""
 
     def __init__(self, files, opts: Options, schema: pa.Schema | None, rank: int, world_size: int,
-                 shuffle_buffer: int, seed: int, trim_bytes: int):
+                 shuffle_buffer: int, seed: int, trim_bytes: int,
+                 stamps: list[tuple[int, int]]):
         self.files, self.opts = files, opts
+        # (size, mtime_ns) of each file when the reader was made: a file that differs later is
+        # being written, or was replaced, and its rows would not be the ones counted and
+        # resumed (checked when it is opened and after its last rows are decoded)
+        self.stamps = stamps
         self.rank, self.world_size = rank, world_size
         self.shuffle_buffer, self.seed = shuffle_buffer, seed
         self.trim_bytes = trim_bytes
@@ -68,12 +73,34 @@ class Source:
     # -- files
     def _open_file(self, i: int):
         path, fmt, comp = self.files[i]
+        h: Any
         if fmt == "parquet":
-            return ParquetDecoder(path, self.opts)
-        if fmt == "arrow":
-            return open_ipc(path, self.opts)
-        schema = self._text_schema if self._text_schema is not None else self._given_schema
-        return TextDecoder(path, fmt, comp, self.opts, schema, self.infer_at if i == 0 else -1)
+            h = ParquetDecoder(path, self.opts)
+        elif fmt == "arrow":
+            h = open_ipc(path, self.opts)
+        else:
+            schema = self._text_schema if self._text_schema is not None else self._given_schema
+            h = TextDecoder(path, fmt, comp, self.opts, schema, self.infer_at if i == 0 else -1,
+                            self.stamps[i])
+        try:
+            self.check_unchanged(i)
+        except BaseException:
+            h.close()
+            raise
+        return h
+
+    def check_unchanged(self, i: int) -> None:
+        """Raise if file i is no longer what it was when the reader was made."""
+        path = self.files[i][0]
+        try:
+            now = stamp(path)
+        except OSError as e:
+            raise FileFormatError(f"{path}: cannot read it any more ({e.strerror or e}); it was "
+                                  "removed or replaced during the read", path) from None
+        if now != self.stamps[i]:
+            raise FileFormatError(
+                f"{path} changed while it was read: {changed(path, self.stamps[i], now)}; it is "
+                "still being written, or was replaced: read it once it is complete", path)
 
     def _file(self, i: int):
         """The open reader of file i (the previous one is closed)."""
@@ -260,6 +287,7 @@ class Source:
                     yield b, before, after
                 g += n
                 before = after
+            self.check_unchanged(f)
             before = (f + 1, None, 0, g)
 
     def _windows(self, cur: tuple, k: int) -> Iterator[tuple[pa.RecordBatch, tuple, tuple, int]]:

@@ -14,6 +14,7 @@ from fastaxo._reference import text as reference
 from fastaxo.errors import FileFormatError, InvalidInputError, SchemaMismatchError
 from fastaxo.readers.options import Options, file_error, project
 from fastaxo.readers.prefetch import Prefetch
+from fastaxo.readers.sources import changed, stamp
 
 __all__ = ["INFER_BYTES", "MAX_JSON_DEPTH", "TextDecoder", "json_too_deep"]
 
@@ -46,8 +47,15 @@ class TextDecoder:
     """
 
     def __init__(self, path: str, kind: str, comp: str | None, opts: Options,
-                 schema: pa.Schema | None, infer_at: int = -1):
+                 schema: pa.Schema | None, infer_at: int = -1,
+                 expect: tuple[int, int] | None = None):
         self.path, self.kind, self.comp, self.opts = path, kind, comp, opts
+        # (size, mtime_ns) the file must still have when its end is read: a file that grows
+        # during the read (still being written) would give its half-written last line as a row
+        try:
+            self.expect = expect if expect is not None else stamp(path)
+        except OSError as e:
+            raise file_error(path, "start", e, "cannot open: ") from None
         self.num_rows = None
         self.fh: Any = None
         self._spares: list[bytearray] = []  # block buffers no parsed array points into
@@ -108,6 +116,18 @@ class TextDecoder:
         return InvalidInputError(f"state: position unit {pos:,} {what} of {self.path}; the state "
                                  "was damaged or edited, or saved for another file")
 
+    def _check_unchanged(self) -> None:
+        """At the end of the file: it must be as it was when the reader was made."""
+        try:
+            now = stamp(self.path)
+        except OSError as e:
+            raise file_error(self.path, None, e, "cannot read it any more: ") from None
+        if now != self.expect:
+            raise FileFormatError(
+                f"{self.path} changed while it was read: {changed(self.path, self.expect, now)}; "
+                "it is still being written (its last line may be half written), or was "
+                "replaced: read it once it is complete", self.path)
+
     def _blocks(self, start: int,
                 first: int | None = None) -> Generator[tuple[int, memoryview], None, None]:
         """(start position, whole lines) from ``start`` to the end of the file. A block is a
@@ -137,6 +157,7 @@ class TextDecoder:
                 k = self._io(pos + have, self.fh.readinto, mv[have:])
                 if not k:
                     eof = True
+                    self._check_unchanged()  # before the last lines go anywhere
                 have += k
             if not have:
                 break
@@ -153,6 +174,7 @@ class TextDecoder:
                     more = self._io(pos + have, self.fh.read, size)
                     if not more:
                         eof = True
+                        self._check_unchanged()
                     mv.release()
                     buf = buf[:have] + more
                     mv = memoryview(buf)
