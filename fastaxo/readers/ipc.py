@@ -11,6 +11,7 @@ import pyarrow.ipc as ipc
 from fastaxo._core.arrow import check_structure
 from fastaxo.errors import FileFormatError, InvalidInputError
 from fastaxo.readers.options import OPEN_ERRORS, Options, file_error, one_line, project
+from fastaxo.readers.sources import format_hint
 
 __all__ = ["IpcFileDecoder", "IpcStreamDecoder", "checked", "open_ipc", "position_error"]
 
@@ -27,7 +28,7 @@ class IpcFileDecoder:
             self.reader = ipc.open_file(self.fh, memory_pool=opts.pool)
             self.full_schema = self.reader.schema
         except OPEN_ERRORS as e:
-            raise file_error(path, "footer", e, "cannot open as an Arrow IPC file: ") from None
+            raise _open_error(path, "footer", e, "cannot open as an Arrow IPC file: ") from None
         self.schema = project(self.full_schema, opts.columns, path)
         self.num_rows = None  # per-batch counts would need the bodies: shard by stride
 
@@ -66,7 +67,7 @@ class IpcStreamDecoder:
             reader = ipc.open_stream(self.fh, memory_pool=opts.pool)
             self.full_schema = reader.schema
         except OPEN_ERRORS as e:
-            raise file_error(path, "schema", e, "cannot open as an Arrow IPC stream: ") from None
+            raise _open_error(path, "schema", e, "cannot open as an Arrow IPC stream: ") from None
         self.schema = project(self.full_schema, opts.columns, path)
         self.num_rows = None
         self.by_message = not any(pa.types.is_dictionary(f.type) for f in self.full_schema)
@@ -156,6 +157,13 @@ class IpcStreamDecoder:
 
     def close(self) -> None:
         self.fh.close()
+
+
+def _open_error(path: str, where: str, err: BaseException, what: str) -> FileFormatError:
+    hint = format_hint(path, "arrow")  # not Arrow at all: what it is, and what to pass
+    if hint and not isinstance(err, UnicodeDecodeError):
+        return FileFormatError(f"{path}: {what.rstrip(': ')}{hint}", path, where)
+    return file_error(path, where, err, what)
 
 
 def position_error(path: str, field: str, value: object, what: str) -> InvalidInputError:

@@ -11,6 +11,7 @@ import pyarrow as pa
 from fastaxo.errors import FileFormatError
 from fastaxo.readers.options import OPEN_ERRORS, Options, file_error, project
 from fastaxo.readers.prefetch import Prefetch
+from fastaxo.readers.sources import format_hint
 
 __all__ = ["FOOTER_ERRORS", "ParquetDecoder", "footer_error", "read_footer"]
 
@@ -45,6 +46,9 @@ FOOTER_ERRORS = OPEN_ERRORS
 def footer_error(path: str, err: BaseException) -> FileFormatError:
     """The FileFormatError for a Parquet footer that cannot be read (one line, naming the
     file)."""
+    hint = format_hint(path, "parquet")  # not Parquet at all: what it is, and what to pass
+    if hint and not isinstance(err, UnicodeDecodeError):
+        return FileFormatError(f"{path}: cannot open as Parquet{hint}", path, "footer")
     return file_error(path, "footer", err, "cannot open as Parquet: ")
 
 

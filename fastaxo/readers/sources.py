@@ -7,6 +7,7 @@ import glob as _glob
 import hashlib
 import json
 import os
+import stat
 from typing import Any
 
 import pyarrow as pa
@@ -14,7 +15,8 @@ import pyarrow as pa
 from fastaxo.errors import InvalidInputError, InvalidTypeError, SourceNotFoundError
 
 __all__ = ["FORMATS", "TEXT_FORMATS", "resolve_source", "detect", "norm_format",
-           "split_compression", "stamp", "fingerprint", "changed"]
+           "split_compression", "stamp", "fingerprint", "changed", "check_readable",
+           "looks_like", "format_hint"]
 
 FORMATS = ("parquet", "arrow", "jsonl", "csv", "tsv", "text")
 _ALIASES = {"json": "jsonl", "ndjson": "jsonl", "txt": "text", "ipc": "arrow", "feather": "arrow",
@@ -82,6 +84,60 @@ def _is_data_name(name: str) -> bool:
                 or name.endswith((".crc", ".lock")))
 
 
+def _denied(path: str, what: str) -> SourceNotFoundError:
+    return SourceNotFoundError(
+        f"source: permission denied: cannot {what} {path!r} as user {_user()}; give this user "
+        "read access (and search access to the directories above it), or run as its owner")
+
+
+def _user() -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError, AttributeError):  # no pwd (Windows), or an unnamed uid
+        return str(getattr(os, "geteuid", lambda: "?")())
+
+
+def _stat(path: str) -> os.stat_result | None:
+    """``os.stat(path)``; None if nothing is there. A path this user may not reach (a
+    directory above it without search permission) is an error saying so, not "no such
+    file"."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except PermissionError:
+        raise _denied(path, "reach") from None
+    except OSError as e:
+        raise SourceNotFoundError(f"source: cannot read {path!r}: {e.strerror or e}") from None
+
+
+_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_readable(path: str) -> None:
+    """Refuse what the reader cannot read: not a regular file (a FIFO, a device, a socket: the
+    reader seeks, reopens and reads files twice, which a pipe cannot do, and would consume it
+    first), or a file this user may not open."""
+    st = _stat(path)
+    if st is None:
+        raise SourceNotFoundError(f"source: no such file or directory: {path!r}")
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        raise InvalidInputError(
+            f"source: {path!r} is {kind}, not a regular file: fastaxo reads its inputs by "
+            "position (it seeks, reopens them to resume, reads Parquet footers first); save the "
+            "data to a file and pass that")
+    try:
+        os.close(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)))
+    except PermissionError:
+        raise _denied(path, "read") from None
+    except OSError as e:
+        raise SourceNotFoundError(f"source: cannot open {path!r}: {e.strerror or e}") from None
+
+
 def _expand_one(src: Any, fmt: str | None) -> list[str]:
     if not isinstance(src, (str, os.PathLike)):
         raise InvalidTypeError(
@@ -89,17 +145,27 @@ def _expand_one(src: Any, fmt: str | None) -> list[str]:
             f"{type(src).__name__}"
         )
     path = os.fspath(src)
-    if os.path.isdir(path):
+    st = _stat(path)
+    if st is not None and stat.S_ISDIR(st.st_mode):
         state = os.path.join(path, "state.json")
         if os.path.isfile(state):  # HF save_to_disk: the data files, in their order
             try:
                 with open(state, encoding="utf-8") as fh:  # JSON: UTF-8, not the locale's
                     files = [d["filename"] for d in json.load(fh)["_data_files"]]
                 return [os.path.join(path, f) for f in files]
+            except PermissionError:
+                raise _denied(state, "read") from None
             except (KeyError, TypeError, ValueError):
                 pass
         out = []
-        for root, dirs, names in os.walk(path):
+
+        def unlistable(err: OSError) -> None:  # os.walk would skip the directory silently
+            if isinstance(err, PermissionError):
+                raise _denied(err.filename or path, "list the directory")
+            raise SourceNotFoundError(f"source: cannot list {err.filename or path!r}: "
+                                      f"{err.strerror or err}")
+
+        for root, dirs, names in os.walk(path, onerror=unlistable):
             dirs[:] = sorted(d for d in dirs if _is_data_name(d))
             for n in sorted(names):
                 if not _is_data_name(n):
@@ -113,7 +179,7 @@ def _expand_one(src: Any, fmt: str | None) -> list[str]:
         if not out:
             raise SourceNotFoundError(f"source: directory {path!r} holds no {fmt or 'data'} files")
         return sorted(out)
-    if os.path.exists(path):
+    if st is not None:
         return [path]
     if any(c in path for c in "*?["):
         out = sorted(p for p in _glob.glob(path, recursive=True) if os.path.isfile(p))
@@ -134,6 +200,8 @@ def resolve_source(source: Any, fmt: str | None = None,
     paths: list[str] = []
     for s in items:
         paths.extend(_expand_one(s, fmt))
+    for p in paths:
+        check_readable(p)
     files = [(p, *detect(p, fmt, compression)) for p in paths]
     kinds = {f for _, f, _ in files}
     if len(kinds) > 1:
@@ -142,6 +210,52 @@ def resolve_source(source: Any, fmt: str | None = None,
             f"separately or pass format="
         )
     return files
+
+
+# --------------------------------------------------------------------------- what a file is
+
+_MAGIC = ((b"PAR1", "a Parquet file", "parquet"), (b"ARROW1", "an Arrow IPC file", "arrow"),
+          (b"\xff\xff\xff\xff", "an Arrow IPC stream", "arrow"),
+          (b"\x1f\x8b", "gzip-compressed", "gzip"),
+          (b"\x28\xb5\x2f\xfd", "zstd-compressed", "zstd"),
+          (b"BZh", "bz2-compressed", "bz2"), (b"\x04\x22\x4d\x18", "lz4-compressed", "lz4"))
+
+
+def looks_like(head: bytes) -> tuple[str, str] | None:
+    """(what, format or codec) a file that starts with ``head`` is by its magic bytes, or
+    ("text", "text") for UTF-8 text; None: neither."""
+    for magic, what, name in _MAGIC:
+        if head.startswith(magic):
+            return what, name
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 3:  # (a character cut by the end of head is still text)
+            return None
+    return ("text", "text") if head else None
+
+
+def format_hint(path: str, fmt: str) -> str:
+    """Why ``path`` did not open as ``fmt``, when its first bytes tell ("; it is a Parquet file:
+    pass format='parquet'..."), else ""."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return ""
+    seen = looks_like(head)
+    if seen is None or seen[1] == fmt or (seen[1] == "text" and fmt in TEXT_FORMATS):
+        return ""
+    what, name = seen
+    if name in COMPRESSION_EXTENSIONS.values():
+        ending = {"gzip": "gz"}.get(name, name)
+        return (f"; the file is {what}: name it with its ending ({os.path.basename(path)}."
+                f"{ending}) or pass compression={name!r}")
+    if name == "text":
+        return (f"; the file is text, not {fmt}: pass its format (format='jsonl', 'csv', 'tsv' "
+                "or 'text'; --format on the command line), or none to tell it from the name")
+    return (f"; the file is {what}, not {fmt}: pass format={name!r} (--format {name}), or no "
+            "format to tell it from the name")
 
 
 # --------------------------------------------------------------------------- file identity

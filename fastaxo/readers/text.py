@@ -14,7 +14,7 @@ from fastaxo._reference import text as reference
 from fastaxo.errors import FileFormatError, InvalidInputError, SchemaMismatchError
 from fastaxo.readers.options import Options, file_error, project
 from fastaxo.readers.prefetch import Prefetch
-from fastaxo.readers.sources import changed, stamp
+from fastaxo.readers.sources import changed, format_hint, stamp
 
 __all__ = ["INFER_BYTES", "MAX_JSON_DEPTH", "TextDecoder", "json_too_deep"]
 
@@ -68,6 +68,9 @@ class TextDecoder:
         self.header: list[str] | None = None
         self.header_end = 0
         self._explicit = schema
+        hint = format_hint(path, kind) if comp is None else ""
+        if hint:  # a Parquet or Arrow file (or a compressed one) read as text: say so now
+            raise FileFormatError(f"{path}: cannot read as {kind}{hint}", path, "start")
         try:
             self._open(0)
             if kind in ("csv", "tsv"):
