@@ -535,3 +535,22 @@ def test_an_input_changed_before_its_turn_is_refused(tmp_path):
         fh.write("b500\n")
     with pytest.raises(FileFormatError, match=rf"^{b} changed while it was read"):
         list(r)
+
+
+# --------------------------------------------------------------------------- names
+
+@pytest.mark.parametrize("kind", ["parquet", "arrow", "arrows"])
+def test_a_column_name_that_is_not_utf8_is_one_named_error(tmp_path, kind):
+    """pyarrow decodes names lazily: a non-UTF-8 one (nested too) raised UnicodeDecodeError
+    mid-read, or at open, instead of an error naming the file."""
+    path = tmp_path / f"names.{kind}"
+    t = pa.table({"input_ids": [[1, 2]], "meta": [{"zqzqzq": 1}]})
+    if kind == "parquet":
+        pq.write_table(t, path)
+    else:
+        with (pa.ipc.new_file if kind == "arrow" else pa.ipc.new_stream)(path, t.schema) as w:
+            w.write_table(t)
+    path.write_bytes(path.read_bytes().replace(b"zqzqzq", b"\xff\xfezqzq"))
+    with pytest.raises(FileFormatError, match=rf"^{path} \((footer|schema)\): .*a column name or "
+                                              r"other text in its metadata is not valid UTF-8"):
+        list(fastaxo.iter_batches(path))
