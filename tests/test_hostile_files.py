@@ -554,3 +554,13 @@ def test_a_column_name_that_is_not_utf8_is_one_named_error(tmp_path, kind):
     with pytest.raises(FileFormatError, match=rf"^{path} \((footer|schema)\): .*a column name or "
                                               r"other text in its metadata is not valid UTF-8"):
         list(fastaxo.iter_batches(path))
+
+
+def test_text_that_begins_like_a_magic_number_is_still_text(tmp_path):
+    """The format check reads magic numbers only in front of binary bytes: a text file whose
+    first line is "PAR1" (or "ARROW1", or bz2's printable "BZh") reads as text."""
+    for first in ("PAR1", "ARROW1 x", "BZh9 not bz2"):
+        path = tmp_path / "t.txt"
+        path.write_text(f"{first}\nsecond\n")
+        assert [v for b in fastaxo.iter_batches(path) for v in b.column(0).to_pylist()] == [
+            first, "second"]

@@ -13,7 +13,7 @@ from fastaxo.readers.options import OPEN_ERRORS, Options, file_error, project
 from fastaxo.readers.prefetch import Prefetch
 from fastaxo.readers.sources import format_hint
 
-__all__ = ["FOOTER_ERRORS", "ParquetDecoder", "footer_error", "read_footer"]
+__all__ = ["ParquetDecoder", "footer_error", "read_footer"]
 
 
 def _parquet_file(path: str, opts: Options, metadata: Any = None):
@@ -40,9 +40,6 @@ def _parquet_file(path: str, opts: Options, metadata: Any = None):
     return pf
 
 
-FOOTER_ERRORS = OPEN_ERRORS
-
-
 def footer_error(path: str, err: BaseException) -> FileFormatError:
     """The FileFormatError for a Parquet footer that cannot be read (one line, naming the
     file)."""
@@ -59,7 +56,7 @@ def _footer_facts(md: Any, path: str) -> tuple[pa.Schema, list[int]]:
     try:
         schema = md.schema.to_arrow_schema()
         rows = [int(md.row_group(i).num_rows) for i in range(md.num_row_groups)]
-    except FOOTER_ERRORS as e:
+    except OPEN_ERRORS as e:
         raise footer_error(path, e) from None
     bad = next((i for i, n in enumerate(rows) if n < 0), None)
     if bad is not None:
@@ -76,7 +73,7 @@ def read_footer(path: str) -> tuple[pa.Schema, list[int]]:
 
     try:
         md = pq.read_metadata(path)
-    except FOOTER_ERRORS as e:
+    except OPEN_ERRORS as e:
         raise footer_error(path, e) from None
     return _footer_facts(md, path)
 
@@ -88,7 +85,7 @@ class ParquetDecoder:
         self.path, self.opts = path, opts
         try:
             self.pf = _parquet_file(path, opts)
-        except FOOTER_ERRORS as e:
+        except OPEN_ERRORS as e:
             raise footer_error(path, e) from None
         try:
             self.full_schema, self.rg_rows = _footer_facts(self.pf.metadata, path)
@@ -132,7 +129,7 @@ class ParquetDecoder:
             for _ in self.pf.iter_batches(batch_size=1, row_groups=[rg], columns=cols,
                                           use_threads=False):
                 break
-        except (pa.ArrowException, OSError, ValueError):
+        except OPEN_ERRORS:
             return None
         md = self.pf.metadata
         schema, group = md.schema, md.row_group(rg)
@@ -151,7 +148,7 @@ class ParquetDecoder:
         if own:
             try:
                 pf = _parquet_file(self.path, self.opts, self.pf.metadata)
-            except FOOTER_ERRORS as e:
+            except OPEN_ERRORS as e:
                 raise footer_error(self.path, e) from None
         try:
             for rg in range(rg0, len(self.rg_rows)):

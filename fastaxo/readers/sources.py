@@ -218,21 +218,31 @@ _MAGIC = ((b"PAR1", "a Parquet file", "parquet"), (b"ARROW1", "an Arrow IPC file
           (b"\xff\xff\xff\xff", "an Arrow IPC stream", "arrow"),
           (b"\x1f\x8b", "gzip-compressed", "gzip"),
           (b"\x28\xb5\x2f\xfd", "zstd-compressed", "zstd"),
-          (b"BZh", "bz2-compressed", "bz2"), (b"\x04\x22\x4d\x18", "lz4-compressed", "lz4"))
+          (b"\x04\x22\x4d\x18", "lz4-compressed", "lz4"))
+
+
+def _is_text(head: bytes) -> bool:
+    """UTF-8 without control characters (but tab, newline, CR, form feed)."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 3:  # (a character cut by the end of head is still text)
+            return False
+        text = head[:e.start].decode("utf-8")
+    return not any(c < " " and c not in "\t\n\r\f" for c in text)
 
 
 def looks_like(head: bytes) -> tuple[str, str] | None:
-    """(what, format or codec) a file that starts with ``head`` is by its magic bytes, or
-    ("text", "text") for UTF-8 text; None: neither."""
+    """(what, format or codec) a file that starts with ``head`` is, or ("text", "text") for
+    text; None: neither. A magic counts only in front of binary bytes: a text file may begin
+    with "PAR1"."""
+    text = _is_text(head)
+    if head[:3] == b"BZh" and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):  # bz2's is printable
+        return "bz2-compressed", "bz2"
     for magic, what, name in _MAGIC:
-        if head.startswith(magic):
+        if head.startswith(magic) and not text:
             return what, name
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as e:
-        if e.start < len(head) - 3:  # (a character cut by the end of head is still text)
-            return None
-    return ("text", "text") if head else None
+    return ("text", "text") if head and text else None
 
 
 def format_hint(path: str, fmt: str) -> str:
