@@ -241,6 +241,8 @@ class TextDecoder:
     # -- parsing
     def _parse(self, block: memoryview, schema: pa.Schema | None, pos: int) -> pa.Table:
         """The rows of ``block`` (which starts at byte ``pos``; only error messages use it)."""
+        if self.kind == "jsonl":
+            self._check_depth(block, pos)
         try:
             return self._parse_blocks(block, schema, pos, 1 << 20)
         except FileFormatError as e:
@@ -259,7 +261,6 @@ class TextDecoder:
             if k == "jsonl":
                 import pyarrow.json as pjson
 
-                self._check_depth(block, pos)
 
                 unexpected = "error" if schema is not None else "infer"
                 po = pjson.ParseOptions(explicit_schema=schema,
