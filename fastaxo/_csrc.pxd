@@ -101,6 +101,9 @@ cdef extern from "fx_fill.h" nogil:
     void fx_iota_elems(void *dst, int dt, int64_t start, int64_t n)
     void fx_prefetch_run(const void *p, int64_t bytes)
 
+cdef extern from "fx_json.h" nogil:
+    int64_t fx_json_too_deep(const uint8_t *p, int64_t n, int64_t limit)
+
 cdef extern from "fx_rowset.h" nogil:
     int FX_ROWSET_NOMEM, FX_ROWSET_HOT, FX_KEY_GROUP
     int64_t FX_ROWSET_MAX_ENTRIES

@@ -793,3 +793,4 @@ def lists_to_values(list rows):
 
 
 include "_pack_chat.pxi"
+include "_pack_text.pxi"

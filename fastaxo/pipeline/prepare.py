@@ -31,7 +31,7 @@ from fastaxo._core.files import check_not_an_input, check_output
 from fastaxo._core.proc import io_counters, status_kib
 from fastaxo._core.progress import Progress, interactive
 from fastaxo._core.threads import resolve_num_threads
-from fastaxo.errors import FileFormatError, InvalidInputError, InvalidTypeError
+from fastaxo.errors import InvalidInputError, InvalidTypeError
 from fastaxo.hashing import Seen
 from fastaxo.hashing import dedupe as dedupe_rows
 from fastaxo.pipeline.columns import ChatTokenizer, compact, text_tokenizer
@@ -49,6 +49,7 @@ from fastaxo.pipeline.stages import (
 )
 from fastaxo.pipeline.writer import Writer
 from fastaxo.readers import iter_batches, resolve_source
+from fastaxo.readers.parquet import read_footer
 
 __all__ = ["prepare"]
 
@@ -57,15 +58,9 @@ def _schema_of(path: str, fmt: str, comp: str | None, batch_rows: int,
                reader_options: dict[str, Any]) -> tuple[Any, pa.Schema, int | None]:
     """(reader factory, the file's schema, rows from the metadata or None)."""
     if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            md = pq.read_metadata(path)
-            schema = md.schema.to_arrow_schema()
-        except (pa.ArrowInvalid, OSError) as e:
-            raise FileFormatError(f"{path}: not a readable Parquet file: {e}", path) from None
+        schema, rg_rows = read_footer(path)
         return (lambda cols: iter_batches(path, format=fmt, columns=cols, batch_rows=batch_rows,
-                                          **reader_options)), schema, md.num_rows
+                                          **reader_options)), schema, sum(rg_rows)
     reader = iter_batches(path, format=fmt, compression=comp, batch_rows=batch_rows,
                           **reader_options)
     return (lambda cols: reader), reader.schema, None
@@ -217,9 +212,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     if interactive() if progress is None else progress:
         total = None
         if all(f == "parquet" for _, f, _ in files):
-            import pyarrow.parquet as pq
-
-            total = sum(pq.read_metadata(p).num_rows for p, _, _ in files)
+            total = sum(sum(read_footer(p)[1]) for p, _, _ in files)
         bar = Progress("fastaxo prepare", total, "rows")
 
     writer = Writer(output, out_schema)

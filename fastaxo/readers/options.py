@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from fastaxo.errors import ColumnNotFoundError, FileFormatError, InvalidInputError
 
-__all__ = ["Options", "file_error", "project", "resolve_pool"]
+__all__ = ["OPEN_ERRORS", "Options", "file_error", "one_line", "project", "resolve_pool"]
 
 
 @dataclass(frozen=True)
@@ -28,15 +28,55 @@ class Options:
     buffer_bytes: int
     text_column: str
     pool: Any = None
-    memory_map: bool = False
+
+
+def one_line(err: BaseException) -> str:
+    """``err``'s message on one line: pyarrow's can span lines (a cause on the next line, or a
+    C++ backtrace in debug builds): its first three non-empty lines, joined."""
+    lines = [x.strip() for x in str(err).splitlines() if x.strip()]
+    return "; ".join(lines[:3]) or type(err).__name__
+
+
+# What opening a file and reading its schema or footer raises when the file is damaged or is
+# not its format: pyarrow's errors, OSError (I/O), and ValueError (UnicodeDecodeError: pyarrow
+# decodes column names as UTF-8 in Python).
+OPEN_ERRORS = (pa.ArrowException, OSError, ValueError)
 
 
 def file_error(path: str, where: str | None, err: BaseException, what: str = "") -> FileFormatError:
     loc = f" ({where})" if where else ""
-    return FileFormatError(f"{path}{loc}: {what}{err}", path, where)
+    if isinstance(err, UnicodeDecodeError):
+        return FileFormatError(
+            f"{path}{loc}: {what}a column name or other text in its metadata is not valid UTF-8 "
+            f"({err.reason} at byte {err.start}); rewrite the file with UTF-8 column names",
+            path, where)
+    return FileFormatError(f"{path}{loc}: {what}{one_line(err)}", path, where)
+
+
+def _undecodable_name(fields: list[pa.Field]) -> UnicodeDecodeError | None:
+    """The error of the first field name (nested ones included) that is not UTF-8, or None."""
+    while fields:
+        f = fields.pop()
+        try:
+            f.name  # noqa: B018 (decoding it is the check)
+        except UnicodeDecodeError as e:
+            return e
+        t = f.type
+        if pa.types.is_struct(t) or pa.types.is_union(t):
+            fields.extend(t.field(i) for i in range(t.num_fields))
+        elif pa.types.is_map(t):
+            fields.extend((t.key_field, t.item_field))
+        elif hasattr(t, "value_field"):  # the list types
+            fields.append(t.value_field)
+    return None
 
 
 def project(schema: pa.Schema, columns: Sequence[str] | None, path: str) -> pa.Schema:
+    """``schema`` reduced to ``columns`` (None: all), after checking that every name in it
+    decodes (pyarrow decodes names lazily: a non-UTF-8 one would raise mid-read)."""
+    bad = _undecodable_name(list(schema))
+    if bad is not None:
+        raise file_error(path, "schema", bad) from None
     if columns is None:
         return schema
     missing = [c for c in columns if schema.get_field_index(c) < 0]

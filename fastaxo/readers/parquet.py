@@ -9,10 +9,11 @@ from typing import Any
 import pyarrow as pa
 
 from fastaxo.errors import FileFormatError
-from fastaxo.readers.options import Options, file_error, project
+from fastaxo.readers.options import OPEN_ERRORS, Options, file_error, project
 from fastaxo.readers.prefetch import Prefetch
+from fastaxo.readers.sources import format_hint
 
-__all__ = ["ParquetDecoder"]
+__all__ = ["ParquetDecoder", "footer_error", "read_footer"]
 
 
 def _parquet_file(path: str, opts: Options, metadata: Any = None):
@@ -39,6 +40,44 @@ def _parquet_file(path: str, opts: Options, metadata: Any = None):
     return pf
 
 
+def footer_error(path: str, err: BaseException) -> FileFormatError:
+    """The FileFormatError for a Parquet footer that cannot be read (one line, naming the
+    file)."""
+    hint = format_hint(path, "parquet")  # not Parquet at all: what it is, and what to pass
+    if hint and not isinstance(err, UnicodeDecodeError):
+        return FileFormatError(f"{path}: cannot open as Parquet{hint}", path, "footer")
+    return file_error(path, "footer", err, "cannot open as Parquet: ")
+
+
+def _footer_facts(md: Any, path: str) -> tuple[pa.Schema, list[int]]:
+    """(Arrow schema, rows per row group) of a footer. Only accessors that raise Python
+    exceptions: never a row group's ``column()`` or ``statistics`` (see
+    ParquetDecoder._column_sizes)."""
+    try:
+        schema = md.schema.to_arrow_schema()
+        rows = [int(md.row_group(i).num_rows) for i in range(md.num_row_groups)]
+    except OPEN_ERRORS as e:
+        raise footer_error(path, e) from None
+    bad = next((i for i, n in enumerate(rows) if n < 0), None)
+    if bad is not None:
+        raise FileFormatError(f"{path} (footer): row group {bad} has {rows[bad]} rows: the file is "
+                              "corrupt", path, "footer")
+    return schema, rows
+
+
+def read_footer(path: str) -> tuple[pa.Schema, list[int]]:
+    """(Arrow schema, rows per row group) of the Parquet file ``path``, from its footer; a
+    damaged or non-Parquet file is a FileFormatError naming it. What every fastaxo footer read
+    goes through (the reader, prepare)."""
+    import pyarrow.parquet as pq
+
+    try:
+        md = pq.read_metadata(path)
+    except OPEN_ERRORS as e:
+        raise footer_error(path, e) from None
+    return _footer_facts(md, path)
+
+
 class ParquetDecoder:
     """Parquet: units are row groups, streamed page by page (no pre-buffering)."""
 
@@ -46,29 +85,26 @@ class ParquetDecoder:
         self.path, self.opts = path, opts
         try:
             self.pf = _parquet_file(path, opts)
-            md = self.pf.metadata
-            self.full_schema = self.pf.schema_arrow
-        except (pa.ArrowException, OSError) as e:
-            raise file_error(path, "footer", e, "cannot open as Parquet: ") from None
-        self.rg_rows = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
-        self.num_rows = int(md.num_rows)
+        except OPEN_ERRORS as e:
+            raise footer_error(path, e) from None
+        try:
+            self.full_schema, self.rg_rows = _footer_facts(self.pf.metadata, path)
+        except BaseException:
+            self.pf.close()
+            raise
+        self.num_rows = sum(self.rg_rows)
         self.schema = project(self.full_schema, opts.columns, path)
 
-    def _groups(self) -> list[list[str]] | None:
-        """The columns split in two groups of about equal decoded size (footer sizes), each
-        decoded by its own thread with no barrier between them; None: one decoder."""
+    def _groups(self, rg: int) -> list[list[str]] | None:
+        """The columns split in two groups of about equal decoded size (the footer's sizes in
+        row group ``rg``, where the read starts), each decoded by its own thread with no
+        barrier between them; None: one decoder."""
         cols = list(self.opts.columns) if self.opts.columns is not None else self.full_schema.names
         if not self.opts.use_threads or len(cols) < 2 or any("." in c for c in cols):
             return None
-        md = self.pf.metadata
-        size = dict.fromkeys(cols, 0)
-        for rg in range(md.num_row_groups):
-            g = md.row_group(rg)
-            for j in range(g.num_columns):
-                c = g.column(j)
-                top = c.path_in_schema.split(".")[0]
-                if top in size:
-                    size[top] += c.total_uncompressed_size
+        size = self._column_sizes(rg, cols)
+        if size is None:
+            return None
         groups: list[list[str]] = [[], []]
         load = [0, 0]
         for c in sorted(cols, key=lambda c: -size[c]):
@@ -77,13 +113,43 @@ class ParquetDecoder:
             load[k] += size[c] + 1
         return groups
 
+    def _column_sizes(self, rg: int, cols: list[str]) -> dict[str, int] | None:
+        """Uncompressed bytes of each of ``cols`` in row group ``rg``, from the footer; None if
+        the row group does not exist or cannot be read (the read itself then says why).
+
+        pyarrow's ``RowGroupMetaData.column()`` (and a chunk's ``statistics``) throw C++
+        exceptions that pyarrow does not catch when the footer lies about a column chunk
+        (a physical type or a level histogram that does not fit the schema): the process
+        aborts. Its read path builds the same chunk metadata and turns the exception into an
+        ArrowException. So a one-row read of these columns of this row group goes first, and
+        only the chunks it has built are asked for their sizes."""
+        if rg >= len(self.rg_rows) or not self.rg_rows[rg]:
+            return None
+        try:
+            for _ in self.pf.iter_batches(batch_size=1, row_groups=[rg], columns=cols,
+                                          use_threads=False):
+                break
+        except OPEN_ERRORS:
+            return None
+        md = self.pf.metadata
+        schema, group = md.schema, md.row_group(rg)
+        size = dict.fromkeys(cols, 0)
+        for j in range(min(len(schema), group.num_columns)):
+            top = schema.column(j).path.split(".")[0]
+            if top in size:  # a leaf of a column the read above checked
+                size[top] += group.column(j).total_uncompressed_size
+        return size
+
     def _decoded(self, rg0: int, cols: list[str] | None, use_threads: bool, pf=None):
         """(row group, batch) row group after row group from rg0, each row group closed by
         (row group, None). Batches restart at every row group, so they never span two and a
         resume at a row group sees the same batches."""
         own = pf is None
         if own:
-            pf = _parquet_file(self.path, self.opts, self.pf.metadata)
+            try:
+                pf = _parquet_file(self.path, self.opts, self.pf.metadata)
+            except OPEN_ERRORS as e:
+                raise footer_error(self.path, e) from None
         try:
             for rg in range(rg0, len(self.rg_rows)):
                 try:
@@ -121,7 +187,7 @@ class ParquetDecoder:
 
     def pieces(self, unit: int | None, offset: int) -> Iterator[tuple[pa.RecordBatch, int, int]]:
         rg0 = unit or 0
-        groups = self._groups()
+        groups = self._groups(rg0)
         feeds = None
         if groups is None:
             cols = list(self.opts.columns) if self.opts.columns is not None else None

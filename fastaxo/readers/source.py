@@ -11,11 +11,11 @@ import numpy as np
 import pyarrow as pa
 
 from fastaxo._core import arrow
-from fastaxo.errors import SchemaMismatchError
+from fastaxo.errors import FileFormatError, InvalidInputError, SchemaMismatchError
 from fastaxo.readers.ipc import open_ipc
 from fastaxo.readers.options import Options
 from fastaxo.readers.parquet import ParquetDecoder
-from fastaxo.readers.sources import TEXT_FORMATS
+from fastaxo.readers.sources import TEXT_FORMATS, changed, stamp
 from fastaxo.readers.text import TextDecoder
 
 __all__ = ["Source"]
@@ -27,8 +27,13 @@ class Source:
     and its __del__ stops the threads."""
 
     def __init__(self, files, opts: Options, schema: pa.Schema | None, rank: int, world_size: int,
-                 shuffle_buffer: int, seed: int, trim_bytes: int):
+                 shuffle_buffer: int, seed: int, trim_bytes: int,
+                 stamps: list[tuple[int, int]]):
         self.files, self.opts = files, opts
+        # (size, mtime_ns) of each file when the reader was made: a file that differs later is
+        # being written, or was replaced, and its rows would not be the ones counted and
+        # resumed (checked when it is opened and after its last rows are decoded)
+        self.stamps = stamps
         self.rank, self.world_size = rank, world_size
         self.shuffle_buffer, self.seed = shuffle_buffer, seed
         self.trim_bytes = trim_bytes
@@ -68,12 +73,34 @@ class Source:
     # -- files
     def _open_file(self, i: int):
         path, fmt, comp = self.files[i]
+        h: Any
         if fmt == "parquet":
-            return ParquetDecoder(path, self.opts)
-        if fmt == "arrow":
-            return open_ipc(path, self.opts)
-        schema = self._text_schema if self._text_schema is not None else self._given_schema
-        return TextDecoder(path, fmt, comp, self.opts, schema, self.infer_at if i == 0 else -1)
+            h = ParquetDecoder(path, self.opts)
+        elif fmt == "arrow":
+            h = open_ipc(path, self.opts)
+        else:
+            schema = self._text_schema if self._text_schema is not None else self._given_schema
+            h = TextDecoder(path, fmt, comp, self.opts, schema, self.infer_at if i == 0 else -1,
+                            self.stamps[i])
+        try:
+            self.check_unchanged(i)
+        except BaseException:
+            h.close()
+            raise
+        return h
+
+    def check_unchanged(self, i: int) -> None:
+        """Raise if file i is no longer what it was when the reader was made."""
+        path = self.files[i][0]
+        try:
+            now = stamp(path)
+        except OSError as e:
+            raise FileFormatError(f"{path}: cannot read it any more ({e.strerror or e}); it was "
+                                  "removed or replaced during the read", path) from None
+        if now != self.stamps[i]:
+            raise FileFormatError(
+                f"{path} changed while it was read: {changed(path, self.stamps[i], now)}; it is "
+                "still being written, or was replaced: read it once it is complete", path)
 
     def _file(self, i: int):
         """The open reader of file i (the previous one is closed)."""
@@ -136,10 +163,21 @@ class Source:
             acc += n
         return -1, None, 0, g
 
-    def position_problem(self, pos: Any) -> str | None:
-        """Why ``pos`` (the ``position`` of a state_dict) is not a position in this source, or
-        None. A position is (file, unit, offset) plus the global row it stands for: with
-        Parquet every field is checked against the footers and against each other."""
+    def rows_before(self, row: int) -> int:
+        """Rows this rank delivers before the global row ``row`` (a cursor's row)."""
+        if self.range is not None:
+            return max(0, row - self.range[0])
+        W, r = self.world_size, self.rank
+        return row if W == 1 else max(0, (row - r + W - 1) // W)
+
+    def position_problem(self, pos: Any, rows: int) -> str | None:
+        """Why ``pos`` (the ``position`` of a state_dict whose ``rows`` is given) is not a
+        position in this source, or None. Every field is checked for its type and range, and
+        against the others: ``rows`` (delivered this epoch) must be the rows before ``row``
+        plus ``skip``; a shuffle window number cannot exceed the windows those rows fill. With
+        Parquet every field is also checked against the footers. What only the file can tell
+        (a text position at a line start, an Arrow batch number) the decoders check when they
+        seek there."""
         keys = ("file", "unit", "offset", "row", "window", "skip", "done")
         if not isinstance(pos, dict) or sorted(pos) != sorted(keys):
             return f"position must be a dict with the fields {list(keys)}, got {pos!r:.200}"
@@ -149,16 +187,34 @@ class Source:
 
         for k in ("offset", "row", "window", "skip"):
             if not count(pos[k]):
-                return f"position {k} must be an integer >= 0, got {pos[k]!r}"
+                return f"position {k} must be an integer >= 0, got {pos[k]!r:.100}"
         if not isinstance(pos["done"], bool):
-            return f"position done must be True or False, got {pos['done']!r}"
+            return f"position done must be True or False, got {pos['done']!r:.100}"
         f, unit, nfiles = pos["file"], pos["unit"], len(self.files)
-        if not (isinstance(f, int) and not isinstance(f, bool) and -1 <= f <= nfiles):
-            return f"position file must be -1 (the end) or 0..{nfiles}, got {f!r}"
+        lowest = -1 if self.range is not None else 0  # -1: the end of this rank's Parquet rows
+        if not (isinstance(f, int) and not isinstance(f, bool) and lowest <= f < nfiles):
+            return (f"position file must be {'-1 (the end) or ' if lowest else ''}0..{nfiles - 1} "
+                    f"(the index of a file of the source), got {f!r:.100}")
         if unit is not None and not count(unit):
-            return f"position unit must be None or an integer >= 0, got {unit!r}"
-        if f == -1 and not pos["done"]:
-            return "position file -1 (the end of this rank's rows) needs done=True"
+            return f"position unit must be None or an integer >= 0, got {unit!r:.100}"
+        # unit None is a file's start: the source's first row, or a later file's first
+        if unit is None and (pos["offset"] or (f == 0 and pos["row"])):
+            return (f"position unit None (the start of file {f}) does not go with offset "
+                    f"{pos['offset']:,} and row {pos['row']:,}")
+        if f == -1:
+            end = self.range[1] if self.range is not None else 0  # (-1 passed only with a range)
+            if not (pos["done"] and pos["row"] == end and unit is None and not pos["offset"]
+                    and not pos["skip"]):
+                return (f"position file -1 (the end of this rank's rows) needs done=True, row "
+                        f"{end:,}, no unit, offset or skip; got {pos!r:.200}")
+        before = self.rows_before(pos["row"])
+        if rows != before + pos["skip"]:
+            return (f"rows {rows:,} does not match the position: row {pos['row']:,} comes after "
+                    f"{before:,} rows of this rank, and skip is {pos['skip']:,}")
+        S = self.shuffle_buffer
+        if S and pos["window"] > -(-before // S) + 1:
+            return (f"position window {pos['window']:,} is past the windows of at least "
+                    f"{S:,} rows that the {before:,} rows before it fill")
         if self.format != "parquet":
             return None
         counts = self.counts()
@@ -168,15 +224,15 @@ class Source:
         if self.range is not None and not self.range[0] <= pos["row"] <= self.range[1]:
             return (f"position row {pos['row']:,} is outside rank {self.rank}'s rows "
                     f"[{self.range[0]:,}, {self.range[1]:,})")
-        if f == -1 or f == nfiles:
+        if f == -1:
             return None
-        rows = self._units(f)
+        rows_of = self._units(f)
         u = 0 if unit is None else unit
-        if u > len(rows) or (u == len(rows) and pos["offset"]) or \
-                (u < len(rows) and pos["offset"] >= rows[u] and pos["offset"]):
+        if u > len(rows_of) or (u == len(rows_of) and pos["offset"]) or \
+                (u < len(rows_of) and pos["offset"] >= rows_of[u] and pos["offset"]):
             return (f"position unit {unit}, offset {pos['offset']:,} is not in "
-                    f"{self.files[f][0]} ({len(rows)} row groups)")
-        g = sum(counts[:f]) + sum(rows[:u]) + pos["offset"]
+                    f"{self.files[f][0]} ({len(rows_of)} row groups)")
+        g = sum(counts[:f]) + sum(rows_of[:u]) + pos["offset"]
         if g != pos["row"]:
             return (f"position row {pos['row']:,} does not match file {f}, unit {unit}, offset "
                     f"{pos['offset']:,} (which is row {g:,})")
@@ -231,6 +287,7 @@ class Source:
                     yield b, before, after
                 g += n
                 before = after
+            self.check_unchanged(f)
             before = (f + 1, None, 0, g)
 
     def _windows(self, cur: tuple, k: int) -> Iterator[tuple[pa.RecordBatch, tuple, tuple, int]]:
@@ -265,7 +322,9 @@ class Source:
 
     def batches(self, state: dict[str, Any]
                 ) -> Generator[tuple[pa.RecordBatch | None, dict[str, Any]], None, None]:
-        if state["done"]:
+        # The cursor, not the done flag, says where the rows end: a state whose flag says done
+        # before the end reads on (an empty read where it is the end).
+        if state["file"] == -1:
             return
         B = self.opts.batch_rows
         cur = (state["file"], state["unit"], state["offset"], state["row"])
@@ -275,6 +334,11 @@ class Source:
         last_state = None
         for win, c0, c1, k in self._windows(cur, state["window"]):
             n = win.num_rows
+            if skip and skip >= n:
+                raise InvalidInputError(
+                    f"state: position skip {skip:,} is not below the {n:,} rows of the window it "
+                    f"resumes ({self.files[c0[0]][0] if c0[0] >= 0 else 'the end'}, window "
+                    f"{k}); the state was damaged or edited")
             pos = skip
             skip = 0
             while pos < n:
@@ -288,6 +352,9 @@ class Source:
                                 else self._state_at(c0, k, pos))
                     pending, have = [], 0
             last_state = self._state_at(c1, k + 1, 0)
+        if skip:
+            raise InvalidInputError(f"state: position skip {skip:,} is past the end of the rows "
+                                    "after its position; the state was damaged or edited")
         if pending:
             assert last_state is not None  # pending rows came from a window
             yield self._concat(pending), dict(last_state, done=True)

@@ -4,8 +4,10 @@ files in reading order, each with its format and outer compression."""
 from __future__ import annotations
 
 import glob as _glob
+import hashlib
 import json
 import os
+import stat
 from typing import Any
 
 import pyarrow as pa
@@ -13,7 +15,8 @@ import pyarrow as pa
 from fastaxo.errors import InvalidInputError, InvalidTypeError, SourceNotFoundError
 
 __all__ = ["FORMATS", "TEXT_FORMATS", "resolve_source", "detect", "norm_format",
-           "split_compression"]
+           "split_compression", "stamp", "fingerprint", "changed", "check_readable",
+           "looks_like", "format_hint"]
 
 FORMATS = ("parquet", "arrow", "jsonl", "csv", "tsv", "text")
 _ALIASES = {"json": "jsonl", "ndjson": "jsonl", "txt": "text", "ipc": "arrow", "feather": "arrow",
@@ -81,6 +84,60 @@ def _is_data_name(name: str) -> bool:
                 or name.endswith((".crc", ".lock")))
 
 
+def _denied(path: str, what: str) -> SourceNotFoundError:
+    return SourceNotFoundError(
+        f"source: permission denied: cannot {what} {path!r} as user {_user()}; give this user "
+        "read access (and search access to the directories above it), or run as its owner")
+
+
+def _user() -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError, AttributeError):  # no pwd (Windows), or an unnamed uid
+        return str(getattr(os, "geteuid", lambda: "?")())
+
+
+def _stat(path: str) -> os.stat_result | None:
+    """``os.stat(path)``; None if nothing is there. A path this user may not reach (a
+    directory above it without search permission) is an error saying so, not "no such
+    file"."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except PermissionError:
+        raise _denied(path, "reach") from None
+    except OSError as e:
+        raise SourceNotFoundError(f"source: cannot read {path!r}: {e.strerror or e}") from None
+
+
+_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_readable(path: str) -> None:
+    """Refuse what the reader cannot read: not a regular file (a FIFO, a device, a socket: the
+    reader seeks, reopens and reads files twice, which a pipe cannot do, and would consume it
+    first), or a file this user may not open."""
+    st = _stat(path)
+    if st is None:
+        raise SourceNotFoundError(f"source: no such file or directory: {path!r}")
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        raise InvalidInputError(
+            f"source: {path!r} is {kind}, not a regular file: fastaxo reads its inputs by "
+            "position (it seeks, reopens them to resume, reads Parquet footers first); save the "
+            "data to a file and pass that")
+    try:
+        os.close(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)))
+    except PermissionError:
+        raise _denied(path, "read") from None
+    except OSError as e:
+        raise SourceNotFoundError(f"source: cannot open {path!r}: {e.strerror or e}") from None
+
+
 def _expand_one(src: Any, fmt: str | None) -> list[str]:
     if not isinstance(src, (str, os.PathLike)):
         raise InvalidTypeError(
@@ -88,17 +145,27 @@ def _expand_one(src: Any, fmt: str | None) -> list[str]:
             f"{type(src).__name__}"
         )
     path = os.fspath(src)
-    if os.path.isdir(path):
+    st = _stat(path)
+    if st is not None and stat.S_ISDIR(st.st_mode):
         state = os.path.join(path, "state.json")
         if os.path.isfile(state):  # HF save_to_disk: the data files, in their order
             try:
                 with open(state, encoding="utf-8") as fh:  # JSON: UTF-8, not the locale's
                     files = [d["filename"] for d in json.load(fh)["_data_files"]]
                 return [os.path.join(path, f) for f in files]
+            except PermissionError:
+                raise _denied(state, "read") from None
             except (KeyError, TypeError, ValueError):
                 pass
         out = []
-        for root, dirs, names in os.walk(path):
+
+        def unlistable(err: OSError) -> None:  # os.walk would skip the directory silently
+            if isinstance(err, PermissionError):
+                raise _denied(err.filename or path, "list the directory")
+            raise SourceNotFoundError(f"source: cannot list {err.filename or path!r}: "
+                                      f"{err.strerror or err}")
+
+        for root, dirs, names in os.walk(path, onerror=unlistable):
             dirs[:] = sorted(d for d in dirs if _is_data_name(d))
             for n in sorted(names):
                 if not _is_data_name(n):
@@ -112,7 +179,7 @@ def _expand_one(src: Any, fmt: str | None) -> list[str]:
         if not out:
             raise SourceNotFoundError(f"source: directory {path!r} holds no {fmt or 'data'} files")
         return sorted(out)
-    if os.path.exists(path):
+    if st is not None:
         return [path]
     if any(c in path for c in "*?["):
         out = sorted(p for p in _glob.glob(path, recursive=True) if os.path.isfile(p))
@@ -133,6 +200,8 @@ def resolve_source(source: Any, fmt: str | None = None,
     paths: list[str] = []
     for s in items:
         paths.extend(_expand_one(s, fmt))
+    for p in paths:
+        check_readable(p)
     files = [(p, *detect(p, fmt, compression)) for p in paths]
     kinds = {f for _, f, _ in files}
     if len(kinds) > 1:
@@ -141,3 +210,101 @@ def resolve_source(source: Any, fmt: str | None = None,
             f"separately or pass format="
         )
     return files
+
+
+# --------------------------------------------------------------------------- what a file is
+
+_MAGIC = ((b"PAR1", "a Parquet file", "parquet"), (b"ARROW1", "an Arrow IPC file", "arrow"),
+          (b"\xff\xff\xff\xff", "an Arrow IPC stream", "arrow"),
+          (b"\x1f\x8b", "gzip-compressed", "gzip"),
+          (b"\x28\xb5\x2f\xfd", "zstd-compressed", "zstd"),
+          (b"\x04\x22\x4d\x18", "lz4-compressed", "lz4"))
+
+
+def _is_text(head: bytes) -> bool:
+    """UTF-8 without control characters (but tab, newline, CR, form feed)."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 3:  # (a character cut by the end of head is still text)
+            return False
+        text = head[:e.start].decode("utf-8")
+    return not any(c < " " and c not in "\t\n\r\f" for c in text)
+
+
+def looks_like(head: bytes) -> tuple[str, str] | None:
+    """(what, format or codec) a file that starts with ``head`` is, or ("text", "text") for
+    text; None: neither. A magic counts only in front of binary bytes: a text file may begin
+    with "PAR1"."""
+    text = _is_text(head)
+    if head[:3] == b"BZh" and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):  # bz2's is printable
+        return "bz2-compressed", "bz2"
+    for magic, what, name in _MAGIC:
+        if head.startswith(magic) and not text:
+            return what, name
+    return ("text", "text") if head and text else None
+
+
+def format_hint(path: str, fmt: str) -> str:
+    """Why ``path`` did not open as ``fmt``, when its first bytes tell ("; it is a Parquet file:
+    pass format='parquet'..."), else ""."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return ""
+    seen = looks_like(head)
+    if seen is None or seen[1] == fmt or (seen[1] == "text" and fmt in TEXT_FORMATS):
+        return ""
+    what, name = seen
+    if name in COMPRESSION_EXTENSIONS.values():
+        ending = {"gzip": "gz"}.get(name, name)
+        return (f"; the file is {what}: name it with its ending ({os.path.basename(path)}."
+                f"{ending}) or pass compression={name!r}")
+    if name == "text":
+        return (f"; the file is text, not {fmt}: pass its format (format='jsonl', 'csv', 'tsv' "
+                "or 'text'; --format on the command line), or none to tell it from the name")
+    return (f"; the file is {what}, not {fmt}: pass format={name!r} (--format {name}), or no "
+            "format to tell it from the name")
+
+
+# --------------------------------------------------------------------------- file identity
+
+_EDGE = 64 << 10  # bytes of each end of a file in its fingerprint
+_MAX_TAIL = 16 << 20
+
+
+def stamp(path: str) -> tuple[int, int]:
+    """(size, mtime_ns) of ``path``: what tells that a file changed during a read."""
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
+
+
+def changed(path: str, before: tuple[int, int], after: tuple[int, int]) -> str:
+    """What differs between two stamps of ``path``, for an error message."""
+    if before[0] != after[0]:
+        return f"its size went from {before[0]:,} to {after[0]:,} bytes"
+    return (f"it was modified (mtime_ns {before[1]} -> {after[1]}) at the same size of "
+            f"{after[0]:,} bytes")
+
+
+def fingerprint(path: str, fmt: str) -> list[Any]:
+    """``[size, mtime_ns, digest]`` of a file, recorded in a reader's resume state: the digest
+    is a SHA-256 of its first 64 KiB and of its end, the whole footer for Parquet and Arrow IPC
+    files (row groups or batches, offsets, schema; up to 16 MiB), else its last 64 KiB. Two
+    reads, whatever the file's size."""
+    size, mtime = stamp(path)
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        h.update(fh.read(_EDGE))
+        tail = _EDGE
+        magic, width = {"parquet": (b"PAR1", 8), "arrow": (b"ARROW1", 10)}.get(fmt, (b"", 0))
+        if width and size >= 2 * width:
+            fh.seek(size - width)
+            end = fh.read(width)
+            if end[4:] == magic:  # the footer's length, then the magic
+                tail = max(tail, int.from_bytes(end[:4], "little") + width)
+        tail = min(tail, size, _MAX_TAIL)
+        fh.seek(size - tail)
+        h.update(fh.read(tail))
+    return [size, mtime, h.hexdigest()[:16]]

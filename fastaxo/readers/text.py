@@ -9,13 +9,31 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from fastaxo.errors import FileFormatError, SchemaMismatchError
+from fastaxo._core import backend
+from fastaxo._reference import text as reference
+from fastaxo.errors import FileFormatError, InvalidInputError, SchemaMismatchError
 from fastaxo.readers.options import Options, file_error, project
 from fastaxo.readers.prefetch import Prefetch
+from fastaxo.readers.sources import changed, format_hint, stamp
 
-__all__ = ["INFER_BYTES", "TextDecoder"]
+__all__ = ["INFER_BYTES", "MAX_JSON_DEPTH", "TextDecoder", "json_too_deep"]
 
 INFER_BYTES = 16 << 20  # JSON Lines / CSV column types come from the first 16 MiB of the first file
+# The deepest JSON Lines row handed to pyarrow. Its parser recurses per level: measured on
+# pyarrow 26 (x86-64), ~330-650 stack bytes a level, so a row ~13,000-25,000 deep overflows an
+# 8 MiB thread stack (SIGSEGV; a 1 MiB stack at ~2,000); and a block's type inference grows
+# with the cube of the depth (a row 512 deep: 0.4 s per block, 1,000: 7 s, 2,000: 58 s).
+# At 128 (serde_json's default) a block costs milliseconds; real rows nest < 20 deep.
+MAX_JSON_DEPTH = 128
+
+
+def json_too_deep(block: memoryview | bytes, limit: int) -> int:
+    """The 0-based index of the first line of ``block`` nested deeper than ``limit`` (outside
+    strings, escapes honoured; csrc/fx_json.h), or -1: the compiled scan (~1.5-4 GB/s, a few
+    percent of pyarrow's JSON decode), or its NumPy twin without the extension."""
+    if backend.pack_ext is not None:
+        return int(backend.pack_ext.json_too_deep(block, limit))
+    return reference.json_too_deep(block, limit)
 
 
 class TextDecoder:
@@ -29,8 +47,15 @@ class TextDecoder:
     """
 
     def __init__(self, path: str, kind: str, comp: str | None, opts: Options,
-                 schema: pa.Schema | None, infer_at: int = -1):
+                 schema: pa.Schema | None, infer_at: int = -1,
+                 expect: tuple[int, int] | None = None):
         self.path, self.kind, self.comp, self.opts = path, kind, comp, opts
+        # (size, mtime_ns) the file must still have when its end is read: a file that grows
+        # during the read (still being written) would give its half-written last line as a row
+        try:
+            self.expect = expect if expect is not None else stamp(path)
+        except OSError as e:
+            raise file_error(path, "start", e, "cannot open: ") from None
         self.num_rows = None
         self.fh: Any = None
         self._spares: list[bytearray] = []  # block buffers no parsed array points into
@@ -43,6 +68,9 @@ class TextDecoder:
         self.header: list[str] | None = None
         self.header_end = 0
         self._explicit = schema
+        hint = format_hint(path, kind) if comp is None else ""
+        if hint:  # a Parquet or Arrow file (or a compressed one) read as text: say so now
+            raise FileFormatError(f"{path}: cannot read as {kind}{hint}", path, "start")
         try:
             self._open(0)
             if kind in ("csv", "tsv"):
@@ -66,16 +94,42 @@ class TextDecoder:
         self.fh = pa.CompressedInputStream(raw, self.comp) if self.comp else raw
         self.pos = 0
         if pos:
+            # a position from a resume state: it must be a line start (or the end) of the file
             if self.comp:
-                left = pos
+                left, last = pos, b""
                 while left:  # a compressed stream only reads forwards
-                    got = len(self.fh.read(min(left, 1 << 24)))
-                    if not got:
-                        break
-                    left -= got
+                    chunk = self.fh.read(min(left, 1 << 24))
+                    if not chunk:
+                        raise self._unit_error(pos, f"is past the end of the decompressed file "
+                                                    f"({pos - left:,} bytes)")
+                    left -= len(chunk)
+                    last = chunk[-1:]
+                at_line = last == b"\n" or pos == self.header_end or not self.fh.read(1)
             else:
+                size = self.fh.size()
+                if pos > size:
+                    raise self._unit_error(pos, f"is past the end of the file ({size:,} bytes)")
+                at_line = pos in (size, self.header_end) or self.fh.read_at(1, pos - 1) == b"\n"
                 self.fh.seek(pos)
+            if not at_line:
+                raise self._unit_error(pos, "is not the start of a line")
             self.pos = pos
+
+    def _unit_error(self, pos: int, what: str) -> InvalidInputError:
+        return InvalidInputError(f"state: position unit {pos:,} {what} of {self.path}; the state "
+                                 "was damaged or edited, or saved for another file")
+
+    def _check_unchanged(self) -> None:
+        """At the end of the file: it must be as it was when the reader was made."""
+        try:
+            now = stamp(self.path)
+        except OSError as e:
+            raise file_error(self.path, None, e, "cannot read it any more: ") from None
+        if now != self.expect:
+            raise FileFormatError(
+                f"{self.path} changed while it was read: {changed(self.path, self.expect, now)}; "
+                "it is still being written (its last line may be half written), or was "
+                "replaced: read it once it is complete", self.path)
 
     def _blocks(self, start: int,
                 first: int | None = None) -> Generator[tuple[int, memoryview], None, None]:
@@ -106,6 +160,7 @@ class TextDecoder:
                 k = self._io(pos + have, self.fh.readinto, mv[have:])
                 if not k:
                     eof = True
+                    self._check_unchanged()  # before the last lines go anywhere
                 have += k
             if not have:
                 break
@@ -122,6 +177,7 @@ class TextDecoder:
                     more = self._io(pos + have, self.fh.read, size)
                     if not more:
                         eof = True
+                        self._check_unchanged()
                     mv.release()
                     buf = buf[:have] + more
                     mv = memoryview(buf)
@@ -185,6 +241,8 @@ class TextDecoder:
     # -- parsing
     def _parse(self, block: memoryview, schema: pa.Schema | None, pos: int) -> pa.Table:
         """The rows of ``block`` (which starts at byte ``pos``; only error messages use it)."""
+        if self.kind == "jsonl":
+            self._check_depth(block, pos)
         try:
             return self._parse_blocks(block, schema, pos, 1 << 20)
         except FileFormatError as e:
@@ -202,6 +260,7 @@ class TextDecoder:
                 return pa.table({self.opts.text_column: self._lines(block)})
             if k == "jsonl":
                 import pyarrow.json as pjson
+
 
                 unexpected = "error" if schema is not None else "infer"
                 po = pjson.ParseOptions(explicit_schema=schema,
@@ -221,6 +280,18 @@ class TextDecoder:
                                  memory_pool=self.opts.pool, parse_options=po_csv)
         except (pa.ArrowException, UnicodeDecodeError) as e:
             raise self._block_error(block, self.count_lines(pos), e) from None
+
+    def _check_depth(self, block: memoryview, pos: int) -> None:
+        """Refuse a JSON row nested deeper than MAX_JSON_DEPTH before pyarrow parses it (a
+        deep enough row kills the process, a less deep one stalls it)."""
+        line = json_too_deep(block, MAX_JSON_DEPTH)
+        if line >= 0:
+            where = f"line {self.count_lines(pos) + line + 1}"
+            raise FileFormatError(
+                f"{self.path} ({where}): a JSON value nested more than {MAX_JSON_DEPTH} levels "
+                f"deep; pyarrow's JSON parser recurses per level (a row 20,000 deep crashes it, "
+                f"one 1,000 deep takes seconds): flatten the row or leave it out", self.path,
+                where)
 
     def _recycle(self, block: memoryview, t: pa.Table) -> None:
         """Reuse the block's buffer for the next block unless the parsed columns point into it
@@ -348,6 +419,10 @@ class TextDecoder:
                     last = i == len(batches) - 1
                     if b.num_rows or last:
                         yield b, *((end, 0) if last else (pos, done))
+            if skip:
+                raise InvalidInputError(
+                    f"state: position offset {offset:,} is past the rows after byte {start:,} of "
+                    f"{self.path} ({offset - skip:,}); the state was damaged or edited")
         except (pa.ArrowException, OSError) as e:
             raise file_error(self.path, f"byte {self.pos}", e) from None
         finally:
