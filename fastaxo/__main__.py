@@ -97,7 +97,10 @@ def _parquet_batches(path: str, batch_rows: int) -> Any:
 
     try:
         pf = pq.ParquetFile(path, pre_buffer=False)
-        yield from pf.iter_batches(batch_size=batch_rows)
+        # one row group per call, as the reader reads them: pyarrow 15 crashed on a lying
+        # footer when iter_batches crossed row groups
+        for rg in range(pf.num_row_groups):
+            yield from pf.iter_batches(batch_size=batch_rows, row_groups=[rg])
     except (pa.ArrowInvalid, pa.ArrowIOError) as e:
         if isinstance(e, OSError) and e.errno is not None:
             raise  # permission denied, ...: the OS error names the file
@@ -122,11 +125,11 @@ def _cmd_dedupe(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from fastaxo._core.progress import Progress
+    from fastaxo.readers.sources import check_readable
 
     t0 = time.perf_counter()
     for path in args.inputs:
-        if not os.path.isfile(path):
-            raise FileNotFoundError(errno.ENOENT, "no such input file", path)
+        check_readable(path)  # a FIFO, a device, permissions: one line, before any read
     if args.output is not None:
         check_not_an_input(args.output, args.inputs, "-o/--output")
     try:
@@ -180,7 +183,9 @@ def _dedupe_files(args: argparse.Namespace, tmp: Any, interrupted: threading.Eve
                     writer.write_batch(res.apply(batch))
         if tmp is not None:
             if writer is None:  # no rows at all: an empty file with the first input's columns
-                writer = pq.ParquetWriter(tmp.path, pq.read_schema(args.inputs[0]))
+                from fastaxo.readers.parquet import read_footer
+
+                writer = pq.ParquetWriter(tmp.path, read_footer(args.inputs[0])[0])
             writer.close()
             writer = None
             if interrupted.is_set():

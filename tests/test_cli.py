@@ -95,15 +95,18 @@ def shared_dir():
 
 
 def _prepare_as_user(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", _AS_USER, "prepare", *args, "--max-length", "16",
-                           "-q"], capture_output=True, text=True, cwd="/", env=child_env(),
-                          timeout=300)
+    return _as_user("prepare", *args, "--max-length", "16")
 
 
-def _one_line(r: subprocess.CompletedProcess, *needles: str) -> str:
+def _as_user(cmd: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _AS_USER, cmd, *args, "-q"], capture_output=True,
+                          text=True, cwd="/", env=child_env(), timeout=300)
+
+
+def _one_line(r: subprocess.CompletedProcess, *needles: str, cmd: str = "prepare") -> str:
     assert r.returncode == 1, (r.returncode, r.stderr[-3000:])
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("fastaxo prepare: error: "), r.stderr[-3000:]
+    assert len(lines) == 1 and lines[0].startswith(f"fastaxo {cmd}: error: "), r.stderr[-3000:]
     for n in needles:
         assert n in lines[0], (n, lines[0])
     return lines[0]
@@ -145,6 +148,18 @@ def test_permission_problems_say_permission_denied_with_the_path(shared_dir):
         r = _prepare_as_user(source, "-o", out)
         _one_line(r, "source: permission denied: ", f"{what} {named!r}")
         assert not os.path.exists(out)
+    # dedupe (Parquet files): the same lines, where it used to say "no such input file"
+    unreadable = os.path.join(shared_dir, "unreadable.parquet")
+    pq.write_table(pa.table({"input_ids": [[1, 2]]}), unreadable)
+    os.chmod(unreadable, 0o000)
+    os.chmod(hidden, 0o755)
+    unreachable = os.path.join(hidden, "a.parquet")
+    pq.write_table(pa.table({"input_ids": [[1, 2]]}), unreachable)
+    os.chmod(hidden, 0o644)
+    for path, what in ((unreadable, "cannot read"), (unreachable, "cannot reach")):
+        r = _as_user("dedupe", path, "-o", out)
+        _one_line(r, "source: permission denied: ", f"{what} {path!r}", cmd="dedupe")
+        assert not os.path.exists(out)
 
 
 def test_a_fifo_input_is_refused_before_it_is_read(shared_dir):
@@ -154,6 +169,8 @@ def test_a_fifo_input_is_refused_before_it_is_read(shared_dir):
     r = _prepare_as_user(fifo, "-o", os.path.join(shared_dir, "out.parquet"))
     _one_line(r, f"source: {fifo!r} is a named pipe (FIFO), not a regular file",
               "save the data to a file")
+    r = _as_user("dedupe", fifo)
+    _one_line(r, f"source: {fifo!r} is a named pipe (FIFO), not a regular file", cmd="dedupe")
 
 
 def test_a_file_of_another_format_says_what_it_is(shared_dir):
