@@ -3,19 +3,23 @@
 # (FASTAXO_SUITE=quick, tests/conftest.py: everything but what needs Axolotl, torch, TRL,
 # Ray or a second C compiler, which the main leg runs) against the installed wheel.
 #
-#   bash scripts/min_deps.sh [PYTHON] [--latest] [PYTEST-ARGS...]
+#   bash scripts/min_deps.sh [PYTHON] [--latest] [--axolotl X.Y] [PYTEST-ARGS...]
 #
 # Default (the minimum-dependencies leg, issue 18): the oldest declared Python (pyenv's
 # CPython 3.10.13) with exactly the declared minimum numpy and pyarrow (read from
 # pyproject.toml), so that the floors users see are true; the test extra's other packages come
 # at versions that accept those floors. --latest: the newest numpy and pyarrow that pip picks
-# for that Python instead (the 3.12 and 3.13 legs).
+# for that Python instead (the 3.12 and 3.13 legs). --axolotl X.Y: afterwards, the same wheel
+# with the `axolotl` extra in a fresh venv and the plugin's tests (scripts/axolotl_leg.sh
+# --no-chat; X.Y: the Axolotl minor pip must resolve for that Python).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=$HOME/.pyenv/versions/3.10.13/bin/python
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then PY=$1; shift; fi
 LATEST=0
 if [ "${1:-}" = --latest ]; then LATEST=1; shift; fi
+AXOLOTL=""
+if [ "${1:-}" = --axolotl ]; then AXOLOTL=${2:?--axolotl needs X.Y}; shift 2; fi
 PY=$(command -v "$PY" || echo "$PY")  # a name on PATH (python3.12) or a path
 [ -x "$PY" ] || { echo "min_deps.sh: no Python at $PY (pass one)" >&2; exit 1; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fastaxo-min.XXXXXX")
@@ -63,3 +67,7 @@ env -u CI FASTAXO_HYPOTHESIS=ci FASTAXO_REQUIRE_EXTENSION=1 FASTAXO_EXPECT_OPENM
     FASTAXO_SOURCE_TREE="$ROOT" FASTAXO_EXPECT_AXOLOTL=0 \
     FASTAXO_SUITE=quick "$WORK/venv/bin/pytest" -p no:cacheprovider -q tests \
     "$@"
+if [ -n "$AXOLOTL" ]; then
+    echo "==> the same wheel with the axolotl extra: scripts/axolotl_leg.sh (Axolotl $AXOLOTL)"
+    bash "$ROOT/scripts/axolotl_leg.sh" "$PY" "$WHEEL" "$AXOLOTL" --no-chat
+fi

@@ -380,12 +380,20 @@ def test_plugin_unlisted_without_keys_does_nothing():
     assert p.add_callbacks_post_trainer(_cfg(), trainer=None) == []
 
 
-def test_version_check_message(monkeypatch):
-    monkeypatch.setattr(fx._axolotl, "__version__", "0.18.2")
-    with pytest.raises(RuntimeError, match=r"supports axolotl 0\.19 to 0\.21; this is axolotl 0\.18\.2"):
+@pytest.mark.parametrize("version, ok", [
+    ("0.18.2", False), ("0.19.0", True), ("0.19.1", True), ("0.20.0", False),  # 0.20: untested
+    ("0.21.0", True), ("0.22.0", False), ("1.21.0", False)])
+def test_version_check_message(monkeypatch, version, ok):
+    monkeypatch.setattr(fx._axolotl, "__version__", version)
+    if ok:
         fx.check_axolotl_version()
-    monkeypatch.setattr(fx._axolotl, "__version__", "0.21.0")
-    fx.check_axolotl_version()
+        return
+    with pytest.raises(RuntimeError) as exc:
+        fx.check_axolotl_version()
+    msg = str(exc.value)
+    assert "\n" not in msg
+    assert f"supports axolotl 0.19 and 0.21; this is axolotl {version}." in msg
+    assert "pip install 'fastaxo[axolotl]'" in msg
 
 
 def test_streaming_declines_what_it_does_not_cover(tmp_path):
@@ -400,3 +408,23 @@ def test_streaming_declines_what_it_does_not_cover(tmp_path):
     j = tmp_path / "d.json"
     j.write_text("[]")
     assert "format .json is not covered" in _unsupported(DictDefault({"datasets": [DictDefault({"path": str(j)})]}))
+
+
+def test_extra_pins_exactly_the_supported_axolotls():
+    """The installed fastaxo's `axolotl` extra gives each Python one Axolotl minor, and those are
+    the plugin's SUPPORTED: what pip installs is what the plugin accepts (and CI tests)."""
+    import importlib.metadata as md
+
+    from packaging.requirements import Requirement
+
+    reqs = [Requirement(r) for r in md.requires("fastaxo") or [] if r.startswith("axolotl")]
+    picked = {}
+    for py in ("3.10", "3.11", "3.12", "3.13", "3.14"):
+        env = {"extra": "axolotl", "python_version": py}
+        got = [str(r.specifier) for r in reqs if r.marker is not None and r.marker.evaluate(env)]
+        assert len(got) == 1, (py, got)
+        picked[py] = got[0]
+    assert picked == {"3.10": "==0.19.*", "3.11": "==0.19.*", "3.12": "==0.21.*",
+                      "3.13": "==0.21.*", "3.14": "==0.21.*"}
+    assert sorted({tuple(map(int, p[2:-2].split("."))) for p in picked.values()}) == \
+        sorted(fx.SUPPORTED)

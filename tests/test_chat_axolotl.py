@@ -307,3 +307,80 @@ def test_fallbacks_reported_and_said_once(tmp_path, caplog):
             if r.name == "fastaxo.axolotl" and "tools" in r.getMessage()]
     assert said == ["fastaxo: chat_template: a row goes to Axolotl's own tokenization: tools "
                     "(each such row is counted, see fastaxo_report)"]  # once for two calls
+
+
+# -- options changed between calls ----------------------------------------------------------
+
+# A chatml-like template that also writes a template variable and the tokenizer's EOS after
+# each answer, so the template kwargs and tokenizer.eos_token change the text, and the EOS (the
+# tokenizer's, set below) is another token than the end of turn (<|im_end|>).
+_OPTIONS_TEMPLATE = (
+    "{%- if greeting is defined %}{{ greeting }}\n{% endif -%}"
+    "{%- for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% if m['role'] == 'assistant' %}{{ eos_token }}{% endif %}{% endfor %}")
+
+
+def _new_eos(s):
+    s.tokenizer.add_special_tokens({"eos_token": "<|fastaxo_new_eos|>"})
+
+
+def _other_tokenizer(s):
+    tok = chat_data.qwen3_tokenizer()
+    tok.eos_token = "<|box_end|>"
+    s.tokenizer = s.prompter.tokenizer = tok
+
+
+# Each option Axolotl 0.21 reads at every tokenize_prompt call (ChatTemplateStrategy and its
+# prompter, the tokenizer), changed after the first batch; "fast": the changed configuration
+# still runs on fastaxo's path (False: one it leaves to Axolotl).
+_CHANGES = [
+    ("roles_to_train", lambda s: setattr(s, "roles_to_train", ["user", "assistant"]), True),
+    ("train_on_inputs", lambda s: setattr(s, "train_on_inputs", True), True),
+    ("train_on_eos", lambda s: setattr(s, "train_on_eos", "none"), True),
+    ("train_on_eot", lambda s: setattr(s, "train_on_eot", "last"), True),
+    ("train_on_eot all", lambda s: setattr(s, "train_on_eot", "all"), False),
+    ("chat_template", lambda s: setattr(s.prompter, "chat_template",
+                                        _OPTIONS_TEMPLATE.replace("<|im_end|>\n", "<|im_end|>")),
+     True),
+    ("template kwargs replaced", lambda s: setattr(s.prompter, "chat_template_kwargs",
+                                                   {"greeting": "bye"}), True),
+    ("template kwargs changed in place",
+     lambda s: s.prompter.chat_template_kwargs.update(greeting="bye"), True),
+    ("template kwargs with a render parameter",
+     lambda s: s.prompter.chat_template_kwargs.update(continue_final_message=True), False),
+    ("eot ids", lambda s: setattr(s, "_eot_token_ids", {s.tokenizer.eos_token_id}), True),
+    ("tokenizer.eos_token", lambda s: setattr(s.tokenizer, "eos_token", "<|box_end|>"), True),
+    ("tokenizer.eos_token_id", lambda s: setattr(s.tokenizer, "eos_token_id", 151649), True),
+    ("a new EOS token added", _new_eos, True),
+    ("another tokenizer", _other_tokenizer, True),
+    ("a strategy subclass", lambda s: setattr(s, "__class__", type(
+        "Sub", (ChatTemplateStrategy,), {"find_first_eot_token": lambda *a, **k: -1})), False),
+]
+
+
+@pytest.mark.parametrize("name, change, fast", _CHANGES, ids=[c[0] for c in _CHANGES])
+def test_options_changed_between_calls_are_axolotls(name, change, fast):
+    """Axolotl reads its options at every call: a batch tokenized after one changed is the
+    changed configuration's, row for row, with fastaxo's path as with Axolotl's own."""
+    tok = chat_data.qwen3_tokenizer()
+    tok.eos_token = "<|endoftext|>"  # the EOS apart from the end of turn
+    s = strategy("jinja", tokenizer=tok, chat_template_jinja=_OPTIONS_TEMPLATE,
+                 cfg={"eot_tokens": ["<|im_end|>"],
+                      "chat_template_kwargs": {"greeting": "hello"}})
+    first, second = rows(seed=14, n=8, turns=(2, 6), hi=40), rows(seed=15, n=8, turns=(2, 6),
+                                                                   hi=40)
+    batch = {"messages": [r["messages"] for r in second]}
+    before = s.tokenize_prompt(json.loads(json.dumps(batch)))
+    with patched(parts=("chat_template",)):
+        s.tokenize_prompt({"messages": [r["messages"] for r in json.loads(json.dumps(first))]})
+        change(s)
+        counts0 = fx_chat.chat_counts()
+        got = s.tokenize_prompt(json.loads(json.dumps(batch)))
+        counts1 = fx_chat.chat_counts()
+    want = s.tokenize_prompt(json.loads(json.dumps(batch)))  # Axolotl's, after the change
+    assert want != before, "the change must change Axolotl's rows (else the test is void)"
+    assert list(got) == list(want)
+    for key in want:
+        for i, (a, b) in enumerate(zip(want[key], got[key], strict=True)):
+            assert a == b, f"{name}: column {key} row {i} differs"
+    assert counts1.get("fast", 0) - counts0.get("fast", 0) == (8 if fast else 0)

@@ -48,8 +48,8 @@ try:
     from axolotl.integrations.base import BasePlugin
 except ImportError as exc:  # pragma: no cover - exercised by users without axolotl
     raise ImportError(
-        "fastaxo.integrations.axolotl needs axolotl (0.19 to 0.21) installed in this environment: "
-        f"pip install 'fastaxo[axolotl]' ({exc})"
+        "fastaxo.integrations.axolotl needs axolotl (0.19 on Python < 3.12, 0.21) installed in "
+        f"this environment: pip install 'fastaxo[axolotl]' ({exc})"
     ) from exc
 
 from pydantic import BaseModel, Field
@@ -69,7 +69,9 @@ from fastaxo.integrations.axolotl.patches import patch_axolotl, patched, unpatch
 from fastaxo.integrations.axolotl.settings import LOG, Settings, report, say_once, use
 
 PLUGIN_NAME = "fastaxo.integrations.axolotl.FastaxoPlugin"
-SUPPORTED = ((0, 19), (0, 21))  # inclusive minor range
+# The Axolotl minors the plugin is built and tested for (pyproject's `axolotl` extra, one per
+# Python; CI runs the plugin's tests on each: scripts/axolotl_leg.sh and the main leg)
+SUPPORTED = ((0, 19), (0, 21))
 _DEFAULT_ON = ("fastaxo_dedupe", "fastaxo_packing", "fastaxo_chat_template",
                "fastaxo_length_filter", "fastaxo_collator", "fastaxo_loader_health")
 
@@ -126,17 +128,18 @@ def _axolotl_version() -> tuple[int, int]:
 
 
 def check_axolotl_version() -> None:
-    """Raise a clear error outside the supported axolotl versions (0.19 to 0.21).
+    """Raise a clear error unless the installed axolotl is one the plugin supports (0.19 or
+    0.21, :data:`SUPPORTED`).
 
     ``FASTAXO_AXOLOTL_VERSION_CHECK=0`` turns the error into a warning (at your own risk: each
     replacement still checks the function it replaces and leaves Axolotl's own in place if
     that has changed)."""
-    v = _axolotl_version()
-    if SUPPORTED[0] <= v <= SUPPORTED[1]:
+    if _axolotl_version() in SUPPORTED:
         return
-    msg = (f"fastaxo's Axolotl plugin supports axolotl 0.19 to 0.21; this is axolotl "
-           f"{getattr(_axolotl, '__version__', '?')}. Install a supported axolotl, or upgrade "
-           "fastaxo.")
+    names = " and ".join(f"{a}.{b}" for a, b in SUPPORTED)
+    msg = (f"fastaxo's Axolotl plugin supports axolotl {names}; this is axolotl "
+           f"{getattr(_axolotl, '__version__', '?')}. Install a supported one (pip install "
+           "'fastaxo[axolotl]' picks it for this Python), or upgrade fastaxo.")
     if os.environ.get("FASTAXO_AXOLOTL_VERSION_CHECK", "1") == "0":
         say_once("version", msg + " (FASTAXO_AXOLOTL_VERSION_CHECK=0: going on anyway)")
         return

@@ -12,6 +12,7 @@ left wholly to Axolotl, said once.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import weakref
@@ -21,12 +22,13 @@ from typing import Any
 from fastaxo.chat import ChatEngine, ChatSpec, Fallback
 from fastaxo.integrations.axolotl.settings import current, report, say_once
 
-__all__ = ["chat_counts", "engine_for", "make_tokenize_prompt", "tokenize_prompt"]
+__all__ = ["chat_counts", "engine_for", "make_tokenize_prompt", "options", "tokenize_prompt"]
 
-# strategy -> its engine (or None: Axolotl's), beside the strategy rather than on it, so the
-# strategy's state (what datasets hashes for its fingerprint, what a spawned worker unpickles)
-# stays Axolotl's
-_engines: weakref.WeakKeyDictionary[Any, ChatEngine | None] = weakref.WeakKeyDictionary()
+# strategy -> (the options its engine was made for, the engine or None: Axolotl's), beside the
+# strategy rather than on it, so the strategy's state (what datasets hashes for its fingerprint,
+# what a spawned worker unpickles) stays Axolotl's
+_engines: weakref.WeakKeyDictionary[Any, tuple[tuple[Any, ...], ChatEngine | None]] = \
+    weakref.WeakKeyDictionary()
 _counts: Counter[str] = Counter()
 _lock = threading.Lock()
 
@@ -38,12 +40,18 @@ def chat_counts() -> dict[str, int]:
 
 
 def engine_for(strategy: Any) -> ChatEngine | None:
-    """The strategy's engine (made once, kept on it), or None when fastaxo leaves this
-    strategy to Axolotl (said once, with the reason)."""
+    """The strategy's engine for its options as they are now, or None when fastaxo leaves this
+    strategy to Axolotl (said once, with the reason).
+
+    Axolotl reads the strategy's options, its prompter's template and the tokenizer's EOS at
+    every ``tokenize_prompt`` call, so the engine is kept only while :func:`options` gives the
+    same key (checked per batch: a few attribute reads); a change makes a new one."""
     if not isinstance(strategy, _strategy_class()):
         return None
-    if strategy in _engines:
-        return _engines[strategy]
+    key = options(strategy)
+    got = _engines.get(strategy)
+    if got is not None and got[0] == key:
+        return got[1]
     engine = None
     problem = _strategy_problem(strategy)
     if problem is None:
@@ -54,8 +62,53 @@ def engine_for(strategy: Any) -> ChatEngine | None:
     if problem is not None:
         say_once(f"chat-config-{problem}", f"chat_template: Axolotl's own tokenization stays "
                  f"for this dataset ({problem})", logging.WARNING)
-    _engines[strategy] = engine
+    _engines[strategy] = (key, engine)
     return engine
+
+
+def options(strategy: Any) -> tuple[Any, ...]:
+    """Everything of ``strategy`` that Axolotl 0.21's ``tokenize_prompt`` reads at each call and
+    the engine takes as fixed: the strategy's and prompter's classes and masking options, the
+    template and its kwargs (a copy: a dict changed in place must compare unequal), the EOT ids,
+    and of the tokenizer: the object, its special tokens (the template's ``eos_token``, ...),
+    EOS id, size (added tokens), name (Axolotl's mistral check) and stored truncation/padding
+    (which decide whether the engine may call the backend directly)."""
+    # getattr throughout: a subclass or another Axolotl may lack a name (its problem is said
+    # when the engine is made). Objects by id: an engine's spec holds them, so their ids stay
+    # theirs; without an engine a reused id can only keep Axolotl's own path.
+    p = getattr(strategy, "prompter", None)
+    tok = getattr(strategy, "tokenizer", None)
+    backend = getattr(tok, "_tokenizer", None)
+    kwargs = getattr(p, "chat_template_kwargs", None)
+    try:
+        kwargs = copy.deepcopy(kwargs)
+    except Exception:  # noqa: BLE001 - an uncopyable value: compared as the object it is
+        pass
+    eot = getattr(strategy, "_eot_token_ids", None)
+    return (type(strategy), type(p), id(getattr(p, "tokenizer", None)),
+            getattr(p, "processor", None) is not None, getattr(p, "message_field_training", None),
+            getattr(p, "message_field_training_detail", None), getattr(p, "chat_template", None),
+            kwargs, tuple(getattr(strategy, "roles_to_train", None) or ()),
+            getattr(strategy, "train_on_inputs", None), getattr(strategy, "train_on_eos", None),
+            getattr(strategy, "train_on_eot", None), None if eot is None else frozenset(eot),
+            id(tok), getattr(tok, "eos_token_id", None), _special_tokens(tok), _size(tok),
+            getattr(tok, "name_or_path", None), getattr(tok, "is_fast", False),
+            getattr(tok, "split_special_tokens", False), id(backend),
+            getattr(backend, "truncation", None), getattr(backend, "padding", None))
+
+
+def _special_tokens(tok: Any) -> Any:
+    try:
+        return tuple(sorted((k, str(v)) for k, v in tok.special_tokens_map.items()))
+    except Exception:  # noqa: BLE001 - not a transformers tokenizer: its problem is found later
+        return None
+
+
+def _size(tok: Any) -> int | None:
+    try:
+        return len(tok)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _strategy_class() -> type:
@@ -77,6 +130,8 @@ def _strategy_problem(strategy: Any) -> str | None:
         return f"prompter {type(prompter).__name__}"
     if prompter.processor is not None:
         return "a processor (multimodal)"
+    if prompter.tokenizer is not strategy.tokenizer:
+        return "the prompter's tokenizer is not the strategy's"
     if prompter.message_field_training or prompter.message_field_training_detail:
         return "per-message training fields (message_field_training)"
     return None

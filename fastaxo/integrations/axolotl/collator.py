@@ -73,8 +73,10 @@ class FastaxoCollator(V2BatchSamplerDataCollatorForSeq2Seq):
         if (self.padding not in (True, "longest")
                 and str(self.padding) != "PaddingStrategy.LONGEST"):
             return None
-        if (getattr(self, "squash_position_ids", False) or self.cp_shard is not None
-                or self.emit_fa_varlen_kwargs):
+        # fields of Axolotl 0.21's collator (0.19's has none of them)
+        if (getattr(self, "squash_position_ids", False)
+                or getattr(self, "cp_shard", None) is not None
+                or getattr(self, "emit_fa_varlen_kwargs", False)):
             return None
         if self.model is not None and hasattr(self.model, "prepare_decoder_input_ids_from_labels"):
             return None

@@ -292,8 +292,11 @@ def make_generate_batches(original):
                 or getattr(self, "label_counts", None) is not None):
             return original(self, set_stats)
         t0 = time.perf_counter()
-        self.label_metrics = None
-        self._label_metrics_logged = False
+        # label metrics: Axolotl 0.21's (0.19's sampler has none)
+        metrics = hasattr(self, "_log_label_metrics")
+        if metrics:
+            self.label_metrics = None
+            self._label_metrics_logged = False
         cap = int(self.batch_max_len)
         bin_size = int(self.bin_size or self.batch_max_len)
         group_size = int(self.group_size)
@@ -313,7 +316,8 @@ def make_generate_batches(original):
         if set_stats:
             self.total_tokens_used += total_used
             self.total_token_slots += total_slots
-            self._log_label_metrics()
+            if metrics:
+                self._log_label_metrics()
         self._batches = batches
         dt = time.perf_counter() - t0
         LOG.debug("fastaxo: %d sequences -> %d bins -> %d batches in %.4f s", len(ids), nbins,

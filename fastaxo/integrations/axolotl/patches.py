@@ -32,6 +32,9 @@ _TARGETS: dict[str, list[tuple[str, str, Any, tuple[str, ...]]]] = {
     "length_filter": [("axolotl.utils.data.utils", "_drop_outside_range", make_drop_outside_range,
                        ("dataset", "max_len", "min_len", "raise_on_long", "filter_kwargs"))],
 }
+# Targets an older supported Axolotl does not have, and need not: 0.19 tokenizes with datasets'
+# map over the (replaced) tokenize_prompt, 0.21 with its own work queue
+_NEWER_ONLY = {"tokenize_with_work_queue"}
 _originals: dict[tuple[str, str], tuple[Any, str, Any]] = {}
 # Axolotl's own import cycle: `import axolotl.datasets` first fails (it reaches
 # axolotl.utils.data, which imports axolotl.datasets back); importing this first does not.
@@ -61,8 +64,9 @@ def patch_axolotl(parts=("dedupe", "packing", "chat_template", "length_filter"))
                 fn = getattr(owner, name)
                 names = list(inspect.signature(fn).parameters)
             except (ImportError, AttributeError, TypeError, ValueError) as exc:
-                say_once(f"missing-{attr}", f"{part}: {modname}.{attr} not found ({exc}); "
-                         "Axolotl's own code stays")
+                if attr not in _NEWER_ONLY:
+                    say_once(f"missing-{attr}", f"{part}: {modname}.{attr} not found ({exc}); "
+                             "Axolotl's own code stays")
                 continue
             if names[: len(params)] != list(params):
                 say_once(f"sig-{attr}", f"{part}: {modname}.{attr}{inspect.signature(fn)} is "
