@@ -428,3 +428,46 @@ def test_extra_pins_exactly_the_supported_axolotls():
                       "3.13": "==0.21.*", "3.14": "==0.21.*"}
     assert sorted({tuple(map(int, p[2:-2].split("."))) for p in picked.values()}) == \
         sorted(fx.SUPPORTED)
+
+
+# -- a dataset packed by fastaxo prepare: the collator Axolotl builds for it --------------------
+
+def test_prepacked_collator_takes_fastaxo_max_mask_bytes(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import fastaxo
+    from fastaxo.errors import CapacityError
+    from fastaxo.integrations.axolotl import prepacked
+
+    src = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"input_ids": [[1, 2, 3], [4, 5], [6, 7, 8, 9]]}), src)
+    out = tmp_path / "packed.parquet"
+    fastaxo.prepare(str(src), str(out), 8, progress=False)
+    rows = pq.read_table(out).to_pylist()
+    for limit, refused in ((None, False), (4096, False), (16, True)):
+        cfg = DictDefault({"datasets": [{"path": str(out)}], "attn_implementation": "sdpa",
+                           "fastaxo_max_mask_bytes": limit})
+        cls, kwargs = prepacked.collator_for_prepacked(cfg, False, lambda *a, **k: None)
+        collate = cls(None, **kwargs)  # as Axolotl builds it
+        width = len(rows[0]["input_ids"])
+        if refused:  # 1 row x width x width booleans, more than 16 bytes
+            with pytest.raises(CapacityError, match="max_mask_bytes"):
+                collate(rows[:1])
+        else:
+            assert collate(rows[:1])["attention_mask"].shape[-2:] == (width, width)
+
+
+def test_a_damaged_or_odd_parquet_file_is_not_taken_for_a_packed_one(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fastaxo.integrations.axolotl import prepacked
+
+    path = tmp_path / "names.parquet"
+    pq.write_table(pa.table({"zqzqzq": [1]}), path)
+    path.write_bytes(path.read_bytes().replace(b"zqzqzq", b"\xff\xfezqzq"))  # not UTF-8
+    cut = tmp_path / "cut.parquet"
+    pq.write_table(pa.table({"a": [1]}), cut)
+    cut.write_bytes(cut.read_bytes()[:-9])
+    assert not prepacked.is_prepacked(str(path)) and not prepacked.is_prepacked(str(cut))

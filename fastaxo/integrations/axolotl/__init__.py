@@ -114,6 +114,9 @@ class FastaxoArgs(BaseModel):
     fastaxo_peak_flops: float | None = _key(
         "Peak FLOP/s of the hardware (all devices of this process); adds MFU to loader health.",
         gt=0)
+    fastaxo_max_mask_bytes: int | None = _key(
+        "Largest 4-D attention mask (eager/sdpa) the collator of a fastaxo-packed dataset builds "
+        "per batch, in bytes (default 1 GiB; a bigger batch is refused naming its size).", ge=1)
     fastaxo_report: str | None = _key(
         "Append one JSON line per fastaxo action (dedupe, pack, collate, stream, health) to this "
         "file.")

@@ -15,7 +15,11 @@ import os
 from typing import Any
 
 from fastaxo.errors import InvalidInputError
-from fastaxo.integrations.transformers.collator import PackedCollator, layout_for
+from fastaxo.integrations.transformers.collator import (
+    DEFAULT_MAX_MASK_BYTES,
+    PackedCollator,
+    layout_for,
+)
 
 __all__ = ["AxolotlPackedCollator", "attn_implementation", "check_prepacked",
            "collator_for_prepacked", "is_prepacked", "prepacked_paths"]
@@ -39,8 +43,8 @@ def is_prepacked(path: str) -> bool:
         return False
     try:
         meta = pq.read_schema(p).metadata or {}
-    except OSError:
-        return False
+    except (OSError, ValueError):  # unreadable, damaged (ArrowInvalid), a non-UTF-8 name: not
+        return False               # fastaxo's; Axolotl's own loader says what is wrong with it
     return METADATA_KEY in meta
 
 
@@ -97,12 +101,14 @@ class AxolotlPackedCollator:
 
     def __init__(self, tokenizer: Any = None, *, attn_implementation: str = "sdpa",
                  pad_to_multiple_of: int | None = None, return_tensors: str = "pt",
-                 label_pad_token_id: int = -100, **_axolotl_kwargs: Any):
+                 label_pad_token_id: int = -100,
+                 max_mask_bytes: int | None = DEFAULT_MAX_MASK_BYTES, **_axolotl_kwargs: Any):
         pad_id = getattr(tokenizer, "pad_token_id", None)
         self.collator = PackedCollator(attn_implementation=attn_implementation,
                                        pad_token_id=pad_id, label_pad_token_id=label_pad_token_id,
                                        pad_to_multiple_of=pad_to_multiple_of,
-                                       return_tensors=return_tensors)
+                                       return_tensors=return_tensors,
+                                       max_mask_bytes=max_mask_bytes)
 
     def __call__(self, features: Any, return_tensors: str | None = None) -> dict[str, Any]:
         return self.collator(features, return_tensors=return_tensors)
@@ -117,4 +123,7 @@ def collator_for_prepacked(cfg: Any, is_eval: bool, say_once: Any) -> tuple[type
     attn = attn_implementation(cfg)
     say_once("collator-prepacked", f"collator: fastaxo-packed dataset; sequences kept apart "
              f"for {attn} ({layout_for(attn)} layout)")
-    return AxolotlPackedCollator, {"attn_implementation": attn}
+    kwargs: dict[str, Any] = {"attn_implementation": attn}
+    if cfg.get("fastaxo_max_mask_bytes") is not None:
+        kwargs["max_mask_bytes"] = int(cfg.get("fastaxo_max_mask_bytes"))
+    return AxolotlPackedCollator, kwargs
