@@ -127,6 +127,65 @@ def test_a_conversation_over_max_row_bytes_is_refused_or_skipped(qwen):
     assert res.input_ids[2] == tokenize_chat(rows[2:], spec=spec).input_ids[0]
 
 
+def test_contents_over_the_bound_are_refused_before_any_render(qwen, monkeypatch):
+    """The contents alone decide, in UTF-8 bytes: 501 x 'é' is 1,002 bytes (over 1,000), 500 is
+    exactly 1,000 (rendered, and then over the bound with the template's own text)."""
+    spec = ChatSpec.create(qwen, max_row_bytes=1_000)
+    rendered: list[str] = []
+    real = ChatSpec.render
+    monkeypatch.setattr(ChatSpec, "render", lambda self, convs, **kw: rendered.extend(
+        m["content"] for c in convs for m in c) or real(self, convs, **kw))
+    with pytest.raises(RowTooLargeError, match=r"row 1 holds at least 1,002 bytes") as info:
+        tokenize_chat([_conv("q", "a"), _conv("é" * 501)], spec=spec)
+    assert (info.value.row, info.value.length, info.value.limit) == (1, 1_002, 1_000)
+    assert rendered == []  # refused before the first render
+    res = tokenize_chat([_conv("é" * 501), _conv("q", "a")], spec=spec, too_large="skip")
+    assert res.too_large == [0] and res.input_ids[0] == [] and len(res.input_ids[1]) > 0
+    assert rendered and "é" * 501 not in rendered
+    with pytest.raises(RowTooLargeError, match=r"row 0 renders to at least"):
+        tokenize_chat([_conv("é" * 500)], spec=spec)  # contents at the bound; render over it
+
+
+def test_prepare_measures_conversations_in_the_arrow_buffers(tmp_path, monkeypatch):
+    """prepare sizes conversations from the column's buffers: the big one is never a Python
+    object, the rows around it tokenize as without it, and an error in a later row names that
+    row of the file."""
+    from fastaxo import prepare
+    from fastaxo.pipeline import columns
+
+    tok = str(chat_data.qwen3_dir())
+    rows = [_conv("q0", "a0"), _conv("q1", "a1"), _conv("q2", "x" * 5_000), _conv("q3", "a3")]
+    src, ref_src = tmp_path / "in.jsonl", tmp_path / "ref.jsonl"
+    src.write_text("".join(json.dumps({"messages": r}) + "\n" for r in rows))
+    ref_src.write_text("".join(json.dumps({"messages": r}) + "\n" for i, r in enumerate(rows)
+                               if i != 2))
+    with pytest.raises(RowTooLargeError, match=r"in.jsonl row 2 \(0-based\): the conversation's "
+                                               r"messages hold 5,002 bytes"):
+        prepare(str(src), str(tmp_path / "o.parquet"), 512, tokenizer=tok, max_row_bytes=4_096,
+                progress=False)
+    seen = []
+    real = columns._pylist_without
+    monkeypatch.setattr(columns, "_pylist_without",
+                        lambda arr, skip: seen.append(skip.tolist()) or real(arr, skip))
+    rep = prepare(str(src), str(tmp_path / "o.parquet"), 512, tokenizer=tok, dedupe=False,
+                  max_row_bytes=4_096, overflow="drop", progress=False, strategy="nf")
+    assert seen == [[2]] and rep.rows_too_large == 1
+    prepare(str(ref_src), str(tmp_path / "r.parquet"), 512, tokenizer=tok, dedupe=False,
+            progress=False, strategy="nf")
+    import pyarrow.parquet as pq
+
+    got, want = pq.read_table(tmp_path / "o.parquet"), pq.read_table(tmp_path / "r.parquet")
+    assert got.column("input_ids").to_pylist() == want.column("input_ids").to_pylist()
+    assert got.column("labels").to_pylist() == want.column("labels").to_pylist()
+    # an error after the dropped row names its row of the file
+    odd = [{"role": "user", "content": "q4", "name": "x"}]
+    src.write_text(src.read_text() + json.dumps({"messages": odd}) + "\n")
+    with pytest.raises(InvalidInputError, match=r"the batch from row 3, 0-based\): messages: "
+                                                r"row 1 message 0 has field 'name'"):
+        prepare(str(src), str(tmp_path / "o.parquet"), 512, tokenizer=tok, max_row_bytes=4_096,
+                overflow="drop", progress=False)
+
+
 def test_a_200_mb_row_is_refused_under_a_4_gb_memory_limit(tmp_path):
     """prepare on a 200 MB text row and a 200 MB conversation, with the address space capped at
     4 GB: one line, exit 1, no abort (HF's tokenizer aborts the process on a failed allocation;

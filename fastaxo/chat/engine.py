@@ -331,12 +331,16 @@ class ChatEngine:
         return {"input_ids": ids, "labels": labels, "attention_mask": [1] * len(ids)}
 
 
+# the Fallback reason (and ChatResult.empty key) of a conversation over max_row_bytes
+TOO_LARGE = "the conversation is larger than max_row_bytes"
+
+
 def _too_large(row: int, size: int, limit: int) -> Fallback:
     err = RowTooLargeError(
         f"conversation {row} (0-based) renders to {size:,}+ bytes of text, more than "
         f"max_row_bytes ({limit:,}); drop it (overflow='drop'), raise max_row_bytes, or split "
         "the conversation", row, size, limit)
-    return Fallback("the conversation is larger than max_row_bytes", err)
+    return Fallback(TOO_LARGE, err)
 
 
 class _RowState:

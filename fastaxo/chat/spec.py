@@ -66,7 +66,9 @@ class ChatSpec:
         """Axolotl's defaults and checks (``ChatTemplateStrategy.__init__``): the end-of-turn
         tokens default to the EOS token, tokens the template never writes are dropped, a token
         that is not a single id is an error. ``chat_template`` defaults to the tokenizer's.
-        ``max_steps`` and ``max_row_bytes`` bound one render (:meth:`render`); a template that
+        ``max_steps`` and ``max_row_bytes`` bound one render (:meth:`render`), and
+        :func:`~fastaxo.chat.tokenize_chat` refuses a conversation whose message contents are
+        over ``max_row_bytes`` before rendering it; a template that
         does not compile raises :class:`~fastaxo.errors.ChatTemplateError` here."""
         if not callable(getattr(tokenizer, "apply_chat_template", None)):
             raise InvalidTypeError(

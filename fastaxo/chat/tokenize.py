@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastaxo._reference import chat as ref
-from fastaxo.chat.engine import ChatEngine, Fallback
+from fastaxo.chat.engine import TOO_LARGE, ChatEngine, Fallback
 from fastaxo.chat.render import OutputTooLarge
 from fastaxo.chat.spec import ChatSpec
 from fastaxo.errors import (
@@ -91,6 +91,19 @@ def normalize_messages(messages: Any, row: int) -> list[dict[str, Any]]:
     return turns
 
 
+def content_bytes(turns: list[dict[str, Any]], limit: int) -> int:
+    """The UTF-8 bytes of a normalized conversation's message contents where that decides
+    ``limit``; the characters (a lower bound) where they alone decide it. Text is encoded only
+    when its characters do not settle it."""
+    chars = sum(len(t["content"]) for t in turns)
+    return chars if chars > limit or chars * 4 <= limit else _utf8_bytes(turns)
+
+
+def _utf8_bytes(turns: list[dict[str, Any]]) -> int:
+    return sum(len(c) if c.isascii() else len(c.encode("utf-8", "surrogatepass"))
+               for c in (t["content"] for t in turns))
+
+
 def _check_unicode(text: str, where: str) -> None:
     """A lone surrogate (from JSON's ``\\ud800`` escapes, or a decode with surrogateescape) is
     not text: no tokenizer takes it (HF's raises a TypeError)."""
@@ -118,8 +131,9 @@ def tokenize_chat(conversations: Iterable[Any], tokenizer: Any = None, *,
     :attr:`ChatResult.fallbacks`. A conversation the template renders to no text gets no tokens
     (Axolotl's own code raises an IndexError on it), counted in :attr:`ChatResult.empty`.
 
-    A conversation whose text is larger than the spec's ``max_row_bytes`` never reaches the
-    tokenizer: ``too_large="error"`` raises :class:`~fastaxo.errors.RowTooLargeError`,
+    A conversation whose message contents (UTF-8 bytes), or whose rendered text, are larger
+    than the spec's ``max_row_bytes`` never reaches the tokenizer (over-long contents are not
+    rendered either): ``too_large="error"`` raises :class:`~fastaxo.errors.RowTooLargeError`,
     ``"skip"`` gives it no tokens and lists it in :attr:`ChatResult.too_large`. An error of the
     template (``raise_exception``, the sandbox, its step or size bounds) raises
     :class:`~fastaxo.errors.ChatTemplateError` naming the row.
@@ -141,12 +155,22 @@ def tokenize_chat(conversations: Iterable[Any], tokenizer: Any = None, *,
             "use_fast=True), or let Axolotl tokenize this dataset")
     turns = [normalize_messages(m, i) for i, m in enumerate(conversations)]
     result = ChatResult()
+    limit = spec.max_row_bytes
+    # a conversation whose messages alone are over the bound is not rendered at all
+    over = {i: n for i, t in enumerate(turns) if (n := content_bytes(t, limit)) > limit}
+    if over and too_large == "error":
+        i, n = next(iter(over.items()))
+        raise RowTooLargeError(
+            f"messages: row {i} holds at least {n:,} bytes of message text, more than "
+            f"max_row_bytes ({limit:,}); pass too_large='skip' to give it no tokens, or raise "
+            "max_row_bytes", i, n, limit)
+    todo = [[] if i in over else t for i, t in enumerate(turns)] if over else turns
     problem = spec.problem()
     rows: list[Any]
     if problem is None:
         engine = ChatEngine(spec)
         try:
-            rows = engine.run(turns)
+            rows = engine.run(todo)
         except TemplateLimitError as e:
             raise TemplateLimitError(f"messages: {e}") from None
         result.turn_fallbacks.update(engine.turn_counts)
@@ -154,7 +178,11 @@ def tokenize_chat(conversations: Iterable[Any], tokenizer: Any = None, *,
         rows = [Fallback(problem)] * len(turns)
     empty: dict[str, list[int]] = {"input_ids": [], "labels": [], "attention_mask": []}
     for i, (t, r) in enumerate(zip(turns, rows, strict=True)):
-        if isinstance(r, Fallback):
+        if i in over:
+            result.too_large.append(i)
+            result.empty[TOO_LARGE] += 1
+            r = empty
+        elif isinstance(r, Fallback):
             if isinstance(r.error, RowTooLargeError):
                 if too_large == "error":
                     big = r.error

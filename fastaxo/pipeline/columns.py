@@ -230,9 +230,7 @@ def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int
     if len(big) and overflow != "drop":
         i = int(big[0])
         raise too_large_error(path, row0 + i, f"{column} is", int(sizes[i]), tt.max_row_bytes)
-    texts = arr.to_pylist()
-    for i in big.tolist():
-        texts[i] = None
+    texts = _pylist_without(arr, big)
     rows: list[list[int]] = [[] for _ in texts]
     eos = [] if tt.eos_id is None else [tt.eos_id]
     for chunk in _byte_chunks(sizes, texts):
@@ -241,6 +239,42 @@ def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int
         for i, e in zip(chunk, encs, strict=True):
             rows[i] = e.ids + eos if eos else e.ids
     return _int32_lists(rows), len(big)
+
+
+def _pylist_without(arr: pa.Array, skip: np.ndarray) -> list[Any]:
+    """``arr.to_pylist()`` with None at the indices ``skip``, which never become Python objects
+    (a row over max_row_bytes can be hundreds of MB)."""
+    if not len(skip):
+        return arr.to_pylist()
+    keep = np.ones(len(arr), bool)
+    keep[skip] = False
+    got: list[Any] = [None] * len(arr)
+    for i, v in zip(np.flatnonzero(keep).tolist(), arr.filter(pa.array(keep)).to_pylist(),
+                    strict=True):
+        got[i] = v
+    return got
+
+
+def _content_bytes(arr: pa.Array) -> np.ndarray | None:
+    """Per conversation of the list<struct> column ``arr``, the UTF-8 bytes of its messages'
+    ``content`` (:func:`fastaxo.chat.tokenize.content_bytes` on Arrow buffers); None where the
+    column has another shape (then the rows are checked once they are Python objects)."""
+    import pyarrow.compute as pc
+
+    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+        return None
+    item = arr.type.value_type
+    if not pa.types.is_struct(item) or item.get_field_index("content") < 0:
+        return None
+    ctype = item.field("content").type
+    if not (pa.types.is_string(ctype) or pa.types.is_large_string(ctype)):
+        return None
+    content = pc.struct_field(arr.flatten(), "content")
+    sizes = np.asarray(pc.binary_length(content).fill_null(0), dtype=np.int64)
+    cum = np.concatenate(([0], np.cumsum(sizes)))
+    offs = np.asarray(arr.offsets, dtype=np.int64)
+    offs -= offs[0]
+    return cum[offs[1:]] - cum[offs[:-1]]
 
 
 def too_large_error(path: str, row: int, what: str, size: int, limit: int) -> RowTooLargeError:
@@ -355,20 +389,41 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
         i = int(np.flatnonzero(~np.asarray(arr.is_valid()))[0])
         raise NullValueError(f"{row_where(path, row0 + i)}: {column} is null; expected a list "
                              "of messages")
-    try:
-        res = tokenize_chat(arr.to_pylist(), spec=ct.spec,
-                            too_large="skip" if overflow == "drop" else "error")
-    except RowTooLargeError as e:
-        raise too_large_error(path, row0 + e.row, "the conversation renders to at least",
-                              e.length, e.limit) from None
-    except FastaxoError as e:
-        # the message names the row within the batch: say the file and where the batch starts
-        raise type(e)(f"{path} (the batch from row {row0:,}, 0-based): {e}") from None
-    for reason, n in res.fallbacks.items():
-        ct.fallbacks[reason] = ct.fallbacks.get(reason, 0) + n
-    for reason, n in res.turn_fallbacks.items():
-        ct.turn_fallbacks[reason] = ct.turn_fallbacks.get(reason, 0) + n
-    return _int32_lists(res.input_ids), _int32_lists(res.labels), len(res.too_large)
+    # a conversation over the bound never becomes Python objects: its size comes from the
+    # Arrow buffers (tokenize_chat applies the same rule to the rest)
+    limit = ct.spec.max_row_bytes
+    sizes = _content_bytes(arr)
+    big = np.empty(0, np.int64) if sizes is None else np.flatnonzero(sizes > limit)
+    if len(big) and overflow != "drop":
+        i = int(big[0])
+        raise too_large_error(path, row0 + i, "the conversation's messages hold",
+                              int(sizes[i]), limit)  # type: ignore[index]
+    convs = _pylist_without(arr, big)
+    ids: list[list[int]] = [[] for _ in convs]
+    labels: list[list[int]] = [[] for _ in convs]
+    too_large = len(big)
+    # the runs of rows between the dropped ones, so that errors name the right row
+    edges = [-1, *big.tolist(), len(convs)]
+    for a, b in itertools.pairwise(edges):
+        a += 1
+        if a == b:
+            continue
+        try:
+            res = tokenize_chat(convs[a:b], spec=ct.spec,
+                                too_large="skip" if overflow == "drop" else "error")
+        except RowTooLargeError as e:
+            raise too_large_error(path, row0 + a + e.row, "the conversation is at least",
+                                  e.length, e.limit) from None
+        except FastaxoError as e:
+            # the message names the row within the run: say the file and where the run starts
+            raise type(e)(f"{path} (the batch from row {row0 + a:,}, 0-based): {e}") from None
+        for reason, n in res.fallbacks.items():
+            ct.fallbacks[reason] = ct.fallbacks.get(reason, 0) + n
+        for reason, n in res.turn_fallbacks.items():
+            ct.turn_fallbacks[reason] = ct.turn_fallbacks.get(reason, 0) + n
+        ids[a:b], labels[a:b] = res.input_ids, res.labels
+        too_large += len(res.too_large)
+    return _int32_lists(ids), _int32_lists(labels), too_large
 
 
 def _int32_lists(rows: list[list[int]]) -> pa.Array:
