@@ -47,10 +47,10 @@ types: $(VPY)
 	$(MAKE) stubs
 
 stubs: $(VPY)
-	cd / && PYTHONPATH=$(CURDIR) $(VPY) -m mypy.stubtest --allowlist $(CURDIR)/stubtest-allowlist.txt fastaxo._hash fastaxo._pack
+	cd / && PYTHONPATH=$(CURDIR) $(VPY) -m mypy.stubtest --allowlist $(CURDIR)/stubtest-allowlist.txt fastaxo._hash fastaxo._pack fastaxo._tok
 
 full:
 	CI=true bash .ci/run
 
 clean:
-	rm -rf build fastaxo/*.so fastaxo/*.pyd fastaxo/_hash.c fastaxo/_pack.c fastaxo/_build_info.py
+	rm -rf build fastaxo/*.so fastaxo/*.pyd fastaxo/_hash.c fastaxo/_pack.c fastaxo/_tok.c fastaxo/_build_info.py

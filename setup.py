@@ -23,6 +23,7 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).parent.resolve()
 HASH_CSRC = ["csrc/fx_sha256.c", "csrc/fx_rows.c", "csrc/fx_seen.c", "csrc/fx_rowset.c"]
 PACK_CSRC = ["csrc/fx_pack.c", "csrc/fx_fill.c", "csrc/fx_perm.c", "csrc/fx_json.c"]
+TOK_CSRC = ["csrc/fx_unicode.c"]
 
 OPENMP_TEST = textwrap.dedent(
     """
@@ -164,11 +165,13 @@ def extensions():
         Extension(
             f"fastaxo.{name}",
             sources=[f"fastaxo/{name}.pyx", *csrc],
+            # a changed header (fx_unicode_tables.h is regenerated) rebuilds the extension
+            depends=sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "csrc").glob("*.h")),
             # _pack reads lists of NumPy rows through the NumPy C API (pad_list)
             include_dirs=["csrc", *([numpy.get_include()] if name == "_pack" else [])],
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         )
-        for name, csrc in (("_hash", HASH_CSRC), ("_pack", PACK_CSRC))
+        for name, csrc in (("_hash", HASH_CSRC), ("_pack", PACK_CSRC), ("_tok", TOK_CSRC))
     ]
     return cythonize(
         exts,

@@ -173,3 +173,13 @@ cdef extern from "fx_sync.h" nogil:
     int64_t fx_acquire_load(const int64_t *p)
     void fx_publish(int64_t *p, int64_t v)
     int64_t fx_wait_progress(const int64_t *p, int64_t k)
+
+cdef extern from "fx_unicode.h" nogil:
+    const char *FX_UC_VERSION
+    const char *FX_UC_NFC_VERSION
+    int FX_UC_L, FX_UC_N, FX_UC_WS, FX_UC_M, FX_UC_CRLF
+    int FX_UNI_OK, FX_UNI_ENOMEM
+    unsigned fx_uclass(uint32_t cp)
+    int fx_nfc_is_quick(const uint8_t *s, size_t n)
+    int fx_nfc(const uint8_t *s, size_t n, uint8_t **out, size_t *out_len, size_t *out_cap,
+               int64_t **src_of, size_t *src_cap)

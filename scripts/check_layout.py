@@ -5,7 +5,8 @@
 Rules (ARCHITECTURE.md explains them):
 - no module of fastaxo/ over MAX_LINES lines (.py, .pyx, .pyi, .pxd);
 - layers: a module imports only modules of its own layer or below (LAYERS, bottom first);
-  the compiled extensions (fastaxo._hash, fastaxo._pack) are loaded by _core.backend alone;
+  the compiled extensions (fastaxo._hash, fastaxo._pack, fastaxo._tok) are loaded by
+  _core.backend alone;
 - no import cycle between fastaxo's modules (imports inside functions count: a lazy import is
   still a dependency);
 - no underscore name taken from another module (``from m import _x`` or ``m._x`` where m is a
@@ -34,7 +35,7 @@ PKG = "fastaxo"
 # (an exact name, or a prefix ending in ".").
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("fastaxo.errors", "fastaxo._version", "fastaxo._build_info", "fastaxo._hash",
-              "fastaxo._pack")),
+              "fastaxo._pack", "fastaxo._tok")),
     ("core", ("fastaxo._core", "fastaxo._core.", "fastaxo._reference", "fastaxo._reference.")),
     ("kernels", ("fastaxo.chat", "fastaxo.chat.",
                  "fastaxo.hashing", "fastaxo.hashing.", "fastaxo.packing", "fastaxo.packing.",
@@ -44,7 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("top", ("fastaxo", "fastaxo.__main__", "fastaxo.integrations", "fastaxo.integrations.",
              "fastaxo._bench", "fastaxo._bench.")),
 ]
-EXTENSIONS = {"fastaxo._hash", "fastaxo._pack"}
+EXTENSIONS = {"fastaxo._hash", "fastaxo._pack", "fastaxo._tok"}
 GENERATED = {"fastaxo._build_info"}  # written by setup.py at build time
 EXTENSION_LOADER = "fastaxo._core.backend"
 NEVER_FROM_INIT = ("fastaxo._bench", "fastaxo.integrations")

@@ -99,7 +99,7 @@ step "gates: ruff, layout, mypy, stubtest, workflow lint (CONTRIBUTING.md)"
 "$VPY" "$ROOT/scripts/check_layout.py"
 (cd "$ROOT" && "$VENV/bin/mypy")
 # the .pyi stubs against the installed wheel's compiled modules (from /: not the source tree)
-(cd / && "$VPY" -m mypy.stubtest --allowlist "$ROOT/stubtest-allowlist.txt" fastaxo._hash fastaxo._pack)
+(cd / && "$VPY" -m mypy.stubtest --allowlist "$ROOT/stubtest-allowlist.txt" fastaxo._hash fastaxo._pack fastaxo._tok)
 # .github/workflows: the schema of GitHub's workflow syntax, and zizmor's audits (offline)
 "$VENV/bin/check-jsonschema" --builtin-schema vendor.github-workflows "$ROOT"/.github/workflows/*.yml
 "$VENV/bin/zizmor" --offline --persona pedantic --config "$ROOT/.github/zizmor.yml" \
