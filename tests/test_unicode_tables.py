@@ -1,0 +1,205 @@
+"""The Unicode layer of the BPE encoder (csrc/fx_unicode.h) against HF tokenizers itself.
+
+No expected data is stored: every case asks HF 0.23.3 (the release the encoder mirrors).
+Classes: each class regex runs through HF's Split pre-tokenizer (Oniguruma) over one string of
+every code point, and what it matched is compared with fx_uclass. NFC: HF's NFC normalizer
+and fx_nfc on every code point alone and in contexts, every decomposition's decomposed form,
+Hangul jamo, scrambled runs of marks and Hypothesis strings; many cases are joined by '\\n'
+(a starter that never composes, so each case normalizes alone) into one call each.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import REPO
+from hypothesis import given
+from hypothesis import strategies as st
+
+tokenizers = pytest.importorskip("tokenizers")
+ud = pytest.importorskip("unicodedata2")
+tok = pytest.importorskip("fastaxo._tok")
+
+HF_VERSION = "0.23.3"
+if tokenizers.__version__ != HF_VERSION:
+    pytest.skip(f"the tables mirror HF tokenizers {HF_VERSION}; {tokenizers.__version__} is "
+                "installed", allow_module_level=True)
+if ud.unidata_version != tok.UNICODE_VERSION:
+    pytest.skip(f"unicodedata2 has Unicode {ud.unidata_version}, the tables "
+                f"{tok.UNICODE_VERSION}", allow_module_level=True)
+
+SEP = "\n"
+SCALARS = [c for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+HF_NFC = tokenizers.normalizers.NFC()
+# every code point with normalization data in Unicode 16.0 (whatever HF's version knows)
+MARKS = [c for c in SCALARS if ud.combining(chr(c))]
+
+
+def canonical(c: int) -> tuple[int, ...]:
+    d = ud.decomposition(chr(c))
+    return () if not d or d.startswith("<") else tuple(int(x, 16) for x in d.split())
+
+
+DECOMPOSABLE = [c for c in SCALARS if canonical(c)]
+HANGUL_L = [chr(c) for c in range(0x1100, 0x1113)]
+HANGUL_V = [chr(c) for c in range(0x1161, 0x1176)]
+HANGUL_T = [chr(c) for c in range(0x11A6, 0x11C4)]  # with the edges U+11A6/7 and U+11C3
+
+
+def hf_matches(pattern: str, text: str) -> bytearray:
+    """1 for each code point of `text` that HF's Split matches with `pattern`."""
+    split = tokenizers.pre_tokenizers.Split(tokenizers.Regex(pattern), behavior="removed")
+    hit = bytearray(b"\1") * len(text)
+    for _piece, (a, b) in split.pre_tokenize_str(text):  # offsets in code points
+        hit[a:b] = bytes(b - a)
+    return hit
+
+
+@pytest.fixture(scope="module")
+def classes() -> bytes:
+    return tok._uclass_all()
+
+
+@pytest.mark.parametrize("pattern, bit", [
+    (r"\p{L}", tok.UC_L), (r"\p{N}", tok.UC_N), (r"\s", tok.UC_WS), (r"\p{M}", tok.UC_M),
+])
+def test_class_of_every_code_point_is_onigurumas(classes, pattern, bit):
+    hit = hf_matches(pattern, "".join(map(chr, SCALARS)))
+    wrong = [f"U+{c:04X}" for c, h in zip(SCALARS, hit) if h != bool(classes[c] & bit)]
+    assert wrong == [], f"{len(wrong)} code points differ from HF's {pattern}: {wrong[:20]}"
+
+
+def test_crlf_and_surrogates(classes):
+    assert [c for c in range(0x110000) if classes[c] & tok.UC_CRLF] == [0x0A, 0x0D]
+    assert len(classes) == 0x110000
+    assert set(classes[0xD800:0xE000]) == {0}
+
+
+def check_nfc(cases: list[str], what: str) -> None:
+    """fx_nfc == HF's NFC for every case (none holds SEP), all in one call each."""
+    text = SEP.join(cases)
+    ours, _ = tok._nfc_utf8(text.encode(), offsets=False)
+    ours_s = ours.decode()
+    hf = HF_NFC.normalize_str(text)
+    if ours_s == hf:
+        return
+    mine, theirs = ours_s.split(SEP), hf.split(SEP)
+    assert len(mine) == len(theirs) == len(cases)
+    wrong = [(" ".join(f"{ord(ch):04X}" for ch in case), [f"{ord(ch):04X}" for ch in m],
+              [f"{ord(ch):04X}" for ch in t])
+             for case, m, t in zip(cases, mine, theirs) if m != t]
+    pytest.fail(f"{what}: {len(wrong)} cases differ from HF (case, ours, HF): {wrong[:10]}")
+
+
+@pytest.mark.parametrize("context", ["{}", "a{}\u0301", "{}\u0301\u0316"])
+def test_nfc_of_every_code_point(context):
+    """Alone: decompositions and exclusions. After 'a', before U+0301 (ccc 230, composes with
+    'a'): whether the code point is a mark below 230, blocks, or composes. Before U+0301
+    U+0316: as a starter, whether it composes after reordering."""
+    check_nfc([context.format(chr(c)) for c in SCALARS if c != 0x0A], context)
+
+
+def test_nfc_orders_every_mark_against_every_class():
+    """Every mark of Unicode 16.0 (a starter to HF when newer than its data) on either side of
+    one mark of each combining class: its class's place among all classes."""
+    first = {}
+    for c in MARKS:
+        first.setdefault(ud.combining(chr(c)), chr(c))
+    cases = [f"x{m}{chr(c)}" for m in first.values() for c in MARKS]
+    cases += [f"x{chr(c)}{m}" for m in first.values() for c in MARKS]
+    check_nfc(cases, "pairs of marks")
+
+
+def test_nfc_of_every_decomposed_form():
+    """Each canonical decomposition, fully and one level decomposed: composition pairs,
+    exclusions, and what composes in HF's Unicode version."""
+    cases = [ud.normalize("NFD", chr(c)) for c in DECOMPOSABLE]
+    cases += ["".join(map(chr, canonical(c))) for c in DECOMPOSABLE]
+    cases += [ud.normalize("NFD", chr(c)) + "\u0316" for c in DECOMPOSABLE]
+    check_nfc(cases, "decomposed forms")
+
+
+def test_nfc_of_hangul_jamo():
+    cases = [lead + v + t for lead in HANGUL_L for v in HANGUL_V for t in ["", *HANGUL_T]]
+    cases += [chr(s) + t for s in range(0xAC00, 0xD7A4, 28) for t in HANGUL_T]
+    cases += [ud.normalize("NFD", chr(s)) for s in range(0xAC00, 0xD7A4)]
+    cases += [lead + "\u0301" + v for lead in HANGUL_L for v in HANGUL_V]  # blocked
+    check_nfc(cases, "hangul")
+
+
+def test_nfc_of_scrambled_runs_of_marks():
+    rng = random.Random(20261)
+    marks = [chr(c) for c in MARKS]
+    starters = ["a", "e", "o", "u", "\u0915", "\u05d0", "\u1100", "\u0627", "A", "\u03b1"]
+    cases = []
+    for _ in range(30000):
+        run = [rng.choice(marks) for _ in range(rng.randint(2, 12))]
+        cases.append(rng.choice(starters) + "".join(run))
+        common = [chr(c) for c in (0x0301, 0x0300, 0x0308, 0x0316, 0x0323, 0x0327, 0x0345,
+                                   0x0334, 0x05B0, 0x093C, 0x0E48, 0x3099)]
+        cases.append(rng.choice(starters) + "".join(rng.choice(common) for _ in run))
+    check_nfc(cases, "scrambled marks")
+
+
+NORMALIZING = st.sampled_from(
+    [chr(c) for c in MARKS] + [chr(c) for c in DECOMPOSABLE] + HANGUL_L + HANGUL_V + HANGUL_T
+    + list("ae\n xA1") + ["\uac00", "\u0958", "\u00e9", "\u2126", "\U0001d15e"])
+
+
+@given(st.lists(st.text(NORMALIZING, max_size=24), min_size=1, max_size=40))
+def test_nfc_of_hypothesis_strings(parts):
+    for s in parts:
+        out, src = tok._nfc(s)
+        assert out == HF_NFC.normalize_str(s), [f"{ord(c):04X}" for c in s]
+        assert src == sorted(src) and all(0 <= i < len(s) for i in src)
+        if tok._nfc_is_quick(s):
+            assert out == s
+
+
+def test_src_of_points_at_code_point_starts():
+    s = "ae\u0301\u0316x\u0958\uac00\u11a8\u1100\u1161 \u00e9\u0301 \U0001d15e\u0300\u0316"
+    b = s.encode()
+    out, src = tok._nfc_utf8(b)
+    assert len(src) == len(out) and src == sorted(src)
+    assert all(b[i] & 0xC0 != 0x80 for i in src)
+    text, cps = tok._nfc(s)
+    assert text == HF_NFC.normalize_str(s)
+    # a composite maps to its first code point; copied text to itself
+    assert text[1] == "\u00e9" and cps[:3] == [0, 1, 3] and cps[3:5] == [4, 5]
+    assert tok._nfc("abc") == ("abc", [0, 1, 2]) and tok._nfc("") == ("", [])
+
+
+@pytest.mark.parametrize("unit", ["\u0301", "\u0316\u0301", "\u0334\u0345\u0301\u05b0",
+                                  "\u0958", "\u1100\u1161\u11a8"])
+def test_nfc_is_linear_in_long_runs(unit):
+    s = "a" + unit * (1_000_000 // len(unit.encode()))
+    b = s.encode()
+    t = time.perf_counter()
+    out, _ = tok._nfc_utf8(b, offsets=False)
+    elapsed = time.perf_counter() - t
+    assert out.decode() == HF_NFC.normalize_str(s)
+    assert elapsed < 0.25, f"{len(b)} bytes of {unit!r} took {elapsed:.2f} s"
+
+
+def test_quick_check():
+    assert tok._nfc_is_quick("plain ASCII text, long enough for the word-at-a-time path.")
+    assert tok._nfc_is_quick("\u00e9t\u00e9 \u4e2d\u6587 \uac00")
+    assert not tok._nfc_is_quick("e\u0301")            # Maybe: may compose
+    assert not tok._nfc_is_quick("a\u0301\u0316")      # marks out of order
+    assert not tok._nfc_is_quick("\u0958")             # excluded from composition
+    assert tok._nfc_is_quick("a\u0316\u0305")           # in order, neither composes
+    for c in SCALARS[::97]:
+        if tok._nfc_is_quick(chr(c)):
+            assert HF_NFC.normalize_str(chr(c)) == chr(c)
+
+
+def test_generated_tables_are_fresh():
+    script = os.path.join(os.environ.get("FASTAXO_SOURCE_TREE", REPO), "scripts", "gen_unicode.py")
+    run = subprocess.run([sys.executable, script, "--check"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
