@@ -183,3 +183,45 @@ cdef extern from "fx_unicode.h" nogil:
     int fx_nfc_is_quick(const uint8_t *s, size_t n)
     int fx_nfc(const uint8_t *s, size_t n, uint8_t **out, size_t *out_len, size_t *out_cap,
                int64_t **src_of, size_t *src_cap)
+
+cdef extern from "fx_bpe.h" nogil:
+    int FX_BPE_OK, FX_BPE_EINVAL, FX_BPE_ENOMEM, FX_BPE_EBIG
+    int FX_PRETOK_LLAMA3, FX_PRETOK_QWEN2, FX_PRETOK_GPT2, FX_PRETOK_NONE
+    ctypedef struct fx_bpe_spec:
+        int32_t n_vocab
+        const uint8_t *tok_bytes
+        const int64_t *tok_off
+        int32_t n_merges
+        const int32_t *merges
+        int32_t n_added
+        const uint8_t *added_bytes
+        const int64_t *added_off
+        const int32_t *added_ids
+        const uint8_t *added_flags
+        int32_t pretok
+        int32_t ignore_merges
+        int32_t nfc
+        int32_t bos_id
+    ctypedef struct fx_bpe:
+        pass
+    ctypedef struct fx_bpe_cache:
+        pass
+    ctypedef struct fx_ids:
+        int32_t *ids
+        int64_t *offsets
+        int64_t n
+        int64_t cap
+        int want_offsets
+        int fixed
+    fx_bpe *fx_bpe_new(const fx_bpe_spec *spec, int *status, const char **what)
+    void fx_bpe_free(fx_bpe *m)
+    int32_t fx_bpe_vocab_size(const fx_bpe *m)
+    fx_bpe_cache *fx_bpe_cache_new()
+    void fx_bpe_cache_free(fx_bpe_cache *c)
+    void fx_ids_free(fx_ids *out)
+    int fx_bpe_encode(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t n,
+                      int with_specials, fx_ids *out)
+    int fx_bpe_encode_many(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *data,
+                           const int64_t *off, int64_t first, int64_t last, int with_specials,
+                           fx_ids *out, int64_t *counts, int64_t *bad)
+    size_t fx_pretok_next(const uint8_t *seg, size_t n, size_t i, int pretok)

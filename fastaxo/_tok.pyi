@@ -1,4 +1,9 @@
-"""Private tokenizer kernels (fastaxo._tok): for now the Unicode layer's test hooks."""
+"""Private tokenizer kernels (fastaxo._tok): the byte-level BPE encoder and the Unicode
+layer's test hooks."""
+
+import numpy as np
+import numpy.typing as npt
+from typing_extensions import disjoint_base
 
 UNICODE_VERSION: str
 NFC_UNICODE_VERSION: str
@@ -12,3 +17,15 @@ def _uclass_all() -> bytes: ...
 def _nfc_is_quick(s: str) -> bool: ...
 def _nfc_utf8(b: bytes, offsets: bool = ...) -> tuple[bytes, list[int] | None]: ...
 def _nfc(s: str) -> tuple[str, list[int]]: ...
+
+@disjoint_base
+class BPEModel:
+    vocab_size: int
+    def __init__(self, tok_bytes: npt.ArrayLike, tok_off: npt.ArrayLike, merges: npt.ArrayLike,
+                 added_bytes: npt.ArrayLike, added_off: npt.ArrayLike, added_ids: npt.ArrayLike,
+                 added_flags: npt.ArrayLike, pretok: int, ignore_merges: bool, nfc: bool,
+                 bos_id: int) -> None: ...
+    def clear_cache(self) -> None: ...
+    def encode_many(self, data: npt.ArrayLike, offsets: npt.ArrayLike, specials: bool,
+                    num_threads: int, want_offsets: bool
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]: ...

@@ -1,9 +1,12 @@
 # cython: language_level=3
-"""Private tokenizer kernels: the byte-level BPE encoder (csrc/), exact against HF tokenizers
-0.23.3. For now only the Unicode layer's test hooks (``_tok_unicode.pxi``)."""
-from libc.stdint cimport int64_t, uint8_t, uint32_t
+"""Private tokenizer kernels: the byte-level BPE encoder (csrc/fx_bpe.h), exact against HF
+tokenizers 0.23.3, and its Unicode layer's test hooks. The public API is
+:mod:`fastaxo.tokenizer`."""
+from cython.parallel cimport prange, threadid
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uintptr_t
 from libc.stdlib cimport free
 
 from fastaxo._csrc cimport *
 
 include "_tok_unicode.pxi"
+include "_tok_bpe.pxi"

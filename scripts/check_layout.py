@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("fastaxo._core", "fastaxo._core.", "fastaxo._reference", "fastaxo._reference.")),
     ("kernels", ("fastaxo.chat", "fastaxo.chat.",
                  "fastaxo.hashing", "fastaxo.hashing.", "fastaxo.packing", "fastaxo.packing.",
-                 "fastaxo.padding")),
+                 "fastaxo.padding", "fastaxo.tokenizer", "fastaxo.tokenizer.")),
     ("readers", ("fastaxo.readers", "fastaxo.readers.")),
     ("pipeline", ("fastaxo.pipeline", "fastaxo.pipeline.")),
     ("top", ("fastaxo", "fastaxo.__main__", "fastaxo.integrations", "fastaxo.integrations.",

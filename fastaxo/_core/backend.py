@@ -1,4 +1,4 @@
-"""Loads the compiled extensions (_hash, _pack) once, both or neither, honouring
+"""Loads the compiled extensions (_hash, _pack, _tok) once, all or none, honouring
 FASTAXO_PURE_PYTHON, FASTAXO_REQUIRE_EXTENSION and FASTAXO_SHA256 (the SHA-256 path to force:
 auto, portable, sha-ni, armv8-crypto)."""
 
@@ -19,6 +19,7 @@ def _flag(name: str, env: Mapping[str, str] = os.environ) -> bool:
 PURE_PYTHON_FORCED = _flag("FASTAXO_PURE_PYTHON")
 ext: ModuleType | None = None  # fastaxo._hash
 pack_ext: ModuleType | None = None  # fastaxo._pack
+tok_ext: ModuleType | None = None  # fastaxo._tok
 import_error: BaseException | None = None
 
 # GNU OpenMP reads its wait policy once, when the library loads. Its default spins at every
@@ -33,22 +34,23 @@ WAIT_POLICY = next((f"{v}={os.environ[v]}" for v in WAIT_POLICY_VARS if v in os.
                    "OMP_WAIT_POLICY=PASSIVE (fastaxo's default)")
 
 
-def _import_extensions() -> tuple[ModuleType, ModuleType]:
+def _import_extensions() -> tuple[ModuleType, ModuleType, ModuleType]:
     chosen = any(v in os.environ for v in WAIT_POLICY_VARS)
     if not chosen:
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     try:
         from fastaxo import _hash as h
         from fastaxo import _pack as p
+        from fastaxo import _tok as t
     finally:
         if not chosen:
             del os.environ["OMP_WAIT_POLICY"]
-    return h, p
+    return h, p, t
 
 
 if not PURE_PYTHON_FORCED:
     try:
-        ext, pack_ext = _import_extensions()
+        ext, pack_ext, tok_ext = _import_extensions()
     except ImportError as exc:  # pragma: no cover - exercised by the pure-Python CI leg
         import_error = exc
 

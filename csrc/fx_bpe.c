@@ -1,0 +1,779 @@
+/* fx_bpe: the model, the merges and the encode driver (fx_bpe.h has the contract). */
+#include "fx_bpe.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "fx_unicode.h"
+
+/* -- hashing ------------------------------------------------------------------------------ */
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ull;
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ull;
+    x ^= x >> 32;
+    return x;
+}
+
+static uint64_t hash_bytes(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = mix64(h ^ w) + 0x632be59bd9b4e019ull;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, n);
+    return mix64(h ^ w ^ ((uint64_t)n << 56));
+}
+
+static size_t table_size(size_t n)
+{
+    size_t t = 16;
+    while (t < 2 * n + 1)
+        t <<= 1;
+    return t;
+}
+
+/* -- the model ---------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t key; /* (left << 32) | right; 0 with rank < 0: empty */
+    int32_t rank, merged;
+} merge_slot;
+
+typedef struct { /* a trie over added-token bytes: first child, next sibling */
+    int32_t child, sibling, token; /* token: index into the added arrays, or -1 */
+    uint8_t byte;
+} trie_node;
+
+typedef struct {
+    trie_node *nodes;
+    int32_t n_nodes, root[256];
+} trie;
+
+struct fx_bpe {
+    int32_t n_vocab;
+    uint8_t *tok_bytes;
+    int64_t *tok_off;
+    int32_t *vocab_slots; /* open addressing on token bytes: id, or -1 */
+    size_t vocab_mask;
+    merge_slot *merges;
+    size_t merge_mask;
+    uint8_t *whole;    /* whole[id]: BPE of the token's own bytes is the token itself */
+    int32_t byte_id[256];
+    int32_t n_added;
+    uint8_t *added_bytes;
+    int64_t *added_off;
+    int32_t *added_ids;
+    uint8_t *added_flags;
+    trie added;
+    int added_first; /* the one first byte of every added token (memchr finds them), or -1 */
+    int32_t pretok, ignore_merges, nfc, bos_id;
+};
+
+/* The id of the bytes p[0..n) (whose hash_bytes is h), or -1. */
+static int32_t vocab_find_h(const fx_bpe *m, const uint8_t *p, size_t n, uint64_t h)
+{
+    size_t i = (size_t)h & m->vocab_mask;
+    for (;;) {
+        int32_t id = m->vocab_slots[i];
+        if (id < 0)
+            return -1;
+        int64_t a = m->tok_off[id], b = m->tok_off[id + 1];
+        if ((size_t)(b - a) == n && memcmp(m->tok_bytes + a, p, n) == 0)
+            return id;
+        i = (i + 1) & m->vocab_mask;
+    }
+}
+
+static int32_t vocab_find(const fx_bpe *m, const uint8_t *p, size_t n)
+{
+    return vocab_find_h(m, p, n, hash_bytes(p, n));
+}
+
+static inline const merge_slot *merge_find(const fx_bpe *m, int32_t a, int32_t b)
+{
+    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+    size_t i = (size_t)mix64(key) & m->merge_mask;
+    for (;;) {
+        const merge_slot *s = &m->merges[i];
+        if (s->rank < 0)
+            return NULL;
+        if (s->key == key)
+            return s;
+        i = (i + 1) & m->merge_mask;
+    }
+}
+
+static int trie_add(trie *t, const uint8_t *p, size_t n, int32_t token, size_t *cap)
+{
+    int32_t parent = -1; /* the node whose children hold p[j]; -1: the root's list for p[0] */
+    for (size_t j = 0;; j++) {
+        int32_t head = parent < 0 ? t->root[p[0]] : t->nodes[parent].child;
+        int32_t node = head;
+        while (node >= 0 && t->nodes[node].byte != p[j])
+            node = t->nodes[node].sibling;
+        if (node < 0) {
+            if ((size_t)t->n_nodes == *cap) { /* (moves the nodes: no pointers into them) */
+                size_t nc = *cap ? 2 * *cap : 64;
+                trie_node *g = realloc(t->nodes, nc * sizeof *g);
+                if (!g)
+                    return FX_BPE_ENOMEM;
+                t->nodes = g;
+                *cap = nc;
+            }
+            node = t->n_nodes++;
+            t->nodes[node] = (trie_node){-1, head, -1, p[j]};
+            if (parent < 0)
+                t->root[p[0]] = node;
+            else
+                t->nodes[parent].child = node;
+        }
+        if (j + 1 == n) {
+            if (t->nodes[node].token < 0) /* the first of equal contents wins */
+                t->nodes[node].token = token;
+            return FX_BPE_OK;
+        }
+        parent = node;
+    }
+}
+
+/* The longest added token at s[i..n): its index, and its end in *end; -1 if none. */
+static int32_t trie_longest(const trie *t, const uint8_t *s, size_t n, size_t i, size_t *end)
+{
+    int32_t best = -1;
+    int32_t node = t->root[s[i]];
+    for (size_t j = i; node >= 0;) {
+        while (node >= 0 && t->nodes[node].byte != s[j])
+            node = t->nodes[node].sibling;
+        if (node < 0)
+            break;
+        if (t->nodes[node].token >= 0) {
+            best = t->nodes[node].token;
+            *end = j + 1;
+        }
+        if (++j == n)
+            break;
+        node = t->nodes[node].child;
+    }
+    return best;
+}
+
+void fx_bpe_free(fx_bpe *m)
+{
+    if (!m)
+        return;
+    free(m->tok_bytes);
+    free(m->tok_off);
+    free(m->vocab_slots);
+    free(m->merges);
+    free(m->whole);
+    free(m->added_bytes);
+    free(m->added_off);
+    free(m->added_ids);
+    free(m->added_flags);
+    free(m->added.nodes);
+    free(m);
+}
+
+int32_t fx_bpe_vocab_size(const fx_bpe *m)
+{
+    return m->n_vocab;
+}
+
+static void *dup(const void *p, size_t n)
+{
+    void *q = malloc(n ? n : 1);
+    if (q && n)
+        memcpy(q, p, n);
+    return q;
+}
+
+static int merge_ids(const fx_bpe *m, const uint8_t *p, size_t n, int32_t *ids, int32_t *out,
+                     size_t *n_out);
+
+fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
+{
+    *status = FX_BPE_EINVAL;
+    *what = "";
+    if (sp->n_vocab < 1 || sp->n_merges < 0 || sp->n_added < 0 || sp->pretok < 0 ||
+        sp->pretok > FX_PRETOK_NONE || sp->bos_id < -1) {
+        *what = "a count or an option is out of range";
+        return NULL;
+    }
+    fx_bpe *m = calloc(1, sizeof *m);
+    if (!m) {
+        *status = FX_BPE_ENOMEM;
+        return NULL;
+    }
+    size_t nv = (size_t)sp->n_vocab;
+    m->n_vocab = sp->n_vocab;
+    m->pretok = sp->pretok;
+    m->ignore_merges = sp->ignore_merges != 0;
+    m->nfc = sp->nfc != 0;
+    m->bos_id = sp->bos_id;
+    for (size_t i = 0; i < nv; i++) {
+        if (sp->tok_off[i + 1] < sp->tok_off[i]) {
+            *what = "vocabulary offsets decrease";
+            goto fail;
+        }
+    }
+    size_t nb = (size_t)sp->tok_off[nv];
+    m->tok_bytes = dup(sp->tok_bytes, nb);
+    m->tok_off = dup(sp->tok_off, (nv + 1) * sizeof(int64_t));
+    size_t vt = table_size(nv);
+    m->vocab_slots = malloc(vt * sizeof(int32_t));
+    size_t mt = table_size((size_t)sp->n_merges);
+    m->merges = malloc(mt * sizeof(merge_slot));
+    m->whole = calloc(nv, 1);
+    if (!m->tok_bytes || !m->tok_off || !m->vocab_slots || !m->merges || !m->whole) {
+        *status = FX_BPE_ENOMEM;
+        goto fail;
+    }
+    m->vocab_mask = vt - 1;
+    memset(m->vocab_slots, 0xff, vt * sizeof(int32_t));
+    for (int32_t id = 0; id < m->n_vocab; id++) {
+        const uint8_t *p = m->tok_bytes + m->tok_off[id];
+        size_t n = (size_t)(m->tok_off[id + 1] - m->tok_off[id]);
+        if (n == 0)
+            continue;
+        if (vocab_find(m, p, n) >= 0) {
+            *what = "two vocabulary ids hold the same bytes";
+            goto fail;
+        }
+        size_t i = (size_t)hash_bytes(p, n) & m->vocab_mask;
+        while (m->vocab_slots[i] >= 0)
+            i = (i + 1) & m->vocab_mask;
+        m->vocab_slots[i] = id;
+    }
+    for (int b = 0; b < 256; b++) {
+        uint8_t byte = (uint8_t)b;
+        m->byte_id[b] = vocab_find(m, &byte, 1);
+        if (m->byte_id[b] < 0) {
+            *what = "a byte has no token of its own";
+            goto fail;
+        }
+    }
+    m->merge_mask = mt - 1;
+    for (size_t i = 0; i < mt; i++)
+        m->merges[i] = (merge_slot){0, -1, -1};
+    for (int32_t r = 0; r < sp->n_merges; r++) {
+        int32_t a = sp->merges[3 * r], b = sp->merges[3 * r + 1], c = sp->merges[3 * r + 2];
+        if (a < 0 || b < 0 || c < 0 || a >= m->n_vocab || b >= m->n_vocab || c >= m->n_vocab) {
+            *what = "a merge names an id outside the vocabulary";
+            goto fail;
+        }
+        uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+        size_t i = (size_t)mix64(key) & m->merge_mask;
+        while (m->merges[i].rank >= 0 && m->merges[i].key != key)
+            i = (i + 1) & m->merge_mask;
+        m->merges[i] = (merge_slot){key, r, c}; /* a repeated pair: the last rank */
+    }
+    m->n_added = sp->n_added;
+    size_t na = (size_t)sp->n_added;
+    for (int b = 0; b < 256; b++)
+        m->added.root[b] = -1;
+    if (na) {
+        m->added_bytes = dup(sp->added_bytes, (size_t)sp->added_off[na]);
+        m->added_off = dup(sp->added_off, (na + 1) * sizeof(int64_t));
+        m->added_ids = dup(sp->added_ids, na * sizeof(int32_t));
+        m->added_flags = dup(sp->added_flags, na);
+        if (!m->added_bytes || !m->added_off || !m->added_ids || !m->added_flags) {
+            *status = FX_BPE_ENOMEM;
+            goto fail;
+        }
+        size_t cap = 0;
+        for (size_t k = 0; k < na; k++) {
+            int64_t a = m->added_off[k], b = m->added_off[k + 1];
+            if (b <= a || m->added_ids[k] < 0) {
+                *what = "an added token is empty or has a negative id";
+                goto fail;
+            }
+            if (trie_add(&m->added, m->added_bytes + a, (size_t)(b - a), (int32_t)k, &cap)) {
+                *status = FX_BPE_ENOMEM;
+                goto fail;
+            }
+        }
+    }
+    m->added_first = -1;
+    for (int b = 0, seen = 0; b < 256; b++) {
+        if (m->added.root[b] >= 0) {
+            m->added_first = seen++ ? -1 : b;
+            if (seen > 1)
+                break;
+        }
+    }
+    /* whole[id]: merging the token's own bytes ends in the token (then a piece equal to it
+     * needs no merging: one probe of the vocabulary) */
+    {
+        size_t maxlen = 0;
+        for (size_t id = 0; id < nv; id++) {
+            size_t n = (size_t)(m->tok_off[id + 1] - m->tok_off[id]);
+            if (n > maxlen)
+                maxlen = n;
+        }
+        int32_t *scratch = malloc((2 * maxlen + 2) * sizeof(int32_t));
+        if (!scratch) {
+            *status = FX_BPE_ENOMEM;
+            goto fail;
+        }
+        for (size_t id = 0; id < nv; id++) {
+            size_t n = (size_t)(m->tok_off[id + 1] - m->tok_off[id]), got;
+            if (n == 0)
+                continue;
+            if (merge_ids(m, m->tok_bytes + m->tok_off[id], n, scratch, scratch + maxlen + 1,
+                          &got) != FX_BPE_OK) {
+                free(scratch);
+                *status = FX_BPE_ENOMEM;
+                goto fail;
+            }
+            m->whole[id] = got == 1 && scratch[maxlen + 1] == (int32_t)id;
+        }
+        free(scratch);
+    }
+    *status = FX_BPE_OK;
+    return m;
+fail:
+    fx_bpe_free(m);
+    return NULL;
+}
+
+/* -- merging one piece -------------------------------------------------------------------- */
+
+/* Short pieces: repeatedly merge the adjacent pair of lowest rank, leftmost first (HF's heap
+ * order), keeping each pair's rank in rank[] so a merge re-probes two pairs only. */
+#define SHORT_PIECE 64
+
+static void merge_short(const fx_bpe *m, int32_t *ids, size_t n, size_t *n_out)
+{
+    int32_t rank[SHORT_PIECE], merged[SHORT_PIECE];
+    for (size_t i = 0; i + 1 < n; i++) {
+        const merge_slot *s = merge_find(m, ids[i], ids[i + 1]);
+        rank[i] = s ? s->rank : INT32_MAX;
+        merged[i] = s ? s->merged : -1;
+    }
+    while (n > 1) {
+        size_t best = 0;
+        for (size_t i = 1; i + 1 < n; i++)
+            if (rank[i] < rank[best])
+                best = i;
+        if (rank[best] == INT32_MAX)
+            break;
+        ids[best] = merged[best];
+        memmove(ids + best + 1, ids + best + 2, (n - best - 2) * sizeof *ids);
+        memmove(rank + best, rank + best + 1, (n - best - 2) * sizeof *rank);
+        memmove(merged + best, merged + best + 1, (n - best - 2) * sizeof *merged);
+        n--;
+        for (size_t i = best ? best - 1 : 0; i <= best && i + 1 < n; i++) {
+            const merge_slot *s = merge_find(m, ids[i], ids[i + 1]);
+            rank[i] = s ? s->rank : INT32_MAX;
+            merged[i] = s ? s->merged : -1;
+        }
+    }
+    *n_out = n;
+}
+
+/* Long pieces: a binary heap of candidate merges ordered by (rank, position) over a linked
+ * list of symbols; a popped candidate whose symbols changed since it was pushed is skipped.
+ * O(n log n) for a piece of n bytes. */
+typedef struct {
+    int32_t rank, pos, left, right;
+} cand;
+
+static inline int cand_less(const cand *a, const cand *b)
+{
+    return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
+}
+
+static void heap_push(cand *h, size_t *n, cand c)
+{
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!cand_less(&c, &h[p]))
+            break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = c;
+}
+
+static cand heap_pop(cand *h, size_t *n)
+{
+    cand top = h[0], last = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, best = i;
+        const cand *bc = &last;
+        if (l < *n && cand_less(&h[l], bc))
+            best = l, bc = &h[l];
+        if (l + 1 < *n && cand_less(&h[l + 1], bc))
+            best = l + 1;
+        if (best == i)
+            break;
+        h[i] = h[best];
+        i = best;
+    }
+    if (*n)
+        h[i] = last;
+    return top;
+}
+
+static int merge_long(const fx_bpe *m, int32_t *ids, size_t n, size_t *n_out)
+{
+    /* each symbol: its id, prev and next (positions are the original byte indices) */
+    int32_t *prev = malloc(n * sizeof(int32_t)), *next = malloc(n * sizeof(int32_t));
+    cand *heap = malloc(2 * n * sizeof(cand)); /* n - 1 pairs + one new pair per merge */
+    if (!prev || !next || !heap) {
+        free(prev);
+        free(next);
+        free(heap);
+        return FX_BPE_ENOMEM;
+    }
+    size_t hn = 0;
+    for (size_t i = 0; i < n; i++) {
+        prev[i] = (int32_t)i - 1;
+        next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        const merge_slot *s = merge_find(m, ids[i], ids[i + 1]);
+        if (s)
+            heap_push(heap, &hn, (cand){s->rank, (int32_t)i, ids[i], ids[i + 1]});
+    }
+    while (hn) {
+        cand c = heap_pop(heap, &hn);
+        int32_t i = c.pos, j = next[i];
+        if (ids[i] != c.left || j < 0 || ids[j] != c.right)
+            continue; /* stale: a symbol changed or went */
+        /* removed symbols have ids[] = -1 so stale candidates fail the check above */
+        const merge_slot *s = merge_find(m, c.left, c.right);
+        ids[i] = s->merged;
+        ids[j] = -1;
+        next[i] = next[j];
+        if (next[j] >= 0)
+            prev[next[j]] = i;
+        if (prev[i] >= 0) {
+            const merge_slot *t = merge_find(m, ids[prev[i]], ids[i]);
+            if (t)
+                heap_push(heap, &hn, (cand){t->rank, prev[i], ids[prev[i]], ids[i]});
+        }
+        if (next[i] >= 0) {
+            const merge_slot *t = merge_find(m, ids[i], ids[next[i]]);
+            if (t)
+                heap_push(heap, &hn, (cand){t->rank, i, ids[i], ids[next[i]]});
+        }
+    }
+    size_t k = 0;
+    for (int32_t i = 0; i >= 0; i = next[i])
+        ids[k++] = ids[i];
+    *n_out = k;
+    free(prev);
+    free(next);
+    free(heap);
+    return FX_BPE_OK;
+}
+
+/* The BPE of the bytes p[0..n) (n >= 1) into out (room for n ids; ids: room for n, scratch). */
+static int merge_ids(const fx_bpe *m, const uint8_t *p, size_t n, int32_t *ids, int32_t *out,
+                     size_t *n_out)
+{
+    for (size_t i = 0; i < n; i++)
+        ids[i] = m->byte_id[p[i]];
+    size_t k;
+    if (n <= SHORT_PIECE) {
+        merge_short(m, ids, n, &k);
+    } else if (merge_long(m, ids, n, &k) != FX_BPE_OK) {
+        return FX_BPE_ENOMEM;
+    }
+    memcpy(out, ids, k * sizeof *ids);
+    *n_out = k;
+    return FX_BPE_OK;
+}
+
+/* -- the word cache ----------------------------------------------------------------------- */
+
+/* Direct-mapped, 64-byte slots: small enough to stay in a core's L2 (a bigger table missed
+ * there on every probe and ran slower). */
+#define CACHE_BITS 13
+#define CACHE_KEY 26 /* pieces up to this many bytes are cached (with up to CACHE_IDS ids) */
+#define CACHE_IDS 8
+
+typedef struct {
+    uint32_t h;
+    uint8_t klen, nids; /* klen 0: empty */
+    uint8_t key[CACHE_KEY];
+    int32_t ids[CACHE_IDS];
+} cache_slot;
+
+struct fx_bpe_cache {
+    cache_slot slots[(size_t)1 << CACHE_BITS];
+    uint8_t *norm; /* NFC scratch: the normalized segment and its source offsets */
+    int64_t *norm_src;
+    size_t norm_cap, norm_src_cap;
+};
+
+fx_bpe_cache *fx_bpe_cache_new(void)
+{
+    return calloc(1, sizeof(fx_bpe_cache));
+}
+
+void fx_bpe_cache_free(fx_bpe_cache *c)
+{
+    if (c) {
+        free(c->norm);
+        free(c->norm_src);
+    }
+    free(c);
+}
+
+void fx_ids_free(fx_ids *out)
+{
+    if (!out->fixed) {
+        free(out->ids);
+        free(out->offsets);
+    }
+    memset(out, 0, sizeof *out);
+}
+
+static int reserve(fx_ids *out, size_t more)
+{
+    if ((uint64_t)out->n + more <= (uint64_t)out->cap)
+        return FX_BPE_OK;
+    if (out->fixed || (uint64_t)out->n + more > ((uint64_t)1 << 40))
+        return FX_BPE_EBIG;
+    int64_t cap = out->cap ? out->cap : 256;
+    while ((uint64_t)cap < (uint64_t)out->n + more)
+        cap *= 2;
+    int32_t *ids = realloc(out->ids, (size_t)cap * sizeof(int32_t));
+    if (!ids)
+        return FX_BPE_ENOMEM;
+    out->ids = ids;
+    if (out->want_offsets) {
+        int64_t *off = realloc(out->offsets, (size_t)cap * 2 * sizeof(int64_t));
+        if (!off)
+            return FX_BPE_ENOMEM;
+        out->offsets = off;
+    }
+    out->cap = cap;
+    return FX_BPE_OK;
+}
+
+/* Append the ids of one piece p[0..n) (n >= 1). */
+static int encode_piece(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *p, size_t n,
+                        fx_ids *out)
+{
+    int rc = reserve(out, n);
+    if (rc)
+        return rc;
+    int32_t *dst = out->ids + out->n;
+    if (n == 1) {
+        dst[0] = m->byte_id[p[0]];
+        out->n += 1;
+        return FX_BPE_OK;
+    }
+    uint64_t h = hash_bytes(p, n);
+    cache_slot *slot = NULL;
+    if (cache && n <= CACHE_KEY) {
+        slot = &cache->slots[h >> (64 - CACHE_BITS)];
+        if (slot->klen == n && slot->h == (uint32_t)h && memcmp(slot->key, p, n) == 0) {
+            memcpy(dst, slot->ids, slot->nids * sizeof(int32_t));
+            out->n += slot->nids;
+            return FX_BPE_OK;
+        }
+    }
+    int32_t id = vocab_find_h(m, p, n, h);
+    if (id >= 0 && (m->ignore_merges || m->whole[id])) {
+        dst[0] = id;
+        out->n += 1;
+        if (slot) {
+            slot->h = (uint32_t)h;
+            slot->klen = (uint8_t)n;
+            slot->nids = 1;
+            memcpy(slot->key, p, n);
+            slot->ids[0] = id;
+        }
+        return FX_BPE_OK;
+    }
+    int32_t stack[2 * SHORT_PIECE];
+    int32_t *scratch = n <= SHORT_PIECE ? stack : malloc(n * sizeof(int32_t));
+    if (!scratch)
+        return FX_BPE_ENOMEM;
+    size_t k;
+    rc = merge_ids(m, p, n, scratch, dst, &k);
+    if (scratch != stack)
+        free(scratch);
+    if (rc)
+        return rc;
+    out->n += (int64_t)k;
+    if (slot && k <= CACHE_IDS) {
+        slot->h = (uint32_t)h;
+        slot->klen = (uint8_t)n;
+        slot->nids = (uint8_t)k;
+        memcpy(slot->key, p, n);
+        memcpy(slot->ids, dst, k * sizeof(int32_t));
+    }
+    return FX_BPE_OK;
+}
+
+/* Offsets of the ids out->ids[first..out->n) that came from text[0..n) starting at byte `at`
+ * of that text: each id spans its token's byte length; src (or NULL for the identity) maps a
+ * byte of text to its byte in the caller's text, base added. */
+static void set_offsets(const fx_bpe *m, fx_ids *out, int64_t first, size_t at, size_t n,
+                        const int64_t *src, int64_t src_end, int64_t base)
+{
+    size_t pos = at;
+    for (int64_t k = first; k < out->n; k++) {
+        int32_t id = out->ids[k];
+        size_t len = (size_t)(m->tok_off[id + 1] - m->tok_off[id]);
+        size_t end = pos + len;
+        int64_t a = src ? src[pos] : (int64_t)pos, b = src ? (end < n ? src[end] : src_end)
+                                                           : (int64_t)end;
+        out->offsets[2 * k] = base + a;
+        out->offsets[2 * k + 1] = base + b;
+        pos = end;
+    }
+}
+
+/* A segment between added tokens: normalize, pre-tokenize, merge. */
+static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t n,
+                          int64_t base, fx_ids *out)
+{
+    const uint8_t *text = s;
+    size_t len = n;
+    const int64_t *src = NULL;
+    if (m->nfc && !fx_nfc_is_quick(s, n)) {
+        if (!cache)
+            return FX_BPE_EINVAL;
+        if (fx_nfc(s, n, &cache->norm, &len, &cache->norm_cap,
+                   out->want_offsets ? &cache->norm_src : NULL, &cache->norm_src_cap))
+            return FX_BPE_ENOMEM;
+        text = cache->norm;
+        src = out->want_offsets ? cache->norm_src : NULL;
+    }
+    for (size_t i = 0; i < len;) {
+        size_t e = fx_pretok_next(text, len, i, m->pretok);
+        int64_t first = out->n;
+        int rc = encode_piece(m, cache, text + i, e - i, out);
+        if (rc)
+            return rc;
+        if (out->want_offsets)
+            set_offsets(m, out, first, i, len, src, (int64_t)n, base);
+        i = e;
+    }
+    return FX_BPE_OK;
+}
+
+static size_t ws_before(const uint8_t *s, size_t from, size_t a)
+{
+    /* step back over whitespace code points in s[from..a) */
+    while (a > from) {
+        size_t b = a - 1;
+        while (b > from && (s[b] & 0xC0) == 0x80)
+            b--;
+        uint32_t c = s[b];
+        if (c >= 0x80) { /* decode the code point at b */
+            size_t k = a - b;
+            c &= 0xFF >> (k + 1);
+            for (size_t j = 1; j < k; j++)
+                c = (c << 6) | (s[b + j] & 0x3F);
+        }
+        if (!(fx_uclass(c) & FX_UC_WS))
+            break;
+        a = b;
+    }
+    return a;
+}
+
+static size_t ws_after(const uint8_t *s, size_t n, size_t e)
+{
+    while (e < n) {
+        uint32_t c = s[e];
+        size_t k = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        if (e + k > n)
+            break;
+        if (k > 1) {
+            c &= 0xFF >> (k + 1);
+            for (size_t j = 1; j < k; j++)
+                c = (c << 6) | (s[e + j] & 0x3F);
+        }
+        if (c > 0x10FFFF || !(fx_uclass(c) & FX_UC_WS))
+            break;
+        e += k;
+    }
+    return e;
+}
+
+int fx_bpe_encode(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t n,
+                  int with_specials, fx_ids *out)
+{
+    if ((uint64_t)n >= ((uint64_t)1 << 62))
+        return FX_BPE_EBIG;
+    int rc;
+    if (with_specials && m->bos_id >= 0) {
+        if ((rc = reserve(out, 1)) != 0)
+            return rc;
+        out->ids[out->n] = m->bos_id;
+        if (out->want_offsets)
+            out->offsets[2 * out->n] = out->offsets[2 * out->n + 1] = 0;
+        out->n++;
+    }
+    size_t seg = 0; /* start of the text not yet encoded */
+    for (size_t i = 0; m->n_added && i < n; i++) {
+        if (m->added_first >= 0) {
+            const uint8_t *hit = memchr(s + i, m->added_first, n - i);
+            if (!hit)
+                break;
+            i = (size_t)(hit - s);
+        } else if (m->added.root[s[i]] < 0) {
+            continue;
+        }
+        size_t e;
+        int32_t k = trie_longest(&m->added, s, n, i, &e);
+        if (k < 0)
+            continue;
+        size_t a = i;
+        if (m->added_flags[k] & FX_ADDED_LSTRIP)
+            a = ws_before(s, seg, a);
+        if (m->added_flags[k] & FX_ADDED_RSTRIP)
+            e = ws_after(s, n, e);
+        if (a > seg && (rc = encode_segment(m, cache, s + seg, a - seg, (int64_t)seg, out)))
+            return rc;
+        if ((rc = reserve(out, 1)) != 0)
+            return rc;
+        out->ids[out->n] = m->added_ids[k];
+        if (out->want_offsets) {
+            out->offsets[2 * out->n] = (int64_t)a;
+            out->offsets[2 * out->n + 1] = (int64_t)e;
+        }
+        out->n++;
+        seg = e;
+        i = e - 1;
+    }
+    if (seg < n && (rc = encode_segment(m, cache, s + seg, n - seg, (int64_t)seg, out)))
+        return rc;
+    return FX_BPE_OK;
+}
+
+int fx_bpe_encode_many(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *data,
+                       const int64_t *off, int64_t first, int64_t last, int with_specials,
+                       fx_ids *out, int64_t *counts, int64_t *bad)
+{
+    for (int64_t i = first; i < last; i++) {
+        int64_t before = out->n;
+        int rc = fx_bpe_encode(m, cache, data + (off[i] - off[0]), (size_t)(off[i + 1] - off[i]),
+                               with_specials, out);
+        if (rc) {
+            *bad = i;
+            return rc;
+        }
+        counts[i - first] = out->n - before;
+    }
+    return FX_BPE_OK;
+}

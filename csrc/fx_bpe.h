@@ -1,0 +1,114 @@
+/* fx_bpe: an exact byte-level BPE encoder (the tokenizer.json models of GPT-2, Llama 3 and
+ * Qwen2/2.5/3), giving the ids Hugging Face `tokenizers` gives.
+ *
+ * Pipeline per text, in HF's order: split out the added tokens (leftmost-longest, their
+ * lstrip/rstrip flags), then per segment between them: NFC when the model has that
+ * normalizer, the pre-tokenizer (fx_pretok_next: the split pattern, by hand), and per piece
+ * byte-level BPE (lowest merge rank first, leftmost on ties; ignore_merges: a piece that is a
+ * whole vocabulary entry is that entry). A BOS id, when given, starts every encoding made with
+ * specials on (TemplateProcessing).
+ *
+ * The model (fx_bpe) is built once from flat arrays (fx_bpe_new) and is read-only afterwards:
+ * any number of threads encode with it at once, each with its own fx_bpe_cache and fx_ids.
+ * Time is linear in the text up to a log factor: a piece of any length merges through a heap.
+ * No Python, no printing, no globals.
+ */
+#ifndef FX_BPE_H
+#define FX_BPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    FX_BPE_OK = 0,
+    FX_BPE_EINVAL = 1,  /* a bad argument or model (the spec says which check failed) */
+    FX_BPE_ENOMEM = 2,
+    FX_BPE_EBIG = 3     /* more than INT32_MAX tokens, or a text of 2^62 bytes or more */
+};
+
+/* The pre-tokenizer patterns (the Split regex of tokenizer.json, matched exactly). */
+enum {
+    FX_PRETOK_LLAMA3 = 0, /* ...|\p{N}{1,3}|...: Llama 3.x, cl100k */
+    FX_PRETOK_QWEN2 = 1,  /* ...|\p{N}|...: Qwen2, 2.5, 3 */
+    FX_PRETOK_GPT2 = 2,   /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+|...: ByteLevel use_regex */
+    FX_PRETOK_NONE = 3    /* the whole segment is one piece */
+};
+
+/* Flags of an added token (tokenizer.json "added_tokens"). */
+enum {
+    FX_ADDED_LSTRIP = 1,  /* swallows the whitespace before it */
+    FX_ADDED_RSTRIP = 2,  /* swallows the whitespace after it */
+    FX_ADDED_SPECIAL = 4  /* a special token (kept in the text either way; informational) */
+};
+
+typedef struct {
+    /* vocabulary: token id i is the bytes tok_bytes[tok_off[i] .. tok_off[i+1]) (byte-level
+     * decoded); an id that is not in the vocabulary has tok_off[i] == tok_off[i+1]. */
+    int32_t n_vocab;
+    const uint8_t *tok_bytes;
+    const int64_t *tok_off;
+    /* merges in rank order: merge r joins ids merges[3r] and merges[3r+1] into
+     * merges[3r+2]. A pair listed twice takes its last rank (as HF's map does). */
+    int32_t n_merges;
+    const int32_t *merges;
+    /* added tokens: content added_bytes[added_off[k] .. added_off[k+1]), id added_ids[k],
+     * flags added_flags[k]; matched on the raw text (none may be "normalized" under a
+     * normalizer that changes text: the loader refuses those). */
+    int32_t n_added;
+    const uint8_t *added_bytes;
+    const int64_t *added_off;
+    const int32_t *added_ids;
+    const uint8_t *added_flags;
+    int32_t pretok;        /* FX_PRETOK_* */
+    int32_t ignore_merges; /* 1: a piece equal to a vocabulary entry is that entry */
+    int32_t nfc;           /* 1: NFC each segment before pre-tokenizing */
+    int32_t bos_id;        /* >= 0: prepended when specials are on; -1: none */
+} fx_bpe_spec;
+
+typedef struct fx_bpe fx_bpe;
+
+/* A model from spec (whose arrays are copied: the caller may free them after). *status is
+ * FX_BPE_OK, FX_BPE_EINVAL (what: a static string naming the check) or FX_BPE_ENOMEM. */
+fx_bpe *fx_bpe_new(const fx_bpe_spec *spec, int *status, const char **what);
+void fx_bpe_free(fx_bpe *m);
+
+/* n_vocab of the spec the model was built from. */
+int32_t fx_bpe_vocab_size(const fx_bpe *m);
+
+/* A word cache, and the scratch the NFC step needs: one per thread (two threads never share
+ * one). NULL from fx_bpe_cache_new when out of memory. */
+typedef struct fx_bpe_cache fx_bpe_cache;
+fx_bpe_cache *fx_bpe_cache_new(void);
+void fx_bpe_cache_free(fx_bpe_cache *c);
+
+/* Output: ids, and when want_offsets, per id its byte span [start, end) in the text given to
+ * fx_bpe_encode (0 0 for the BOS). fx_bpe_encode appends. Two ways to hold it:
+ *   growable (fixed == 0): zero-initialise, reuse across calls, free with fx_ids_free;
+ *   fixed (fixed == 1): ids / offsets point at caller memory of cap entries, never grown or
+ *     freed here (a text of n bytes gives at most n ids, plus one BOS: size cap so).
+ * An encode that would pass a fixed cap returns FX_BPE_EBIG. */
+typedef struct {
+    int32_t *ids;
+    int64_t *offsets; /* 2 per id, when want_offsets */
+    int64_t n, cap;
+    int want_offsets, fixed;
+} fx_ids;
+void fx_ids_free(fx_ids *out);
+
+/* Append the ids of the UTF-8 text s[0..n) to out (invalid UTF-8 bytes are taken one by one
+ * as punctuation; callers give valid text). with_specials: 1 adds the BOS (if any). */
+int fx_bpe_encode(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t n,
+                  int with_specials, fx_ids *out);
+
+/* Encode the texts data[off[i] - off[0] .. off[i+1] - off[0]) for i in [first, last) into the
+ * fixed output *out (one id list after another), writing each text's id count to
+ * counts[i - first]. Stops at the first error (its status returned, *bad = the text). */
+int fx_bpe_encode_many(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *data,
+                       const int64_t *off, int64_t first, int64_t last, int with_specials,
+                       fx_ids *out, int64_t *counts, int64_t *bad);
+
+/* The end (exclusive) of the pre-token starting at byte i of seg[0..n) (i < n), for the
+ * pattern `pretok` (FX_PRETOK_*). Exposed for tests. */
+size_t fx_pretok_next(const uint8_t *seg, size_t n, size_t i, int pretok);
+
+#endif /* FX_BPE_H */

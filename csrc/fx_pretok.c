@@ -1,0 +1,211 @@
+/* fx_pretok: the pre-tokenizer patterns of byte-level BPE tokenizers, matched by hand.
+ *
+ * Each function returns where the regex's leftmost match starting at byte i ends, working the
+ * alternation and its backtracking out case by case (as Oniguruma would run it on the
+ * segment; a match never starts before i because every position is covered by some
+ * alternative of these patterns). Character classes come from fx_unicode (Unicode 16.0, the
+ * tables of HF's Oniguruma). Invalid UTF-8 bytes are taken one at a time, in no class.
+ */
+#include "fx_bpe.h"
+#include "fx_unicode.h"
+
+/* The code point at s[i] (i < n), its length in *len; an invalid or truncated sequence is
+ * one byte long and decodes to 0xFFFFFFFF (in no class). */
+static inline uint32_t utf8_at(const uint8_t *s, size_t n, size_t i, size_t *len)
+{
+    uint32_t c = s[i];
+    if (c < 0x80) {
+        *len = 1;
+        return c;
+    }
+    size_t k;
+    uint32_t min;
+    if (c >= 0xC2 && c <= 0xDF) {
+        k = 1, c &= 0x1F, min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        k = 2, c &= 0x0F, min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        k = 3, c &= 0x07, min = 0x10000;
+    } else {
+        *len = 1;
+        return 0xFFFFFFFFu;
+    }
+    if (n - i <= k) {
+        *len = 1;
+        return 0xFFFFFFFFu;
+    }
+    for (size_t j = 1; j <= k; j++) {
+        uint32_t b = s[i + j];
+        if ((b & 0xC0) != 0x80) {
+            *len = 1;
+            return 0xFFFFFFFFu;
+        }
+        c = (c << 6) | (b & 0x3F);
+    }
+    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) {
+        *len = 1;
+        return 0xFFFFFFFFu;
+    }
+    *len = k + 1;
+    return c;
+}
+
+static inline unsigned cls(uint32_t c)
+{
+    return c == 0xFFFFFFFFu ? 0u : fx_uclass(c);
+}
+
+#define IS_L(k) ((k) & FX_UC_L)
+#define IS_N(k) ((k) & FX_UC_N)
+#define IS_WS(k) ((k) & FX_UC_WS)
+/* [^\s\p{L}\p{N}] */
+#define IS_P(k) (!((k) & (FX_UC_L | FX_UC_N | FX_UC_WS)))
+
+/* End of the run of code points of class mask `want` starting at i (at most `max` of them). */
+static size_t run(const uint8_t *s, size_t n, size_t i, unsigned want, size_t max)
+{
+    size_t got = 0;
+    while (i < n && got < max) {
+        if (s[i] < 0x80) {
+            if (!(fx_uclass(s[i]) & want))
+                break;
+            i++;
+        } else {
+            size_t len;
+            if (!(cls(utf8_at(s, n, i, &len)) & want))
+                break;
+            i += len;
+        }
+        got++;
+    }
+    return i;
+}
+
+/* End of a run of [^\s\p{L}\p{N}] from i. */
+static size_t run_p(const uint8_t *s, size_t n, size_t i)
+{
+    while (i < n) {
+        size_t len;
+        uint32_t c = utf8_at(s, n, i, &len);
+        if (!IS_P(cls(c)))
+            break;
+        i += len;
+    }
+    return i;
+}
+
+static inline int lower_is(uint32_t c, char want)
+{
+    return c == (uint32_t)want || c == (uint32_t)(want - 'a' + 'A');
+}
+
+/* (?i:'s|'t|'re|'ve|'m|'ll|'d) at i (s[i] == '\''), or case-sensitive ones: the end, or 0. */
+static size_t contraction(const uint8_t *s, size_t n, size_t i, int fold)
+{
+    size_t l1, l2;
+    if (i + 1 >= n)
+        return 0;
+    uint32_t a = utf8_at(s, n, i + 1, &l1);
+    uint32_t b = i + 1 + l1 < n ? utf8_at(s, n, i + 1 + l1, &l2) : 0;
+    if (!fold) {
+        if (a == 's' || a == 't' || a == 'm' || a == 'd')
+            return i + 2;
+        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+            return i + 3;
+        return 0;
+    }
+    /* U+017F LATIN SMALL LETTER LONG S folds to 's' */
+    if (lower_is(a, 's') || a == 0x17F || lower_is(a, 't') || lower_is(a, 'm') ||
+        lower_is(a, 'd'))
+        return i + 1 + l1;
+    if (b && ((lower_is(a, 'r') && lower_is(b, 'e')) || (lower_is(a, 'v') && lower_is(b, 'e')) ||
+              (lower_is(a, 'l') && lower_is(b, 'l'))))
+        return i + 1 + l1 + l2;
+    return 0;
+}
+
+/* Whitespace from i (s[i] is \s): \s*[\r\n]+ | \s+(?!\S) | \s+ */
+static size_t spaces(const uint8_t *s, size_t n, size_t i, int crlf_alt)
+{
+    size_t j = i, last_nl = 0, last_start = i, count = 0;
+    while (j < n) {
+        size_t len;
+        uint32_t c = utf8_at(s, n, j, &len);
+        if (!IS_WS(cls(c)))
+            break;
+        last_start = j;
+        j += len;
+        count++;
+        if (c == '\r' || c == '\n')
+            last_nl = j;
+    }
+    if (crlf_alt && last_nl)
+        return last_nl; /* \s*[\r\n]+ backs off to the last line break of the run */
+    if (j == n || count == 1)
+        return j;      /* \s+(?!\S) to the end, or \s+ for a single character */
+    return last_start; /* \s+(?!\S) leaves the last one for the next token */
+}
+
+/* (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}| ?[^\s\p{L}\p{N}]+[\r\n]*|
+ * \s*[\r\n]+|\s+(?!\S)|\s+ */
+static size_t next_llama3(const uint8_t *s, size_t n, size_t i, size_t digits)
+{
+    size_t len, len2, e;
+    uint32_t c = utf8_at(s, n, i, &len);
+    unsigned k = cls(c);
+    if (c == '\'' && (e = contraction(s, n, i, 1)) != 0)
+        return e;
+    if (IS_L(k))
+        return run(s, n, i + len, FX_UC_L, SIZE_MAX);
+    if (c != '\r' && c != '\n' && !IS_N(k) && i + len < n &&
+        IS_L(cls(utf8_at(s, n, i + len, &len2))))
+        return run(s, n, i + len + len2, FX_UC_L, SIZE_MAX);
+    if (IS_N(k))
+        return run(s, n, i + len, FX_UC_N, digits - 1);
+    if (IS_P(k) || (c == ' ' && i + 1 < n && IS_P(cls(utf8_at(s, n, i + 1, &len2))))) {
+        e = run_p(s, n, c == ' ' ? i + 1 : i);
+        while (e < n && (s[e] == '\r' || s[e] == '\n'))
+            e++;
+        return e;
+    }
+    return spaces(s, n, i, 1);
+}
+
+/* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
+static size_t next_gpt2(const uint8_t *s, size_t n, size_t i)
+{
+    size_t len, e;
+    uint32_t c = utf8_at(s, n, i, &len);
+    unsigned k = cls(c);
+    if (c == '\'' && (e = contraction(s, n, i, 0)) != 0)
+        return e;
+    size_t j = i;
+    if (c == ' ' && i + 1 < n) { /* an optional space before a letter, digit or symbol run */
+        c = utf8_at(s, n, i + 1, &len);
+        k = cls(c);
+        if (IS_WS(k))
+            return spaces(s, n, i, 0);
+        j = i + 1;
+    }
+    if (IS_L(k))
+        return run(s, n, j + len, FX_UC_L, SIZE_MAX);
+    if (IS_N(k))
+        return run(s, n, j + len, FX_UC_N, SIZE_MAX);
+    if (IS_P(k))
+        return run_p(s, n, j + len);
+    return spaces(s, n, i, 0);
+}
+
+size_t fx_pretok_next(const uint8_t *seg, size_t n, size_t i, int pretok)
+{
+    switch (pretok) {
+    case FX_PRETOK_LLAMA3:
+        return next_llama3(seg, n, i, 3);
+    case FX_PRETOK_QWEN2:
+        return next_llama3(seg, n, i, 1);
+    case FX_PRETOK_GPT2:
+        return next_gpt2(seg, n, i);
+    default:
+        return n;
+    }
+}

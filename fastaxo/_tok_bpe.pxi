@@ -1,0 +1,210 @@
+# The byte-level BPE encoder (csrc/fx_bpe.h): a model object, per-thread caches, and batch
+# encoding of UTF-8 texts given as Arrow's layout (values + int64 offsets) into one int32
+# values array and per-text counts, with the GIL released and texts spread over threads.
+
+# Texts per unit of work: a thread takes chunks of about this many bytes (dynamic schedule,
+# so a thread that loses its core to another process takes fewer).
+cdef int64_t BPE_CHUNK_BYTES = 1 << 18
+
+
+cdef int8_t _encode_chunk(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *data,
+                          const int64_t *off, int64_t first, int64_t last, bint specials,
+                          int32_t *ids, int64_t *spans, int64_t cap, int64_t *counts,
+                          int64_t *used, int64_t *bad) noexcept nogil:
+    """Texts [first, last) into ids[0..cap) (spans: 2 per id, or NULL)."""
+    cdef fx_ids out
+    out.ids = ids
+    out.offsets = spans
+    out.n = 0
+    out.cap = cap
+    out.want_offsets = spans != NULL
+    out.fixed = 1
+    cdef int rc = fx_bpe_encode_many(m, cache, data + (off[first] - off[0]), off + first, 0,
+                                     last - first, specials, &out, counts + first, bad)
+    used[0] = out.n
+    if rc and bad[0] >= 0:
+        bad[0] += first
+    return <int8_t>rc
+
+
+cdef class BPEModel:
+    """An fx_bpe model built from the arrays of fastaxo.tokenizer._spec.Spec."""
+    cdef fx_bpe *m
+    cdef readonly int32_t vocab_size
+    cdef list _caches  # per-thread caches kept between calls (warm), guarded by _busy
+    cdef object _busy
+
+    def __cinit__(self):
+        self.m = NULL
+
+    def __init__(self, const uint8_t[::1] tok_bytes, const int64_t[::1] tok_off,
+                  const int32_t[::1] merges, const uint8_t[::1] added_bytes,
+                  const int64_t[::1] added_off, const int32_t[::1] added_ids,
+                  const uint8_t[::1] added_flags, int pretok, bint ignore_merges, bint nfc,
+                  int bos_id):
+        cdef fx_bpe_spec sp
+        cdef int status = 0
+        cdef const char *what = NULL
+        cdef uint8_t zero8 = 0
+        cdef int32_t zero32 = 0
+        if self.m != NULL:
+            raise RuntimeError("BPEModel is already built")
+        if tok_off.shape[0] < 2 or tok_off[0] != 0 or tok_off[tok_off.shape[0] - 1] != tok_bytes.shape[0]:
+            raise ValueError("tok_off: expected n_vocab + 1 offsets from 0 to len(tok_bytes)")
+        if merges.shape[0] % 3:
+            raise ValueError("merges: expected 3 ids per merge")
+        if (added_off.shape[0] != added_ids.shape[0] + 1 or added_flags.shape[0] != added_ids.shape[0]
+                or added_off[0] != 0 or added_off[added_off.shape[0] - 1] != added_bytes.shape[0]):
+            raise ValueError("added tokens: arrays of mismatched lengths")
+        for i in range(added_off.shape[0] - 1):
+            if added_off[i + 1] < added_off[i]:
+                raise ValueError("added_off: offsets decrease")
+        sp.n_vocab = <int32_t>(tok_off.shape[0] - 1)
+        sp.tok_bytes = &tok_bytes[0] if tok_bytes.shape[0] else &zero8
+        sp.tok_off = &tok_off[0]
+        sp.n_merges = <int32_t>(merges.shape[0] // 3)
+        sp.merges = &merges[0] if merges.shape[0] else &zero32
+        sp.n_added = <int32_t>added_ids.shape[0]
+        sp.added_bytes = &added_bytes[0] if added_bytes.shape[0] else &zero8
+        sp.added_off = &added_off[0]
+        sp.added_ids = &added_ids[0] if added_ids.shape[0] else &zero32
+        sp.added_flags = &added_flags[0] if added_flags.shape[0] else &zero8
+        sp.pretok = pretok
+        sp.ignore_merges = ignore_merges
+        sp.nfc = nfc
+        sp.bos_id = bos_id
+        with nogil:
+            self.m = fx_bpe_new(&sp, &status, &what)
+        if self.m == NULL:
+            if status == FX_BPE_ENOMEM:
+                raise MemoryError("tokenizer: out of memory building the BPE model")
+            raise ValueError(f"tokenizer: {what.decode()}")
+        self.vocab_size = sp.n_vocab
+        self._caches = []
+        import threading
+        self._busy = threading.Lock()
+
+    def __dealloc__(self):
+        cdef uintptr_t p
+        if self._caches is not None:
+            for p in self._caches:
+                fx_bpe_cache_free(<fx_bpe_cache *>p)
+        if self.m != NULL:
+            fx_bpe_free(self.m)
+
+    cdef list _take_caches(self, int n, bint *owned):
+        if self.m == NULL:
+            raise RuntimeError("BPEModel was not built")
+        """n caches: this model's own (warm) when no other call holds them, else new ones."""
+        cdef list got
+        cdef fx_bpe_cache *c
+        owned[0] = not self._busy.acquire(False)
+        got = [] if owned[0] else self._caches
+        while len(got) < n:
+            c = fx_bpe_cache_new()
+            if c == NULL:
+                if not owned[0]:
+                    self._busy.release()
+                else:
+                    for p in got:
+                        fx_bpe_cache_free(<fx_bpe_cache *><uintptr_t>p)
+                raise MemoryError("tokenizer: out of memory for a word cache")
+            got.append(<uintptr_t>c)
+        return got
+
+    cdef void _give_caches(self, list caches, bint owned):
+        cdef uintptr_t p
+        if owned:
+            for p in caches:
+                fx_bpe_cache_free(<fx_bpe_cache *>p)
+        else:
+            self._busy.release()
+
+    def clear_cache(self):
+        """Drop the word caches (the next call starts cold)."""
+        cdef uintptr_t p
+        with self._busy:
+            for p in self._caches:
+                fx_bpe_cache_free(<fx_bpe_cache *>p)
+            self._caches = []
+
+    def encode_many(self, const uint8_t[::1] data, const int64_t[::1] offsets, bint specials,
+                    int num_threads, bint want_offsets):
+        """(values int32, counts int64 per text, token byte spans int64 (n, 2) or None) for
+        the texts data[offsets[i] - offsets[0] : offsets[i + 1] - offsets[0]]."""
+        import numpy as np
+        cdef int64_t n = offsets.shape[0] - 1, i, c, nchunks, room, pos, k
+        cdef int64_t base, nbytes
+        if n < 0:
+            raise ValueError("offsets: expected at least one entry")
+        if num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+        for i in range(n):
+            if offsets[i + 1] < offsets[i]:
+                raise ValueError(f"offsets: text {i} ends before it starts")
+        nbytes = offsets[n] - offsets[0]
+        if nbytes > data.shape[0]:
+            raise ValueError(f"offsets: the texts span {nbytes} bytes, data holds {data.shape[0]}")
+        # chunks of whole texts, about BPE_CHUNK_BYTES each
+        starts = [0]
+        base = offsets[0]
+        for i in range(n):
+            if offsets[i + 1] - base >= BPE_CHUNK_BYTES and i + 1 < n:
+                starts.append(i + 1)
+                base = offsets[i + 1]
+        starts.append(n)
+        nchunks = len(starts) - 1
+        cdef int64_t[::1] cstart = np.asarray(starts, np.int64)
+        # each chunk writes into its own region: a text of b bytes gives at most b ids (+ BOS)
+        cdef int64_t[::1] region = np.empty(nchunks + 1, np.int64)
+        region[0] = 0
+        for c in range(nchunks):
+            region[c + 1] = region[c] + (offsets[cstart[c + 1]] - offsets[cstart[c]]) + \
+                (cstart[c + 1] - cstart[c]) * (1 if specials else 0)
+        vals = np.empty(max(region[nchunks], 1), np.int32)
+        spans = np.empty((max(region[nchunks], 1), 2), np.int64) if want_offsets else None
+        cdef int32_t[::1] v = vals
+        cdef int64_t[:, ::1] sp = spans if want_offsets else np.empty((1, 2), np.int64)
+        counts = np.zeros(n, np.int64)
+        cdef int64_t[::1] cnt = counts
+        cdef int64_t[::1] used = np.zeros(max(nchunks, 1), np.int64)
+        cdef int8_t[::1] status = np.zeros(max(nchunks, 1), np.int8)
+        cdef int64_t[::1] badrow = np.full(max(nchunks, 1), -1, np.int64)
+        cdef int nt = num_threads if nchunks > 1 else 1
+        cdef bint owned = False
+        cdef list caches = self._take_caches(nt, &owned)
+        cdef uintptr_t[::1] cptr = np.asarray(caches, np.uintp)
+        cdef const uint8_t *d0 = &data[0] if data.shape[0] else NULL
+        cdef uint8_t empty = 0
+        if d0 == NULL:
+            d0 = &empty
+        try:
+            with nogil:
+                for c in prange(nchunks, num_threads=nt, schedule="dynamic", chunksize=1,
+                                use_threads_if=nt > 1):
+                    status[c] = _encode_chunk(
+                        self.m, <fx_bpe_cache *>cptr[threadid()], d0, &offsets[0], cstart[c],
+                        cstart[c + 1], specials, &v[region[c]],
+                        &sp[region[c], 0] if want_offsets else NULL,
+                        region[c + 1] - region[c], &cnt[0], &used[c], &badrow[c])
+        finally:
+            self._give_caches(caches, owned)
+        for c in range(nchunks):
+            if status[c] == FX_BPE_ENOMEM:
+                raise MemoryError("tokenizer: out of memory encoding")
+            if status[c] != FX_BPE_OK:
+                raise ValueError(f"texts: text {badrow[c]} could not be encoded "
+                                 f"(status {status[c]})")
+        # the regions, closed up in order
+        pos = 0
+        for c in range(nchunks):
+            k = used[c]
+            if region[c] != pos and k:
+                vals[pos:pos + k] = vals[region[c]:region[c] + k]
+                if want_offsets:
+                    spans[pos:pos + k] = spans[region[c]:region[c] + k]
+            pos += k
+        vals = vals[:pos].copy() if pos < vals.shape[0] // 2 or pos == 0 else vals[:pos]
+        if want_offsets:
+            spans = spans[:pos].copy()
+        return vals, counts, spans
