@@ -1,0 +1,240 @@
+"""fastaxo's own byte-level BPE encoder: HF's ids for GPT-2, Llama 3 and Qwen2/3 tokenizers,
+from C, straight into Arrow buffers.
+
+:class:`Tokenizer` loads a ``tokenizer.json`` the C encoder reproduces exactly (see
+:meth:`Tokenizer.supported` for what that is) and encodes whole batches with the GIL released,
+over threads. Anything it cannot prove exact is refused with the reason, and callers use HF.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from fastaxo._core.threads import resolve_num_threads
+from fastaxo.errors import ExtensionUnavailableError, InvalidInputError, InvalidTypeError
+from fastaxo.tokenizer._spec import PATTERN_NAMES, Spec, Unsupported, build
+
+__all__ = ["Tokenizer", "UnsupportedTokenizerError"]
+
+
+class UnsupportedTokenizerError(InvalidInputError):
+    """A tokenizer the C encoder cannot reproduce exactly (the message says why)."""
+
+
+def _json_path(path: str | os.PathLike[str]) -> Path:
+    p = Path(path)
+    if p.is_dir():
+        p = p / "tokenizer.json"
+    if not p.is_file():
+        raise UnsupportedTokenizerError(f"tokenizer: {str(path)!r} holds no tokenizer.json")
+    return p
+
+
+@functools.lru_cache(maxsize=8)
+def _spec_of(text: bytes) -> Spec:
+    """The arrays of one tokenizer.json (by content: new Tokenizer objects of the same file
+    build only the C model, not the arrays)."""
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise UnsupportedTokenizerError(f"tokenizer.json is not JSON ({e})") from None
+    try:
+        return build(doc)
+    except Unsupported as e:
+        raise UnsupportedTokenizerError(f"tokenizer: {e}") from None
+
+
+def _hf_json(obj: Any) -> bytes:
+    """tokenizer.json text of a ``tokenizers.Tokenizer`` or a transformers fast tokenizer."""
+    backend = getattr(obj, "backend_tokenizer", obj)
+    to_str = getattr(backend, "to_str", None)
+    if not callable(to_str):
+        raise InvalidTypeError(
+            f"tokenizer: expected a tokenizers.Tokenizer or a transformers fast tokenizer, got "
+            f"{type(obj).__name__}")
+    return to_str().encode("utf-8")
+
+
+def _model(spec: Spec) -> Any:
+    from fastaxo._core.backend import tok_ext
+
+    if tok_ext is None:
+        raise ExtensionUnavailableError(
+            "fastaxo.Tokenizer needs fastaxo's compiled extension (not loaded here); use HF's "
+            "tokenizer instead")
+    return tok_ext.BPEModel(spec.tok_bytes, spec.tok_off, spec.merges, spec.added_bytes,
+                            spec.added_off, spec.added_ids, spec.added_flags, spec.pretok,
+                            spec.ignore_merges, spec.nfc, spec.bos_id)
+
+
+class Tokenizer:
+    """An exact byte-level BPE encoder (HF ``tokenizers``' ids), in C.
+
+    Build one with :meth:`from_pretrained` (a directory holding ``tokenizer.json``, or the file)
+    or :meth:`from_hf`. Objects are safe to share between threads; each keeps a word cache per
+    thread between calls.
+
+    Examples
+    --------
+    >>> tok = Tokenizer.from_pretrained(path)  # doctest: +SKIP
+    >>> tok.encode_batch(["Hello world", "Hi"]).to_pylist()  # doctest: +SKIP
+    [[9707, 1879], [13048]]
+    """
+
+    def __init__(self, spec: Spec, source: str, sha256: str) -> None:
+        self._spec = spec
+        self._model = _model(spec)
+        self.source = source
+        self.sha256 = sha256
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike[str]) -> Tokenizer:
+        """The tokenizer of ``path``: a directory with ``tokenizer.json``, or that file.
+        Raises :class:`UnsupportedTokenizerError` (naming the feature) for one the C encoder
+        does not reproduce exactly."""
+        p = _json_path(path)
+        text = p.read_bytes()
+        return cls(_spec_of(text), str(p), hashlib.sha256(text).hexdigest())
+
+    @classmethod
+    def from_hf(cls, obj: Any) -> Tokenizer:
+        """The same encoder as ``obj``, a ``tokenizers.Tokenizer`` or a transformers fast
+        tokenizer (its current state: post-processor, added tokens)."""
+        text = _hf_json(obj)
+        return cls(_spec_of(text), type(obj).__name__, hashlib.sha256(text).hexdigest())
+
+    @staticmethod
+    def supported(path_or_obj: Any) -> str | None:
+        """None when :class:`Tokenizer` reproduces this tokenizer's ids exactly, else why not
+        (one line)."""
+        try:
+            if isinstance(path_or_obj, (str, os.PathLike)):
+                _spec_of(_json_path(path_or_obj).read_bytes())
+            else:
+                _spec_of(_hf_json(path_or_obj))
+        except (UnsupportedTokenizerError, InvalidTypeError) as e:
+            return str(e)
+        return None
+
+    # -- what it is -----------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        """Ids this tokenizer can give (vocabulary and added tokens)."""
+        return self._spec.vocab_size
+
+    @property
+    def pattern(self) -> str:
+        """The pre-tokenizer: "llama3", "qwen2" or "gpt2"."""
+        return PATTERN_NAMES[self._spec.pretok]
+
+    @property
+    def added_tokens(self) -> dict[str, int]:
+        return dict(self._spec.added)
+
+    def __repr__(self) -> str:
+        return (f"Tokenizer({self.source!r}, pattern={self.pattern!r}, "
+                f"vocab_size={self.vocab_size}, nfc={self._spec.nfc})")
+
+    def clear_cache(self) -> None:
+        """Forget the word caches (the next call runs cold)."""
+        self._model.clear_cache()
+
+    # -- encoding -------------------------------------------------------------------------
+    def encode(self, text: str, add_special_tokens: bool = True) -> np.ndarray:
+        """The ids of one text, as int32: HF's ``encode(text, add_special_tokens).ids``."""
+        if not isinstance(text, str):
+            raise InvalidTypeError(f"text: expected str, got {type(text).__name__}")
+        vals, _, _ = self._run([_utf8(text, 0)], add_special_tokens, 1, False)
+        return vals
+
+    def encode_offsets(self, text: str, add_special_tokens: bool = True
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of one text and, per id, its byte span ``[start, end)`` in the text's UTF-8
+        (an (n, 2) int64 array; a token that is part of a character spans that character's
+        bytes it holds; the BOS spans 0 0)."""
+        if not isinstance(text, str):
+            raise InvalidTypeError(f"text: expected str, got {type(text).__name__}")
+        vals, _, spans = self._run([_utf8(text, 0)], add_special_tokens, 1, True)
+        return vals, spans
+
+    def encode_batch(self, texts: Iterable[str] | pa.Array | pa.ChunkedArray,
+                     add_special_tokens: bool = True, num_threads: int | None = None
+                     ) -> pa.Array:
+        """The ids of each text, as a ``pyarrow.ListArray`` of int32 (a ``LargeListArray`` past
+        2^31 - 1 ids), made in C with no Python object per token.
+
+        ``texts``: a list of str, or a pyarrow string / large_string array (nulls refused).
+        The texts are spread over ``num_threads`` threads (default: fastaxo's thread count);
+        the result does not depend on it."""
+        data, offsets = _buffers(texts)
+        vals, counts, _ = self._model.encode_many(data, offsets, bool(add_special_tokens),
+                                                  resolve_num_threads(num_threads), False)
+        return _list_array(vals, counts)
+
+    def _run(self, items: Sequence[bytes], specials: bool, threads: int, spans: bool
+             ) -> tuple[np.ndarray, np.ndarray, Any]:
+        data, offsets = _join(items)
+        return self._model.encode_many(data, offsets, bool(specials), threads, spans)
+
+
+def _utf8(text: str, i: int) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        # HF's tokenizers raise TypeError on such a str
+        raise InvalidTypeError(
+            f"texts: text {i} holds a lone surrogate U+{ord(text[e.start]):04X} at character "
+            f"{e.start:,}, which is not valid Unicode text (HF's tokenizers refuse it too)"
+        ) from None
+
+
+def _join(items: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.zeros(len(items) + 1, np.int64)
+    np.cumsum([len(b) for b in items], out=offsets[1:])
+    return np.frombuffer(b"".join(items), np.uint8), offsets
+
+
+def _buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-8 bytes and int64 offsets of a batch of texts (Arrow arrays without copying the
+    text)."""
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks() if texts.num_chunks != 1 else texts.chunk(0)
+    if isinstance(texts, pa.Array):
+        if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
+            raise InvalidTypeError(f"texts: expected a string array, got {texts.type}")
+        if texts.null_count:
+            i = int(np.flatnonzero(~np.asarray(texts.is_valid()))[0])
+            raise InvalidInputError(f"texts: text {i} is null")
+        large = pa.types.is_large_string(texts.type)
+        off = np.frombuffer(texts.buffers()[1], np.int64 if large else np.int32,
+                            count=len(texts) + 1, offset=texts.offset * (8 if large else 4))
+        buf = texts.buffers()[2]
+        data = np.frombuffer(buf, np.uint8) if buf is not None else np.zeros(0, np.uint8)
+        data = data[int(off[0]):int(off[-1])]
+        return data, off.astype(np.int64) if not large else off
+    if isinstance(texts, str):
+        raise InvalidTypeError("texts: expected a list of str, got one str (use encode())")
+    items = []
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise InvalidTypeError(f"texts: text {i} is {type(t).__name__}, expected str")
+        items.append(_utf8(t, i))
+    return _join(items)
+
+
+def _list_array(vals: np.ndarray, counts: np.ndarray) -> pa.Array:
+    offsets = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    if offsets[-1] <= np.iinfo(np.int32).max:
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(vals))
+    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(vals))

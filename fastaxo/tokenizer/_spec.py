@@ -1,0 +1,198 @@
+"""tokenizer.json -> the flat arrays of the C encoder (csrc/fx_bpe.h), or why it cannot be.
+
+Only what is proven to give HF's ids is accepted: a byte-level BPE model with one of the
+pre-tokenizer patterns the C scanner implements (compared as exact strings), at most the NFC
+normalizer, and the post-processors that add nothing but a BOS. Anything else is a reason
+string: the caller then uses HF and says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# The Split patterns the C pre-tokenizer implements (fx_pretok.c), exactly as tokenizer.json
+# spells them.
+LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
+          r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+"
+         r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+PRETOK_LLAMA3, PRETOK_QWEN2, PRETOK_GPT2 = 0, 1, 2
+PATTERNS = {LLAMA3: PRETOK_LLAMA3, QWEN2: PRETOK_QWEN2}
+PATTERN_NAMES = {PRETOK_LLAMA3: "llama3", PRETOK_QWEN2: "qwen2", PRETOK_GPT2: "gpt2"}
+
+ADDED_LSTRIP, ADDED_RSTRIP, ADDED_SPECIAL = 1, 2, 4
+
+
+class Unsupported(Exception):
+    """Why a tokenizer.json is not one the C encoder reproduces exactly."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """fx_bpe_spec's arrays (see csrc/fx_bpe.h)."""
+
+    tok_bytes: np.ndarray  # uint8
+    tok_off: np.ndarray  # int64, n_vocab + 1
+    merges: np.ndarray  # int32, 3 per merge
+    added_bytes: np.ndarray
+    added_off: np.ndarray
+    added_ids: np.ndarray
+    added_flags: np.ndarray
+    pretok: int
+    ignore_merges: bool
+    nfc: bool
+    bos_id: int
+    added: dict[str, int]  # content -> id, for callers
+    vocab_size: int  # ids the model can give: max(vocab, added) + 1
+
+
+def byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-level alphabet inverted: the character that stands for each byte."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\xa1"), ord("\xac") + 1),
+            *range(ord("\xae"), ord("\xff") + 1)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return {c: b for b, c in chars.items()}
+
+
+def _ragged(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    off = np.zeros(len(items) + 1, np.int64)
+    np.cumsum([len(b) for b in items], out=off[1:])
+    return np.frombuffer(b"".join(items), np.uint8).copy(), off
+
+
+def _pretok(pre: Any) -> int:
+    if not isinstance(pre, dict):
+        raise Unsupported(f"pre_tokenizer {pre!r}: expected ByteLevel or Split + ByteLevel")
+    kind = pre.get("type")
+    if kind == "ByteLevel":
+        if pre.get("add_prefix_space") or not pre.get("use_regex", True):
+            raise Unsupported("ByteLevel pre_tokenizer with add_prefix_space, or without its "
+                              "regex")
+        return PRETOK_GPT2
+    if kind != "Sequence":
+        raise Unsupported(f"pre_tokenizer of type {kind!r}")
+    steps = pre.get("pretokenizers") or []
+    if len(steps) != 2 or steps[0].get("type") != "Split" or steps[1].get("type") != "ByteLevel":
+        raise Unsupported("pre_tokenizer: expected Sequence[Split, ByteLevel], got "
+                          f"{[s.get('type') for s in steps]}")
+    split, level = steps
+    pattern = (split.get("pattern") or {}).get("Regex")
+    if split.get("behavior") != "Isolated" or split.get("invert"):
+        raise Unsupported("Split pre_tokenizer: expected behavior Isolated, not inverted")
+    if pattern not in PATTERNS:
+        raise Unsupported(f"Split pattern {pattern!r} is not one fastaxo implements (Llama 3, "
+                          "Qwen2/3 or GPT-2's)")
+    if level.get("add_prefix_space") or level.get("use_regex"):
+        raise Unsupported("ByteLevel after Split: expected add_prefix_space and use_regex off")
+    return PATTERNS[pattern]
+
+
+def _normalizer(norm: Any) -> bool:
+    if norm is None:
+        return False
+    if norm.get("type") == "NFC":
+        return True
+    if norm.get("type") == "Sequence" and [n.get("type") for n in norm.get("normalizers", [])
+                                           ] in ([], ["NFC"]):
+        return bool(norm.get("normalizers"))
+    raise Unsupported(f"normalizer {norm.get('type')!r} (only NFC is implemented)")
+
+
+def _bos(post: Any, added: dict[str, int]) -> int:
+    """The id a post-processor puts before the text, -1 for none; anything else it does is
+    Unsupported (ByteLevel only moves offsets)."""
+    if post is None:
+        return -1
+    kind = post.get("type")
+    if kind == "ByteLevel":
+        return -1
+    if kind == "Sequence":
+        bos = -1
+        for p in post.get("processors", []):
+            got = _bos(p, added)
+            if got >= 0:
+                if bos >= 0:
+                    raise Unsupported("post_processor: two templates")
+                bos = got
+        return bos
+    if kind != "TemplateProcessing":
+        raise Unsupported(f"post_processor of type {kind!r}")
+    single = post.get("single") or []
+    seq = [i for i, p in enumerate(single) if "Sequence" in p]
+    if len(single) == 1 and seq == [0]:
+        return -1
+    if len(single) != 2 or seq != [1] or "SpecialToken" not in single[0]:
+        raise Unsupported("TemplateProcessing: only a BOS before the text is implemented")
+    name = single[0]["SpecialToken"]["id"]
+    ids = (post.get("special_tokens") or {}).get(name, {}).get("ids") or []
+    if len(ids) != 1:
+        raise Unsupported(f"TemplateProcessing: special token {name!r} is not one id")
+    return int(ids[0])
+
+
+def build(doc: dict[str, Any]) -> Spec:
+    """The C encoder's arrays for a parsed tokenizer.json; Unsupported says why not."""
+    model = doc.get("model") or {}
+    if model.get("type") != "BPE":
+        raise Unsupported(f"model of type {model.get('type')!r} (byte-level BPE only)")
+    for key, ok in (("dropout", (None,)), ("continuing_subword_prefix", (None, "")),
+                    ("end_of_word_suffix", (None, "")), ("byte_fallback", (False, None)),
+                    ("fuse_unk", (False, None))):
+        if model.get(key) not in ok:
+            raise Unsupported(f"BPE model with {key}={model.get(key)!r}")
+    if doc.get("truncation") is not None or doc.get("padding") is not None:
+        raise Unsupported("truncation or padding is set on the tokenizer")
+    nfc = _normalizer(doc.get("normalizer"))
+    pretok = _pretok(doc.get("pre_tokenizer"))
+    dec = byte_decoder()
+    vocab: dict[str, int] = model.get("vocab") or {}
+    n_vocab = max(vocab.values(), default=-1) + 1
+    toks: list[bytes] = [b""] * n_vocab
+    undecodable = set()
+    for tok, i in vocab.items():
+        try:
+            toks[i] = bytes(dec[c] for c in tok)
+        except KeyError:
+            undecodable.add(i)  # a token that is not byte-level text: BPE never makes it
+    tok_bytes, tok_off = _ragged(toks)
+    merges = []
+    for mg in model.get("merges") or []:
+        a, b = mg.split(" ") if isinstance(mg, str) else mg
+        ia, ib = vocab.get(a), vocab.get(b)
+        ic = vocab.get(a + b)
+        if ia is None or ib is None or ic is None or {ia, ib, ic} & undecodable:
+            raise Unsupported(f"merge {a!r} {b!r} names a token outside the byte-level "
+                              "vocabulary")
+        merges.append((ia, ib, ic))
+    added_tokens = doc.get("added_tokens") or []
+    contents, ids, flags = [], [], []
+    added: dict[str, int] = {}
+    for t in added_tokens:
+        if t.get("single_word"):
+            raise Unsupported(f"added token {t['content']!r} is single_word")
+        if t.get("normalized") and (nfc or any(not u.get("normalized") for u in added_tokens)):
+            raise Unsupported(f"added token {t['content']!r} is normalized")
+        contents.append(t["content"].encode("utf-8"))
+        ids.append(int(t["id"]))
+        flags.append(ADDED_LSTRIP * bool(t.get("lstrip")) + ADDED_RSTRIP * bool(t.get("rstrip"))
+                     + ADDED_SPECIAL * bool(t.get("special")))
+        added[t["content"]] = int(t["id"])
+    if any(not c for c in contents):
+        raise Unsupported("an added token is empty")
+    added_bytes, added_off = _ragged(contents)
+    return Spec(tok_bytes=tok_bytes, tok_off=tok_off,
+                merges=np.asarray(merges, np.int32).reshape(-1),
+                added_bytes=added_bytes, added_off=added_off,
+                added_ids=np.asarray(ids, np.int32), added_flags=np.asarray(flags, np.uint8),
+                pretok=pretok, ignore_merges=bool(model.get("ignore_merges")), nfc=nfc,
+                bos_id=_bos(doc.get("post_processor"), added), added=added,
+                vocab_size=max([n_vocab, *(i + 1 for i in ids)]))

@@ -1,0 +1,262 @@
+"""fastaxo.Tokenizer against HF tokenizers, id for id: real tokenizers (Qwen3, Llama 3.2 with
+ignore_merges either way, GPT-2's pattern on Qwen's vocabulary), real text, every code point,
+Hypothesis over Unicode, added-token flags, threads, forks and hostile sizes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import unicodedata
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, os.path.dirname(__file__))
+import tokenizer_data as data  # noqa: E402
+import tokenizers  # noqa: E402
+
+from fastaxo.errors import InvalidTypeError  # noqa: E402
+from fastaxo.tokenizer import Tokenizer, UnsupportedTokenizerError  # noqa: E402
+
+GPT2_PRE = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+            "use_regex": True}
+
+
+def _ignore_merges(doc):
+    doc["model"]["ignore_merges"] = True
+
+
+def _gpt2(doc):
+    doc["pre_tokenizer"] = GPT2_PRE
+    doc["normalizer"] = None
+
+
+@pytest.fixture(scope="module", params=["qwen3", "llama3", "llama3-ignore-merges", "gpt2"])
+def pair(request, tmp_path_factory):
+    """(fastaxo Tokenizer, HF Tokenizer) on the same tokenizer.json."""
+    tmp = tmp_path_factory.mktemp("tok")
+    path = {"qwen3": data.qwen3_json, "llama3": data.llama3_json,
+            "llama3-ignore-merges": lambda: data.variant(data.llama3_json(), tmp / "t.json",
+                                                         _ignore_merges),
+            "gpt2": lambda: data.variant(data.qwen3_json(), tmp / "t.json", _gpt2)
+            }[request.param]()
+    return Tokenizer.from_pretrained(path), tokenizers.Tokenizer.from_file(str(path))
+
+
+def _check(pair, texts, add_special_tokens=True):
+    """Every text's ids equal HF's; the first difference is shown."""
+    ours, hf = pair
+    got = ours.encode_batch(texts, add_special_tokens=add_special_tokens).to_pylist()
+    want = [e.ids for e in hf.encode_batch_fast(list(texts),
+                                                add_special_tokens=add_special_tokens)]
+    bad = [i for i, (a, b) in enumerate(zip(got, want, strict=True)) if a != b]
+    if bad:
+        i = bad[0]
+        j = next((k for k, (a, b) in enumerate(zip(got[i], want[i])) if a != b),
+                 min(len(got[i]), len(want[i])))
+        raise AssertionError(
+            f"{len(bad)} of {len(texts)} texts differ; text {i} {texts[i][:200]!r}: at id {j} "
+            f"ours {got[i][max(0, j - 3):j + 4]} HF {want[i][max(0, j - 3):j + 4]} "
+            f"({hf.decode(want[i][max(0, j - 3):j + 4])!r})")
+
+
+# -- real text ----------------------------------------------------------------------------
+
+MB = int(float(os.environ.get("FASTAXO_TOKENIZER_TEST_MB", "1.5")) * 1_000_000)
+
+
+@pytest.mark.parametrize("kind", ["english", "code", "multi"])
+def test_real_text_gives_hf_ids(pair, kind):
+    _check(pair, list(data.corpus(kind, MB)))
+
+
+def test_chat_templated_text_with_special_tokens(pair):
+    ours, _ = pair
+    specials = list(ours.added_tokens)[:12]
+    docs = data.corpus("multi", 200_000, seed=3)
+    texts = [f"{specials[i % len(specials)]}user\n{d[:400]}{specials[(i + 1) % len(specials)]}"
+             f"\n{specials[i % len(specials)]}assistant\n{d[400:900]}"
+             for i, d in enumerate(docs)]
+    _check(pair, texts)
+    _check(pair, texts, add_special_tokens=False)
+
+
+# -- every code point ---------------------------------------------------------------------
+
+def test_every_code_point_in_context(pair):
+    """Each code point alone, between letters, between digits, after an apostrophe and
+    a space, doubled: the probe that found Python 3.11's Unicode tables 120 code points off."""
+    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    probes = [f"a{ch}b 1{ch}2 '{ch} {ch} x{ch}{ch}\n{ch}" for ch in map(chr, cps)]
+    # 16 probes per text (HF's per-text cost would dominate the run otherwise)
+    _check(pair, ["\t".join(probes[i:i + 16]) for i in range(0, len(probes), 16)])
+
+
+# -- Hypothesis over Unicode --------------------------------------------------------------
+
+PIECES = ["'s", "'T", "'re", "'VE", "'m", "'LL", "'d", "'ſ", " ", "  ", "\t", "\n", "\r\n",
+          "\u00a0", "\u3000", "\u2028", "\x0b", "\x0c", "\x85", "\u200b", "\u200d", "123",
+          "٣٤", "१२", "①", "Ⅻ", "e\u0301", "\u0301", "👩\u200d💻", "🇫🇷", "日本", "한국어",
+          "עברית", "عربى", "ไทย", "<|", "<think", "|>", "</think>", "<|im_end|>",
+          "<|begin_of_text|>", "ﬁ", "ǅ", "ǲ", "K", "İ", "ß", "ᾳ"]
+
+
+def _texts():
+    piece = st.one_of(st.sampled_from(PIECES),
+                      st.text(st.characters(exclude_categories=("Cs",)), max_size=8))
+    return st.lists(st.lists(piece, max_size=30).map("".join), min_size=1, max_size=20)
+
+
+@settings(max_examples=int(os.environ.get("FASTAXO_HYPOTHESIS_EXAMPLES", "300")),
+          deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                HealthCheck.too_slow])
+@given(texts=_texts())
+def test_hypothesis_unicode(pair, texts):
+    _check(pair, texts)
+
+
+# -- runs, sizes, empties -----------------------------------------------------------------
+
+def test_runs_and_empties(pair):
+    texts = ["", " ", "\n", "a", *(c * n for c in (" ", "\n", "a", "1", "!", "\t", "é", "日")
+                                   for n in (2, 3, 4, 63, 64, 65, 1000, 5000)),
+             " " * 100 + "a", "\n \n \r\n  x", "'s's's", "a'sb", "ab'S 'Ll"]
+    _check(pair, texts)
+    ours, _ = pair
+    assert ours.encode_batch([]).to_pylist() == []
+
+
+def test_a_long_word_takes_linear_time(pair):
+    """A word of 4 MB without spaces (one piece) merges through the heap: ~4x the time of
+    1 MB, not 16x."""
+    ours, hf = pair
+    import random
+
+    rng = random.Random(0)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    small = "".join(rng.choice(letters) for _ in range(250_000))
+    assert ours.encode(small).tolist() == hf.encode(small).ids
+    t = []
+    for n in (1, 4):
+        word = small * n
+        t0 = time.process_time()
+        ours.encode(word)
+        t.append(time.process_time() - t0)
+    assert t[1] < 8 * t[0] + 0.5, t
+
+
+# -- API ----------------------------------------------------------------------------------
+
+def test_encode_offsets_and_types(pair):
+    ours, hf = pair
+    text = "Hello wörld, 日本語! <|im_end|> it's 12345"
+    ids, spans = ours.encode_offsets(text)
+    assert ids.tolist() == hf.encode(text).ids and ids.dtype.name == "int32"
+    raw = text.encode()
+    # spans tile the text (the BOS spans nothing)
+    real = [(a, b) for (a, b), i in zip(spans.tolist(), ids.tolist()) if b > a]
+    assert real[0][0] == 0 and real[-1][1] == len(raw)
+    assert all(x[1] == y[0] for x, y in zip(real, real[1:]))
+
+
+def test_arrow_input_and_threads(pair):
+    import pyarrow as pa
+
+    ours, _ = pair
+    docs = list(data.corpus("english", 600_000, seed=5))
+    one = ours.encode_batch(docs, num_threads=1)
+    for arr in (pa.array(docs), pa.array(docs, pa.large_string()), pa.array(docs).slice(3)):
+        got = ours.encode_batch(arr, num_threads=2)
+        want = one if len(arr) == len(docs) else one.slice(3)
+        assert got.to_pylist() == want.to_pylist()
+    with pytest.raises(Exception, match="text 1 is null"):
+        ours.encode_batch(pa.array(["a", None]))
+
+
+def test_lone_surrogates_are_refused_as_hf_does(pair):
+    ours, hf = pair
+    with pytest.raises(TypeError):
+        hf.encode("a\ud800b")
+    with pytest.raises(InvalidTypeError, match=r"text 1 holds a lone surrogate U\+D800"):
+        ours.encode_batch(["ok", "a\ud800b"])
+
+
+def test_fork_child_encodes(pair):
+    ours, _ = pair
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    want = ours.encode_batch(["fork safe?"] * 1000, num_threads=2).to_pylist()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        ok = ours.encode_batch(["fork safe?"] * 1000, num_threads=2).to_pylist() == want
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_from_hf_objects():
+    hf = tokenizers.Tokenizer.from_file(str(data.qwen3_json()))
+    tok = Tokenizer.from_hf(hf)
+    assert tok.encode("hi there").tolist() == hf.encode("hi there").ids
+    from transformers import AutoTokenizer
+
+    tf = AutoTokenizer.from_pretrained(str(data.qwen3_json().parent))
+    assert Tokenizer.from_hf(tf).encode("hi there").tolist() == tf("hi there")["input_ids"]
+
+
+def _edit(key, value):
+    def f(doc):
+        d = doc
+        *path, last = key
+        for k in path:
+            d = d[k]
+        d[last] = value
+    return f
+
+
+@pytest.mark.parametrize("edit, says", [
+    (_edit(("model", "type"), "WordPiece"), "model of type 'WordPiece'"),
+    (_edit(("normalizer",), {"type": "Lowercase"}), "normalizer 'Lowercase'"),
+    (_edit(("pre_tokenizer", "pretokenizers", 0, "pattern", "Regex"), r"\w+"),
+     "is not one fastaxo implements"),
+    (_edit(("added_tokens", 0, "single_word"), True), "single_word"),
+    (_edit(("model", "byte_fallback"), True), "byte_fallback"),
+])
+def test_unsupported_tokenizers_say_why(tmp_path, edit, says):
+    path = data.variant(data.qwen3_json(), tmp_path / "tokenizer.json", edit)
+    assert says in Tokenizer.supported(path)
+    assert says in Tokenizer.supported(tmp_path)
+    with pytest.raises(UnsupportedTokenizerError, match=says.replace("(", r"\(")):
+        Tokenizer.from_pretrained(path)
+    assert Tokenizer.supported(data.qwen3_json()) is None
+
+
+@pytest.mark.parametrize("flags", [{"lstrip": True}, {"rstrip": True},
+                                   {"lstrip": True, "rstrip": True}])
+def test_added_token_strip_flags(tmp_path, flags):
+    def edit(doc):
+        for t in doc["added_tokens"]:
+            if t["content"] in ("<|im_end|>", "<think>"):
+                t.update(flags)
+    path = data.variant(data.qwen3_json(), tmp_path / "tokenizer.json", edit)
+    pair = (Tokenizer.from_pretrained(path), tokenizers.Tokenizer.from_file(str(path)))
+    texts = ["a <|im_end|> b", "a\n\n<|im_end|>\n\nb", "  <think>  x", "<|im_end|>   ",
+             "x\u3000<|im_end|>\u3000y", "<|im_end|><|im_end|>  <|im_end|>"]
+    _check(pair, texts)
+
+
+def test_nfc_texts(pair):
+    """Text that is not NFC (decomposed accents, Hangul jamo, reordered marks)."""
+    texts = [unicodedata.normalize("NFD", d[:2000]) for d in data.corpus("multi", 300_000, 7)]
+    texts += ["e\u0301", "\u1100\u1161\u11a8", "a\u0323\u0301\u0302", "\u0301" * 50,
+              "A\u030a\u0301 Å"]
+    _check(pair, texts)
+
+
+def test_tokenizer_files_that_are_not_json(tmp_path):
+    (tmp_path / "tokenizer.json").write_text("{nope")
+    assert "not JSON" in Tokenizer.supported(tmp_path)
+    assert "holds no tokenizer.json" in Tokenizer.supported(Path(tmp_path) / "missing")

