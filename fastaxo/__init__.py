@@ -37,9 +37,12 @@ from fastaxo.packing import Bins, Packed, PackIterator, PackStats, iter_pack, pa
 from fastaxo.padding import Padded, PaddedBatches, pad, pad_batches
 from fastaxo.pipeline import PrepareReport, prepare
 from fastaxo.readers import BatchReader, ReaderStats, iter_batches, iter_parquet, list_column
+from fastaxo.tokenizer import Tokenizer, UnsupportedTokenizerError
 
 __all__ = [
     "__version__",
+    "Tokenizer",
+    "UnsupportedTokenizerError",
     "hash_rows",
     "dedupe",
     "iter_dedupe",
