@@ -680,6 +680,8 @@ static size_t ws_before(const uint8_t *s, size_t from, size_t a)
         uint32_t c = s[b];
         if (c >= 0x80) { /* decode the code point at b */
             size_t k = a - b;
+            if (k > 4 || k < 2)
+                break; /* not a UTF-8 sequence: not whitespace */
             c &= 0xFF >> (k + 1);
             for (size_t j = 1; j < k; j++)
                 c = (c << 6) | (s[b + j] & 0x3F);
