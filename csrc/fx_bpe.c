@@ -351,32 +351,44 @@ fail:
  * order), keeping each pair's rank in rank[] so a merge re-probes two pairs only. */
 #define SHORT_PIECE 64
 
+typedef struct {
+    int32_t id, rank, merged; /* the symbol, and the merge of it with the next one */
+} sym;
+
+static inline void pair_at(const fx_bpe *m, sym *v, size_t i)
+{
+    const merge_slot *s = merge_find(m, v[i].id, v[i + 1].id);
+    v[i].rank = s ? s->rank : INT32_MAX;
+    v[i].merged = s ? s->merged : -1;
+}
+
 static void merge_short(const fx_bpe *m, int32_t *ids, size_t n, size_t *n_out)
 {
-    int32_t rank[SHORT_PIECE], merged[SHORT_PIECE];
-    for (size_t i = 0; i + 1 < n; i++) {
-        const merge_slot *s = merge_find(m, ids[i], ids[i + 1]);
-        rank[i] = s ? s->rank : INT32_MAX;
-        merged[i] = s ? s->merged : -1;
-    }
+    sym v[SHORT_PIECE];
+    for (size_t i = 0; i < n; i++)
+        v[i].id = ids[i];
+    v[n - 1].rank = INT32_MAX;
+    for (size_t i = 0; i + 1 < n; i++)
+        pair_at(m, v, i);
     while (n > 1) {
         size_t best = 0;
         for (size_t i = 1; i + 1 < n; i++)
-            if (rank[i] < rank[best])
+            if (v[i].rank < v[best].rank)
                 best = i;
-        if (rank[best] == INT32_MAX)
+        if (v[best].rank == INT32_MAX)
             break;
-        ids[best] = merged[best];
-        memmove(ids + best + 1, ids + best + 2, (n - best - 2) * sizeof *ids);
-        memmove(rank + best, rank + best + 1, (n - best - 2) * sizeof *rank);
-        memmove(merged + best, merged + best + 1, (n - best - 2) * sizeof *merged);
+        v[best].id = v[best].merged;
+        memmove(v + best + 1, v + best + 2, (n - best - 2) * sizeof *v);
         n--;
-        for (size_t i = best ? best - 1 : 0; i <= best && i + 1 < n; i++) {
-            const merge_slot *s = merge_find(m, ids[i], ids[i + 1]);
-            rank[i] = s ? s->rank : INT32_MAX;
-            merged[i] = s ? s->merged : -1;
-        }
+        if (best + 1 < n)
+            pair_at(m, v, best);
+        else
+            v[best].rank = INT32_MAX;
+        if (best)
+            pair_at(m, v, best - 1);
     }
+    for (size_t i = 0; i < n; i++)
+        ids[i] = v[i].id;
     *n_out = n;
 }
 

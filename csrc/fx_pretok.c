@@ -50,9 +50,21 @@ static inline uint32_t utf8_at(const uint8_t *s, size_t n, size_t i, size_t *len
     return c;
 }
 
+/* fx_uclass of the ASCII range (checked against it by tests/test_tokenizer.py's sweep). */
+static const uint8_t ascii_cls[128] = {
+     0,  0,  0,  0,  0,  0,  0,  0,  0,  4, 20,  4,  4, 20,  0,  0,
+     0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,
+     4,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,
+     2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  0,  0,  0,  0,  0,  0,
+     0,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  0,  0,  0,  0,  0,
+     0,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  0,  0,  0,  0,  0,
+};
+
 static inline unsigned cls(uint32_t c)
 {
-    return c == 0xFFFFFFFFu ? 0u : fx_uclass(c);
+    return c < 0x80 ? ascii_cls[c] : c == 0xFFFFFFFFu ? 0u : fx_uclass(c);
 }
 
 #define IS_L(k) ((k) & FX_UC_L)
@@ -67,7 +79,7 @@ static size_t run(const uint8_t *s, size_t n, size_t i, unsigned want, size_t ma
     size_t got = 0;
     while (i < n && got < max) {
         if (s[i] < 0x80) {
-            if (!(fx_uclass(s[i]) & want))
+            if (!(ascii_cls[s[i]] & want))
                 break;
             i++;
         } else {
@@ -85,6 +97,12 @@ static size_t run(const uint8_t *s, size_t n, size_t i, unsigned want, size_t ma
 static size_t run_p(const uint8_t *s, size_t n, size_t i)
 {
     while (i < n) {
+        if (s[i] < 0x80) {
+            if (!IS_P(ascii_cls[s[i]]))
+                break;
+            i++;
+            continue;
+        }
         size_t len;
         uint32_t c = utf8_at(s, n, i, &len);
         if (!IS_P(cls(c)))
