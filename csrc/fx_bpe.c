@@ -775,14 +775,56 @@ int fx_bpe_encode(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t
     return FX_BPE_OK;
 }
 
+int fx_utf8_valid(const uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (n - i >= 8) { /* eight ASCII bytes at a time */
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (!(w & 0x8080808080808080ull)) {
+                i += 8;
+                continue;
+            }
+        }
+        uint32_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k;
+        uint32_t lo = 0x80, hi = 0xBF; /* the allowed range of the second byte */
+        if (c >= 0xC2 && c <= 0xDF)
+            k = 1;
+        else if (c >= 0xE0 && c <= 0xEF)
+            k = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+        else if (c >= 0xF0 && c <= 0xF4)
+            k = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+        else
+            return 0;
+        if (n - i <= k || s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (size_t j = 2; j <= k; j++)
+            if ((s[i + j] & 0xC0) != 0x80)
+                return 0;
+        i += k + 1;
+    }
+    return 1;
+}
+
 int fx_bpe_encode_many(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *data,
                        const int64_t *off, int64_t first, int64_t last, int with_specials,
-                       fx_ids *out, int64_t *counts, int64_t *bad)
+                       int validate, fx_ids *out, int64_t *counts, int64_t *bad)
 {
     for (int64_t i = first; i < last; i++) {
         int64_t before = out->n;
-        int rc = fx_bpe_encode(m, cache, data + (off[i] - off[0]), (size_t)(off[i + 1] - off[i]),
-                               with_specials, out);
+        const uint8_t *s = data + (off[i] - off[0]);
+        size_t n = (size_t)(off[i + 1] - off[i]);
+        if (validate && !fx_utf8_valid(s, n)) {
+            *bad = i;
+            return FX_BPE_EUTF8;
+        }
+        int rc = fx_bpe_encode(m, cache, s, n, with_specials, out);
         if (rc) {
             *bad = i;
             return rc;

@@ -23,7 +23,8 @@ enum {
     FX_BPE_OK = 0,
     FX_BPE_EINVAL = 1,  /* a bad argument or model (the spec says which check failed) */
     FX_BPE_ENOMEM = 2,
-    FX_BPE_EBIG = 3     /* more than INT32_MAX tokens, or a text of 2^62 bytes or more */
+    FX_BPE_EBIG = 3,    /* more than INT32_MAX tokens, or a text of 2^62 bytes or more */
+    FX_BPE_EUTF8 = 4    /* a text that is not valid UTF-8 (fx_bpe_encode_many, validate) */
 };
 
 /* The pre-tokenizer patterns (the Split regex of tokenizer.json, matched exactly). */
@@ -102,10 +103,15 @@ int fx_bpe_encode(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t
 
 /* Encode the texts data[off[i] - off[0] .. off[i+1] - off[0]) for i in [first, last) into the
  * fixed output *out (one id list after another), writing each text's id count to
- * counts[i - first]. Stops at the first error (its status returned, *bad = the text). */
+ * counts[i - first]. validate: check each text is UTF-8 first (text from Arrow buffers may
+ * not be; Python's str.encode always is): FX_BPE_EUTF8 otherwise. Stops at the first error
+ * (its status returned, *bad = the text). */
 int fx_bpe_encode_many(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *data,
                        const int64_t *off, int64_t first, int64_t last, int with_specials,
-                       fx_ids *out, int64_t *counts, int64_t *bad);
+                       int validate, fx_ids *out, int64_t *counts, int64_t *bad);
+
+/* 1 when s[0..n) is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
+int fx_utf8_valid(const uint8_t *s, size_t n);
 
 /* The end (exclusive) of the pre-token starting at byte i of seg[0..n) (i < n), for the
  * pattern `pretok` (FX_PRETOK_*). Exposed for tests. */

@@ -185,7 +185,7 @@ cdef extern from "fx_unicode.h" nogil:
                int64_t **src_of, size_t *src_cap)
 
 cdef extern from "fx_bpe.h" nogil:
-    int FX_BPE_OK, FX_BPE_EINVAL, FX_BPE_ENOMEM, FX_BPE_EBIG
+    int FX_BPE_OK, FX_BPE_EINVAL, FX_BPE_ENOMEM, FX_BPE_EBIG, FX_BPE_EUTF8
     int FX_PRETOK_LLAMA3, FX_PRETOK_QWEN2, FX_PRETOK_GPT2, FX_PRETOK_NONE
     ctypedef struct fx_bpe_spec:
         int32_t n_vocab
@@ -223,5 +223,6 @@ cdef extern from "fx_bpe.h" nogil:
                       int with_specials, fx_ids *out)
     int fx_bpe_encode_many(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *data,
                            const int64_t *off, int64_t first, int64_t last, int with_specials,
-                           fx_ids *out, int64_t *counts, int64_t *bad)
+                           int validate, fx_ids *out, int64_t *counts, int64_t *bad)
+    int fx_utf8_valid(const uint8_t *s, size_t n)
     size_t fx_pretok_next(const uint8_t *seg, size_t n, size_t i, int pretok)

@@ -9,7 +9,7 @@ cdef int64_t BPE_CHUNK_BYTES = 1 << 18
 
 cdef int8_t _encode_chunk(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *data,
                           const int64_t *off, int64_t first, int64_t last, bint specials,
-                          int32_t *ids, int64_t *spans, int64_t cap, int64_t *counts,
+                          bint validate, int32_t *ids, int64_t *spans, int64_t cap, int64_t *counts,
                           int64_t *used, int64_t *bad) noexcept nogil:
     """Texts [first, last) into ids[0..cap) (spans: 2 per id, or NULL)."""
     cdef fx_ids out
@@ -20,7 +20,8 @@ cdef int8_t _encode_chunk(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *d
     out.want_offsets = spans != NULL
     out.fixed = 1
     cdef int rc = fx_bpe_encode_many(m, cache, data + (off[first] - off[0]), off + first, 0,
-                                     last - first, specials, &out, counts + first, bad)
+                                     last - first, specials, validate, &out, counts + first,
+                                     bad)
     used[0] = out.n
     if rc and bad[0] >= 0:
         bad[0] += first
@@ -129,9 +130,10 @@ cdef class BPEModel:
             self._caches = []
 
     def encode_many(self, const uint8_t[::1] data, const int64_t[::1] offsets, bint specials,
-                    int num_threads, bint want_offsets):
+                    int num_threads, bint want_offsets, bint validate=True):
         """(values int32, counts int64 per text, token byte spans int64 (n, 2) or None) for
-        the texts data[offsets[i] - offsets[0] : offsets[i + 1] - offsets[0]]."""
+        the texts data[offsets[i] - offsets[0] : offsets[i + 1] - offsets[0]]; validate: check
+        each is UTF-8 (ValueError naming the first that is not)."""
         import numpy as np
         cdef int64_t n = offsets.shape[0] - 1, i, c, nchunks, room, pos, k
         cdef int64_t base, nbytes
@@ -184,7 +186,7 @@ cdef class BPEModel:
                                 use_threads_if=nt > 1):
                     status[c] = _encode_chunk(
                         self.m, <fx_bpe_cache *>cptr[threadid()], d0, &offsets[0], cstart[c],
-                        cstart[c + 1], specials, &v[region[c]],
+                        cstart[c + 1], specials, validate, &v[region[c]],
                         &sp[region[c], 0] if want_offsets else NULL,
                         region[c + 1] - region[c], &cnt[0], &used[c], &badrow[c])
         finally:
@@ -192,6 +194,8 @@ cdef class BPEModel:
         for c in range(nchunks):
             if status[c] == FX_BPE_ENOMEM:
                 raise MemoryError("tokenizer: out of memory encoding")
+            if status[c] == FX_BPE_EUTF8:
+                raise ValueError(f"texts: text {badrow[c]} is not valid UTF-8")
             if status[c] != FX_BPE_OK:
                 raise ValueError(f"texts: text {badrow[c]} could not be encoded "
                                  f"(status {status[c]})")

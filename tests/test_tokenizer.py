@@ -260,3 +260,18 @@ def test_tokenizer_files_that_are_not_json(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{nope")
     assert "not JSON" in Tokenizer.supported(tmp_path)
     assert "holds no tokenizer.json" in Tokenizer.supported(Path(tmp_path) / "missing")
+
+
+def test_arrow_text_that_is_not_utf8_is_refused(pair):
+    import pyarrow as pa
+
+    ours, _ = pair
+    good = pa.array(["fine", "also fine"])
+    for bad in (b"\xff", b"a\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"abc\xe2\x82"):
+        arr = pa.Array.from_buffers(pa.string(), 3, [None, pa.py_buffer(
+            __import__("numpy").array([0, 4, 4 + len(bad), 13 + len(bad)], "int32").tobytes()),
+            pa.py_buffer(b"fine" + bad + b"also fine")])
+        with pytest.raises(Exception, match="text 1 is not valid UTF-8"):
+            ours.encode_batch(arr)
+    assert ours.encode_batch(good).to_pylist() == ours.encode_batch(["fine", "also fine"]
+                                                                    ).to_pylist()

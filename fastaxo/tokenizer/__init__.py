@@ -176,15 +176,19 @@ class Tokenizer:
         ``texts``: a list of str, or a pyarrow string / large_string array (nulls refused).
         The texts are spread over ``num_threads`` threads (default: fastaxo's thread count);
         the result does not depend on it."""
-        data, offsets = _buffers(texts)
-        vals, counts, _ = self._model.encode_many(data, offsets, bool(add_special_tokens),
-                                                  resolve_num_threads(num_threads), False)
+        data, offsets, arrow = _buffers(texts)
+        try:
+            vals, counts, _ = self._model.encode_many(data, offsets, bool(add_special_tokens),
+                                                      resolve_num_threads(num_threads), False,
+                                                      arrow)
+        except ValueError as e:  # only Arrow text can be other than UTF-8
+            raise InvalidInputError(str(e)) from None
         return _list_array(vals, counts)
 
     def _run(self, items: Sequence[bytes], specials: bool, threads: int, spans: bool
              ) -> tuple[np.ndarray, np.ndarray, Any]:
         data, offsets = _join(items)
-        return self._model.encode_many(data, offsets, bool(specials), threads, spans)
+        return self._model.encode_many(data, offsets, bool(specials), threads, spans, False)
 
 
 def _utf8(text: str, i: int) -> bytes:
@@ -204,9 +208,9 @@ def _join(items: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b"".join(items), np.uint8), offsets
 
 
-def _buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
+def _buffers(texts: Any) -> tuple[np.ndarray, np.ndarray, bool]:
     """UTF-8 bytes and int64 offsets of a batch of texts (Arrow arrays without copying the
-    text)."""
+    text), and whether they came from Arrow (then the bytes are not known to be UTF-8)."""
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks() if texts.num_chunks != 1 else texts.chunk(0)
     if isinstance(texts, pa.Array):
@@ -221,7 +225,7 @@ def _buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
         buf = texts.buffers()[2]
         data = np.frombuffer(buf, np.uint8) if buf is not None else np.zeros(0, np.uint8)
         data = data[int(off[0]):int(off[-1])]
-        return data, off.astype(np.int64) if not large else off
+        return data, off.astype(np.int64) if not large else off, True
     if isinstance(texts, str):
         raise InvalidTypeError("texts: expected a list of str, got one str (use encode())")
     items = []
@@ -229,7 +233,7 @@ def _buffers(texts: Any) -> tuple[np.ndarray, np.ndarray]:
         if not isinstance(t, str):
             raise InvalidTypeError(f"texts: text {i} is {type(t).__name__}, expected str")
         items.append(_utf8(t, i))
-    return _join(items)
+    return (*_join(items), False)
 
 
 def _list_array(vals: np.ndarray, counts: np.ndarray) -> pa.Array:
