@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from fastaxo._bench import matrix as BM
 from fastaxo._bench.util import Digest
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+REPO = Path(__file__).resolve().parent.parent
 KERNELS = ["hash_rows", "pack_bins", "pack", "pad", "read_parquet"]
 
 
@@ -254,3 +256,31 @@ def test_time_estimate_extrapolates_from_smaller_sizes():
 def test_parse_sizes_and_kernels():
     assert BM.parse_sizes("100k,10000,1M") == [10_000, 100_000, 1_000_000]
     assert BM.parse_kernels("read,pad") == ["pad", "read_parquet", "read_jsonl", "read_arrow"]
+
+
+def test_bench_tokenize_quick_ids_equal_hf():
+    """bench/bench_tokenize.py --quick: a real small run; fastaxo's ids are HF's on every
+    benchmarked document (cold, warm, 2 threads), and every row is in the JSON lines."""
+    import tokenizer_data
+
+    env = {**os.environ, "FASTAXO_REQUIRE_EXTENSION": "1"}
+    r = subprocess.run([sys.executable, str(REPO / "bench" / "bench_tokenize.py"), "--quick"],
+                       capture_output=True, text=True, cwd="/", env=env, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "fastaxo vs HF ids: 0 differing documents of " in r.stdout, r.stdout[-3000:]
+    recs = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    try:
+        tokenizer_data.llama3_json()
+        toks = {"qwen3", "llama3"}
+    except FileNotFoundError:
+        toks = {"qwen3"}
+    one = [x for x in recs if x["section"] == "one_thread"]
+    assert {(x["tokenizer"], x["corpus"]) for x in one} == {
+        (t, c) for t in toks for c in ("english", "code", "multi")}
+    fx = [x for x in one if x["method"].startswith("fastaxo")]
+    assert len(fx) == 2 * 3 * len(toks)
+    assert all(x["docs_differing_from_hf"] == 0 and x["mb_per_s"] > 0 and x["bytes"] >= 300_000
+               for x in fx)
+    threads = [x for x in recs if x["section"] == "threads"]
+    assert len(threads) == 2 * 3 * len(toks)
+    assert all(x["docs_differing_from_1_thread"] == 0 for x in threads)
