@@ -410,11 +410,12 @@ def too_large_error(path: str, row: int, what: str, size: int, limit: int) -> Ro
 def _byte_chunks(sizes: np.ndarray, texts: list[Any]) -> list[list[int]]:
     """Row indices (of the rows with text) in groups of about ``_ENCODE_BYTES``."""
     chunks: list[list[int]] = []
-    size = _ENCODE_BYTES
+    size = 0
     for i, n in enumerate(sizes.tolist()):
         if texts[i] is None:
             continue
-        if size + n > _ENCODE_BYTES and (not chunks or chunks[-1]):
+        # (the first text opens the first chunk even when it is empty)
+        if not chunks or (size + n > _ENCODE_BYTES and chunks[-1]):
             chunks.append([])
             size = 0
         chunks[-1].append(i)
