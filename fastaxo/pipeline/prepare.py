@@ -252,7 +252,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
                     rep.tokenize_seconds += tsec
                     rep.rows_too_large += too_large
                     if tok is not None and tok.eos_id is not None:
-                        rep.eos_appended += n
+                        rep.eos_appended += n - too_large  # (a dropped row gets no EOS)
                     rep.rows_in += n
                     rep.tokens_in += int(lens.sum())
                     table = pa.table(work)
