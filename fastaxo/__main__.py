@@ -5,7 +5,9 @@ fastaxo prepare INPUT... -o OUT --max-length N
 fastaxo prepare --ray ADDRESS|local INPUT... -o OUT_DIR --max-length N
                              the same on a Ray cluster: shards OUT_DIR/part-NNNNN.parquet
 fastaxo demo [--rows N]      prepare on the built-in dataset, next to a plain-Python pipeline
-fastaxo info                 what this build is: version, OpenMP, threads, SHA-256 path
+fastaxo info [--tokenizer DIR]
+                             what this build is: version, OpenMP, threads, SHA-256 path;
+                             the tokenizer encoder (fastaxo's C encoder or HF's, and why)
 fastaxo dedupe [FILE ...]    exact dedupe of Parquet files (streamed, bounded memory);
                              with no FILE, of the built-in default dataset
 fastaxo bench [--quick] [--out DIR]
@@ -36,8 +38,20 @@ from fastaxo._core.proc import peak_rss_mib
 
 def _cmd_info(args: argparse.Namespace) -> int:
     import fastaxo
+    from fastaxo.tokenizer.select import ENV, choice
 
     fastaxo.show_config()
+    mode = choice()
+    print(f"  tokenizer        : {mode} ({ENV}: "
+          + {"auto": "fastaxo's C encoder where exact, else HF's)",
+             "hf": "HF tokenizers always)",
+             "fastaxo": "fastaxo's C encoder, an error where not exact)"}[mode])
+    if args.tokenizer is not None:
+        from fastaxo.pipeline.columns import load_tokenizer
+
+        tt = load_tokenizer(args.tokenizer)
+        # what prepare --tokenizer uses on raw text
+        print(f"tokenizer: {tt.describe_encoder()}\n  file {tt.file}")
     return 0
 
 
@@ -666,6 +680,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="no progress (a bar on a terminal, else a line every few seconds)")
     p_demo.set_defaults(func=_cmd_demo)
     p_info = sub.add_parser("info", help="show version, OpenMP, threads and the SHA-256 path")
+    p_info.add_argument("--tokenizer", metavar="DIR",
+                        help="also name the encoder prepare --tokenizer DIR uses on raw text: "
+                        "fastaxo's C encoder, or HF tokenizers and why")
     p_info.set_defaults(func=_cmd_info)
     p_d = sub.add_parser("dedupe", help="exact dedupe of Parquet files, or of the built-in dataset")
     p_d.add_argument("-q", "--quiet", action="store_true",

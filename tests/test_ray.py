@@ -278,6 +278,56 @@ def test_raw_text_with_a_local_tokenizer(cluster, tmp_path):
     assert "EOS '[EOS]' appended" in str(rep_e)
 
 
+def test_raw_text_with_fastaxos_encoder(cluster, tmp_path, monkeypatch):
+    """Qwen3 on real text: Ray's shards equal one machine's file with fastaxo's C encoder, and
+    with FASTAXO_TOKENIZER=hf on the driver (the workers take the driver's choice)."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    import chat_data
+    import tokenizer_data
+
+    docs = [*tokenizer_data.corpus("english", 60_000), *tokenizer_data.corpus("multi", 60_000)]
+    docs += ["", "", *docs[:5]]
+    paths = []
+    for k in range(2):
+        p = tmp_path / f"raw{k}.jsonl"
+        p.write_text("".join(json.dumps({"text": t}) + "\n" for t in docs[k::2]))
+        paths.append(str(p))
+    tok = str(chat_data.qwen3_dir())
+    opts = dict(tokenizer=tok, pack_window=40, overflow="split", append_eos=True)
+    for mode in ("auto", "hf"):
+        monkeypatch.setenv("FASTAXO_TOKENIZER", mode)
+        single = fastaxo.prepare(paths, str(tmp_path / f"single-{mode}.parquet"), 1024,
+                                 progress=False, **opts)
+        rep = fxray.prepare(paths, str(tmp_path / f"out-{mode}"), 1024,
+                            address=cluster["address"], **opts)
+        _same_as_single(tmp_path / f"out-{mode}", tmp_path / f"single-{mode}.parquet")
+        want = "hf" if mode == "hf" else "fastaxo"
+        assert rep.tokenizer_settings["encoder"] == single.tokenizer_settings["encoder"] == want
+        assert rep.tokens_in == single.tokens_in and rep.duplicates == single.duplicates >= 5
+        assert f"encoder            {rep.tokenizer_settings['encoder_detail']}" in str(rep)
+    a = pq.read_table(tmp_path / "single-auto.parquet")
+    assert a.equals(pq.read_table(tmp_path / "single-hf.parquet"))
+
+
+def test_the_workers_take_the_drivers_encoder(monkeypatch):
+    """units.unit_tokenizer follows Cfg.encoder, not the worker's FASTAXO_TOKENIZER."""
+    import dataclasses
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    import chat_data
+
+    from fastaxo.integrations.ray import units
+
+    cfg = units.Cfg(256, "bfd", "error", "segments", True, ("input_ids",), False,
+                    str(chat_data.qwen3_dir()), "text", 1, 1, "{}")
+    monkeypatch.setattr(units, "_TOKENIZERS", {})
+    monkeypatch.setenv("FASTAXO_TOKENIZER", "hf")
+    assert units.unit_tokenizer(dataclasses.replace(cfg, encoder="fastaxo")).encoder == "fastaxo"
+    assert units.unit_tokenizer(cfg).encoder == "hf"  # None: the worker's environment
+    monkeypatch.delenv("FASTAXO_TOKENIZER")
+    assert units.unit_tokenizer(dataclasses.replace(cfg, encoder="hf")).encoder == "hf"
+
+
 def test_errors_name_the_file_and_row(cluster, tmp_path):
     (ids, labs), = _planted(1, 2000, seed=4, max_len=100)
     ids[1234] = np.arange(SEQ + 5, dtype=np.int32)

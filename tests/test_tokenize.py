@@ -130,3 +130,194 @@ def test_cli_flags(tmp_path, data):
     assert r.returncode == 0, r.stderr
     assert "EOS '[EOS]' appended to 300 rows" in r.stdout and "special tokens off" in r.stdout
     assert sorted(map(tuple, _sequences(out))) == sorted((*_ids(t), 3) for t in texts)
+
+
+# -- fastaxo's C encoder (issue 28): the same files as HF's ---------------------------------
+
+sys.path.insert(0, os.path.dirname(__file__))
+import chat_data  # noqa: E402
+import tokenizer_data  # noqa: E402
+
+from fastaxo.pipeline.columns import load_tokenizer  # noqa: E402
+
+
+def _real_dir(name: str) -> str:
+    if name == "qwen3":
+        return str(chat_data.qwen3_dir())
+    return str(tokenizer_data.llama3_json().parent)
+
+
+@pytest.fixture(scope="module")
+def real_text(tmp_path_factory):
+    """JSON Lines of English, code and text in many languages, with empty texts, exact
+    duplicates and rows over 70,000 bytes (a few at the edges of the batches)."""
+    docs = [*tokenizer_data.corpus("english", 150_000), *tokenizer_data.corpus("code", 100_000),
+            *tokenizer_data.corpus("multi", 150_000)]
+    rng = np.random.default_rng(28)
+    docs = [docs[int(i)] for i in rng.permutation(len(docs))]
+    docs += docs[:20]  # duplicates
+    big = "".join(docs[:12])
+    assert len(big.encode()) > 70_000
+    for at in (0, 7, len(docs) // 2, len(docs)):
+        docs.insert(at, big + str(at))
+    for at in (1, 2, 50, len(docs)):
+        docs.insert(at, "")
+    p = tmp_path_factory.mktemp("text") / "text.jsonl"
+    with open(p, "w", encoding="utf-8") as fh:
+        for d in docs:
+            fh.write(json.dumps({"text": d}) + "\n")
+    return p, docs
+
+
+def _prepare_with(monkeypatch, mode, src, out, **kw):
+    monkeypatch.setenv("FASTAXO_TOKENIZER", mode)
+    return prepare(src, out, 2048, dedupe=True, progress=False, batch_rows=16, **kw)
+
+
+_COUNTS = ("rows_in", "tokens_in", "empty_rows", "rows_too_large", "eos_appended", "duplicates",
+           "overlong", "split_pieces", "dropped", "bins", "tokens_out", "sequences_out")
+
+
+@pytest.mark.parametrize("name", ["qwen3", "llama3"])
+@pytest.mark.parametrize("opts", [
+    {"overflow": "split"},
+    {"overflow": "split", "append_eos": True},
+    {"overflow": "split", "add_special_tokens": False, "append_eos": True},
+    {"overflow": "drop", "max_row_bytes": 70_000},
+    {"overflow": "drop", "max_row_bytes": 70_000, "append_eos": True,
+     "add_special_tokens": False},
+], ids=["plain", "eos", "nospecial-eos", "drop-big", "drop-big-eos"])
+def test_fastaxo_encoder_writes_the_files_hf_writes(tmp_path, monkeypatch, real_text, name, opts):
+    src, docs = real_text
+    tok = _real_dir(name)
+    fx = _prepare_with(monkeypatch, "auto", src, tmp_path / "fx.parquet", tokenizer=tok, **opts)
+    hf = _prepare_with(monkeypatch, "hf", src, tmp_path / "hf.parquet", tokenizer=tok, **opts)
+    assert fx.tokenizer_settings["encoder"] == "fastaxo"
+    assert fx.tokenizer_settings["encoder_reason"] is None
+    assert hf.tokenizer_settings["encoder"] == "hf"
+    assert hf.tokenizer_settings["encoder_reason"] == "FASTAXO_TOKENIZER=hf"
+    got, want = pq.read_table(tmp_path / "fx.parquet"), pq.read_table(tmp_path / "hf.parquet")
+    assert got.schema == want.schema and got.num_rows == want.num_rows > 0
+    for c in want.column_names:
+        assert got.column(c).equals(want.column(c)), c
+    assert (tmp_path / "fx.parquet").read_bytes() == (tmp_path / "hf.parquet").read_bytes()
+    for k in _COUNTS:
+        assert getattr(fx, k) == getattr(hf, k), k
+    bos = name == "llama3" and opts.get("add_special_tokens", True)  # Qwen3 adds no BOS
+    assert fx.rows_in == len(docs) and fx.empty_rows == (0 if opts.get("append_eos") or bos
+                                                         else 4)
+    if opts["overflow"] == "drop":
+        assert fx.rows_too_large == sum(len(d.encode()) > 70_000 for d in docs) >= 4
+    if opts.get("append_eos"):
+        assert fx.eos_appended == len(docs) - fx.rows_too_large  # a dropped row gets no EOS
+    assert "encoder            fastaxo (C, pattern " in str(fx)
+    assert "encoder            HF tokenizers (FASTAXO_TOKENIZER=hf)" in str(hf)
+
+
+def test_a_stored_truncation_still_takes_fastaxos_encoder(tmp_path, monkeypatch, real_text):
+    """tokenizer.json with a truncation and padding (prepare switches them off): fastaxo's
+    encoder is built from the tokenizer as prepare uses it, and gives the same file."""
+    import shutil
+
+    src, _ = real_text
+    d = tmp_path / "qwen"
+    shutil.copytree(_real_dir("qwen3"), d)
+    doc = json.loads((d / "tokenizer.json").read_text(encoding="utf-8"))
+    doc["truncation"] = {"direction": "Right", "max_length": 16, "strategy": "LongestFirst",
+                         "stride": 0}
+    doc["padding"] = {"strategy": {"Fixed": 32}, "direction": "Right", "pad_to_multiple_of": None,
+                      "pad_id": 151643, "pad_type_id": 0, "pad_token": "<|endoftext|>"}
+    (d / "tokenizer.json").write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+    fx = _prepare_with(monkeypatch, "auto", src, tmp_path / "fx.parquet", tokenizer=str(d),
+                       overflow="split")
+    hf = _prepare_with(monkeypatch, "hf", src, tmp_path / "hf.parquet", tokenizer=str(d),
+                       overflow="split")
+    assert fx.tokenizer_settings["encoder"] == "fastaxo"
+    assert "truncation (max_length 16)" in fx.tokenizer_settings["ignored_from_file"]
+    assert (tmp_path / "fx.parquet").read_bytes() == (tmp_path / "hf.parquet").read_bytes()
+    assert fx.tokens_in == hf.tokens_in
+
+
+def test_an_unsupported_tokenizer_takes_hf_and_says_why(tmp_path, monkeypatch, data):
+    src, _ = data
+    tok = _tokenizer_dir(tmp_path / "tok")
+    monkeypatch.delenv("FASTAXO_TOKENIZER", raising=False)
+    rep = prepare(src, tmp_path / "o.parquet", 64, tokenizer=tok, dedupe=False)
+    s = rep.tokenizer_settings
+    assert s["encoder"] == "hf" and s["encoder_reason"]
+    assert s["encoder_detail"].startswith("HF tokenizers (") and "\n" not in s["encoder_detail"]
+    assert "encoder            HF tokenizers (" in str(rep)
+    rep.to_json(str(tmp_path / "r.json"))
+    assert json.loads((tmp_path / "r.json").read_text())["tokenizer_settings"]["encoder"] == "hf"
+    monkeypatch.setenv("FASTAXO_TOKENIZER", "fastaxo")
+    with pytest.raises(InvalidInputError, match="FASTAXO_TOKENIZER=fastaxo"):
+        prepare(src, tmp_path / "o2.parquet", 64, tokenizer=tok)
+
+
+def test_the_encoder_can_be_forced(monkeypatch):
+    """What the Ray workers get from the driver: its choice, whatever their environment."""
+    tok = _real_dir("qwen3")
+    monkeypatch.setenv("FASTAXO_TOKENIZER", "hf")
+    assert load_tokenizer(tok).encoder == "hf"
+    assert load_tokenizer(tok, encoder="fastaxo").encoder == "fastaxo"
+    monkeypatch.delenv("FASTAXO_TOKENIZER")
+    assert load_tokenizer(tok).encoder == "fastaxo"
+    assert load_tokenizer(tok, encoder="hf").encoder == "hf"
+    with pytest.raises(InvalidInputError, match="encoder: expected one of"):
+        load_tokenizer(tok, encoder="tiktoken")
+
+
+@pytest.mark.parametrize("mode", ["auto", "hf"])
+def test_text_that_is_not_utf8_is_refused_naming_the_row(tmp_path, monkeypatch, mode):
+    """An Arrow IPC file is read without a UTF-8 check: such a row is one error naming it, with
+    either encoder (fastaxo's would otherwise make ids HF never makes)."""
+    import pyarrow.feather as feather
+
+    body = b"hello" + b"world" + b"ab\xffcd" + b"x"
+    offs = np.array([0, 5, 10, 15, 16], np.int32)
+    arr = pa.Array.from_buffers(pa.string(), 4, [None, pa.py_buffer(offs.tobytes()),
+                                                 pa.py_buffer(body)])
+    p = tmp_path / "bad.arrow"
+    feather.write_feather(pa.table({"text": arr}), p, compression="uncompressed")
+    monkeypatch.setenv("FASTAXO_TOKENIZER", mode)
+    with pytest.raises(InvalidInputError, match=r"bad\.arrow row 2 \(0-based\): text is not "
+                                                r"UTF-8 text \(byte 0xff at offset 2\)"):
+        prepare(p, tmp_path / "o.parquet", 64, tokenizer=_real_dir("qwen3"), progress=False)
+
+
+@pytest.mark.parametrize("mode", ["auto", "hf"])
+def test_a_batch_that_starts_with_an_empty_text(tmp_path, monkeypatch, mode):
+    """HF's path once crashed (IndexError) on a batch whose first text was empty."""
+    p = tmp_path / "t.jsonl"
+    texts = ["", "hello world", "", "w1"]
+    p.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    monkeypatch.setenv("FASTAXO_TOKENIZER", mode)
+    rep = prepare(p, tmp_path / "o.parquet", 64, tokenizer=_real_dir("qwen3"), progress=False,
+                  append_eos=True, batch_rows=2, dedupe=False)
+    assert rep.rows_in == 4 and rep.empty_rows == 0 and rep.eos_appended == 4
+    assert rep.tokenizer_settings["encoder"] == ("hf" if mode == "hf" else "fastaxo")
+    eos = rep.tokenizer_settings["eos_id"]  # <|im_end|>, Qwen3's tokenizer_config.json
+    assert sorted(_sequences(tmp_path / "o.parquet")) == sorted(
+        [[eos], [14990, 1879, eos], [eos], [86, 16, eos]])
+
+
+def test_cli_info_names_the_encoder(tmp_path):
+    tok = _real_dir("qwen3")
+    env = {k: v for k, v in os.environ.items() if k != "FASTAXO_TOKENIZER"}
+    r = subprocess.run([sys.executable, "-m", "fastaxo", "info", "--tokenizer", tok],
+                       capture_output=True, text=True, cwd="/", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "tokenizer: fastaxo (C, pattern qwen2, NFC)" in r.stdout
+    assert "tokenizer        : auto (FASTAXO_TOKENIZER" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "fastaxo", "info", "--tokenizer",
+                        _tokenizer_dir(tmp_path / "wl")], capture_output=True, text=True, cwd="/",
+                       env=env)
+    assert r.returncode == 0, r.stderr
+    assert "tokenizer: HF tokenizers (" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "fastaxo", "info", "--tokenizer", tok],
+                       capture_output=True, text=True, cwd="/",
+                       env={**env, "FASTAXO_TOKENIZER": "hf"})
+    assert r.returncode == 0 and "tokenizer: HF tokenizers (FASTAXO_TOKENIZER=hf)" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "fastaxo", "info", "--tokenizer", str(tmp_path)],
+                       capture_output=True, text=True, cwd="/", env=env)
+    assert r.returncode == 1 and "holds no vocabulary" in r.stderr

@@ -14,14 +14,15 @@ from fastaxo._core import arrow
 from fastaxo._core.checks import MAX_ROW_BYTES, positive_int
 from fastaxo.errors import (
     ChatTemplateError,
+    ExtensionUnavailableError,
     InvalidInputError,
     InvalidTypeError,
     NullValueError,
     RowTooLargeError,
 )
 
-__all__ = ["ChatTokenizer", "TextTokenizer", "chat_tokenize", "compact", "list_lengths",
-           "load_tokenizer", "row_where",
+__all__ = ["ChatTokenizer", "TextTokenizer", "chat_tokenize", "compact", "describe_encoder",
+           "list_lengths", "load_tokenizer", "row_where",
            "text_tokenizer", "token_column", "tokenize", "too_large_error"]
 
 _I32 = pa.int32()
@@ -96,15 +97,23 @@ class TextTokenizer:
     """A ``tokenizers.Tokenizer`` as prepare uses it: every row tokenized whole (a truncation or
     padding stored in tokenizer.json is switched off and said in the report: rows longer than
     ``seq_len`` go through ``overflow``, counted), special tokens as ``add_special_tokens``
-    says, and with ``append_eos`` the EOS token after each document."""
+    says, and with ``append_eos`` the EOS token after each document.
+
+    The ids come from fastaxo's C encoder (:class:`fastaxo.Tokenizer`, on the Arrow column)
+    where it gives this tokenizer's ids exactly, else from HF's; ``encoder`` forces one
+    ("hf" or "fastaxo": the Ray workers take the driver's choice), default
+    ``FASTAXO_TOKENIZER`` (:mod:`fastaxo.tokenizer.select`). ``num_threads``: the C encoder's
+    threads (default fastaxo's thread count)."""
 
     def __init__(self, tok: Any, file: str, *, add_special_tokens: bool = True,
                  append_eos: bool = False, eos_token: str | None = None,
-                 max_row_bytes: int = MAX_ROW_BYTES):
+                 max_row_bytes: int = MAX_ROW_BYTES, encoder: str | None = None,
+                 num_threads: int | None = None):
         append_eos = bool(append_eos) or eos_token is not None  # naming the token asks for it
         self.tok, self.file = tok, file
         self.max_row_bytes = positive_int(max_row_bytes, "max_row_bytes")
         self.add_special_tokens, self.append_eos = bool(add_special_tokens), append_eos
+        self.num_threads = num_threads
         ignored = []
         if tok.truncation is not None:
             ignored.append(f"truncation (max_length {tok.truncation.get('max_length')})")
@@ -116,6 +125,8 @@ class TextTokenizer:
             tok.no_padding()
         #: what tokenizer.json asked for that prepare does not do, for the report
         self.ignored = "; ".join(ignored) or None
+        #: fastaxo's encoder (a fastaxo.Tokenizer) where it is exact, else None: HF's, and why
+        self.fast, self.encoder_reason = _fast_encoder(tok, file, encoder, bool(ignored))
         self.eos_token, self.eos_id = None, None
         if append_eos:
             name = eos_token if eos_token is not None else _config_eos(file)
@@ -128,11 +139,59 @@ class TextTokenizer:
                 raise InvalidInputError(f"eos_token: {name!r} is not in the vocabulary of {file}")
             self.eos_token, self.eos_id = name, int(eid)
 
+    @property
+    def encoder(self) -> str:
+        """"fastaxo" or "hf": which encoder makes the ids."""
+        return "hf" if self.fast is None else "fastaxo"
+
+    def describe_encoder(self) -> str:
+        """One line: "fastaxo (C, pattern qwen2, NFC)" or "HF tokenizers (why not fastaxo's)"."""
+        return describe_encoder(self.fast, self.encoder_reason)
+
     def settings(self) -> dict[str, Any]:
         return {"file": self.file, "add_special_tokens": self.add_special_tokens,
                 "append_eos": self.append_eos, "eos_token": self.eos_token,
                 "eos_id": self.eos_id, "ignored_from_file": self.ignored,
-                "max_row_bytes": self.max_row_bytes}
+                "max_row_bytes": self.max_row_bytes, "encoder": self.encoder,
+                "encoder_detail": self.describe_encoder(),
+                "encoder_reason": self.encoder_reason}
+
+
+def describe_encoder(fast: Any, reason: str | None) -> str:
+    """The encoder in one line: "fastaxo (C, pattern qwen2, NFC)" for a fastaxo.Tokenizer, else
+    "HF tokenizers (reason)"."""
+    if fast is None:
+        if reason and reason.startswith("tokenizer: "):
+            reason = reason[len("tokenizer: "):]
+        return f"HF tokenizers ({reason})" if reason else "HF tokenizers"
+    # (fastaxo.Tokenizer has no public flag for its normalizer yet: its spec says)
+    nfc = bool(getattr(fast, "nfc", getattr(getattr(fast, "_spec", None), "nfc", False)))
+    return f"fastaxo (C, pattern {fast.pattern}{', NFC' if nfc else ''})"
+
+
+_ENCODERS = ("hf", "fastaxo")
+
+
+def _fast_encoder(tok: Any, file: str, encoder: str | None, edited: bool
+                  ) -> tuple[Any, str | None]:
+    """(fastaxo.Tokenizer, None) when fastaxo's encoder gives ``tok``'s ids, else (None, why).
+    ``encoder`` None follows FASTAXO_TOKENIZER; "hf" / "fastaxo" force one (the latter raises
+    where it is not exact). ``edited``: prepare switched off a truncation or padding stored in
+    the file, so the encoder is built from ``tok`` as it is now, not from the file."""
+    from fastaxo.tokenizer import Tokenizer, UnsupportedTokenizerError
+    from fastaxo.tokenizer.select import fast_tokenizer
+
+    if encoder is None:
+        return fast_tokenizer(tok if edited else file)
+    if encoder not in _ENCODERS:
+        raise InvalidInputError(f"encoder: expected one of {', '.join(_ENCODERS)} or None, got "
+                                f"{encoder!r:.40}")
+    if encoder == "hf":
+        return None, "encoder 'hf' asked for"
+    try:
+        return (Tokenizer.from_hf(tok) if edited else Tokenizer.from_pretrained(file)), None
+    except (UnsupportedTokenizerError, ExtensionUnavailableError) as e:
+        raise InvalidInputError(f"encoder 'fastaxo' asked for: {e}") from None
 
 
 def _config_eos(tokenizer_file: str) -> str | None:
@@ -165,7 +224,8 @@ def _no_vocabulary(path: str, why: str) -> InvalidInputError:
 
 
 def load_tokenizer(path: str, *, add_special_tokens: bool = True, append_eos: bool = False,
-                   eos_token: str | None = None, max_row_bytes: int = MAX_ROW_BYTES
+                   eos_token: str | None = None, max_row_bytes: int = MAX_ROW_BYTES,
+                   encoder: str | None = None, num_threads: int | None = None
                    ) -> TextTokenizer:
     """A :class:`TextTokenizer` from a Hugging Face tokenizer directory or tokenizer.json."""
     try:
@@ -186,7 +246,8 @@ def load_tokenizer(path: str, *, add_special_tokens: bool = True, append_eos: bo
     if tok.get_vocab_size(with_added_tokens=False) == 0:
         raise _no_vocabulary(path, f"the model in {os.path.basename(file)} has no tokens")
     return TextTokenizer(tok, file, add_special_tokens=add_special_tokens, append_eos=append_eos,
-                         eos_token=eos_token, max_row_bytes=max_row_bytes)
+                         eos_token=eos_token, max_row_bytes=max_row_bytes, encoder=encoder,
+                         num_threads=num_threads)
 
 
 def _first_line(e: BaseException) -> str:
@@ -195,14 +256,14 @@ def _first_line(e: BaseException) -> str:
 
 
 def text_tokenizer(path: str | None, *, add_special_tokens: bool = True, append_eos: bool = False,
-                   eos_token: str | None = None, max_row_bytes: int = MAX_ROW_BYTES
-                   ) -> TextTokenizer | None:
+                   eos_token: str | None = None, max_row_bytes: int = MAX_ROW_BYTES,
+                   num_threads: int | None = None) -> TextTokenizer | None:
     """prepare's tokenizer: :func:`load_tokenizer` of ``path``, or None without one (then the
     tokenizer options, which apply to raw text only, must be left at their defaults)."""
     if path is not None:
         return load_tokenizer(path, add_special_tokens=add_special_tokens,
                               append_eos=append_eos, eos_token=eos_token,
-                              max_row_bytes=max_row_bytes)
+                              max_row_bytes=max_row_bytes, num_threads=num_threads)
     if append_eos or eos_token is not None or not add_special_tokens:
         raise InvalidInputError("add_special_tokens / append_eos / eos_token apply to raw text: "
                                 "pass tokenizer= as well")
@@ -215,10 +276,11 @@ _ENCODE_BYTES = 8 << 20
 
 def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int,
              overflow: str = "error") -> tuple[pa.Array, int]:
-    """The text column ``arr`` tokenized with ``tt`` (whole rows, in calls of about 8 MiB) as
-    list<int32>, and how many rows were larger than ``tt.max_row_bytes``: refused
+    """The text column ``arr`` tokenized with ``tt`` (whole rows) as list<int32>, and how many
+    rows were larger than ``tt.max_row_bytes``: refused
     (:class:`~fastaxo.errors.RowTooLargeError`) unless ``overflow`` is "drop", which gives them
-    no tokens."""
+    no tokens. fastaxo's encoder reads the Arrow column in place; HF's gets the texts as Python
+    strings in calls of about 8 MiB."""
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         raise InvalidTypeError(
             f"{path}: text column {column!r} must be strings to tokenize, got {arr.type}")
@@ -230,6 +292,9 @@ def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int
     if len(big) and overflow != "drop":
         i = int(big[0])
         raise too_large_error(path, row0 + i, f"{column} is", int(sizes[i]), tt.max_row_bytes)
+    _check_utf8(arr, big, column, path, row0)
+    if tt.fast is not None:
+        return _fast_ids(tt, arr, big), len(big)
     texts = _pylist_without(arr, big)
     rows: list[list[int]] = [[] for _ in texts]
     eos = [] if tt.eos_id is None else [tt.eos_id]
@@ -239,6 +304,62 @@ def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int
         for i, e in zip(chunk, encs, strict=True):
             rows[i] = e.ids + eos if eos else e.ids
     return _int32_lists(rows), len(big)
+
+
+def _check_utf8(arr: pa.Array, skip: np.ndarray, column: str, path: str, row0: int) -> None:
+    """Refuse text that is not UTF-8 (an Arrow IPC file is read unchecked), naming the row:
+    HF's tokenizer cannot take it, and fastaxo's must not make ids HF would not. The rows
+    ``skip`` (over max_row_bytes, dropped) are not looked at."""
+    try:
+        arr.validate(full=True)  # (Arrow's UTF-8 check: GB/s)
+        return
+    except pa.ArrowInvalid:
+        pass
+    offs = arrow.offsets_of(arr, pa.types.is_large_string(arr.type))
+    buf = arr.buffers()[2]
+    data = memoryview(buf) if buf is not None else memoryview(b"")
+    dropped = set(skip.tolist())
+    for i in range(len(arr)):
+        if i in dropped:
+            continue
+        try:
+            bytes(data[int(offs[i]):int(offs[i + 1])]).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InvalidInputError(
+                f"{row_where(path, row0 + i)}: {column} is not UTF-8 text (byte "
+                f"0x{e.object[e.start]:02x} at offset {e.start:,}); a tokenizer takes text"
+            ) from None
+    arr.validate(full=True)  # not the text: the array itself is broken, say what Arrow says
+
+
+def _fast_ids(tt: TextTokenizer, arr: pa.Array, skip: np.ndarray) -> pa.Array:
+    """The ids of ``arr`` from fastaxo's encoder (the Arrow column in place, no Python object a
+    token), the rows ``skip`` given none, and with ``tt.eos_id`` the EOS after every other row:
+    the list<int32> column HF's path makes."""
+    n = len(arr)
+    lens = np.zeros(n, np.int64)
+    parts = []
+    # the runs of rows between the skipped ones (zero-copy slices: a skipped row can be
+    # hundreds of MB and never reaches the encoder)
+    edges = [-1, *skip.tolist(), n]
+    for a, b in itertools.pairwise(edges):
+        a += 1
+        if a == b:
+            continue
+        got = tt.fast.encode_batch(arr.slice(a, b - a), add_special_tokens=tt.add_special_tokens,
+                                   num_threads=tt.num_threads)
+        offs = arrow.offsets_of(got, pa.types.is_large_list(got.type))
+        lens[a:b] = np.diff(offs)
+        parts.append(arrow.fixed_view(got.values)[offs[0]:offs[-1]])
+    values = (parts[0] if len(parts) == 1 else np.concatenate(parts) if parts
+              else np.zeros(0, np.int32))
+    if tt.eos_id is not None:
+        has = np.ones(n, bool)
+        has[skip] = False
+        ends = np.cumsum(lens)[has]  # each row's end in values: the EOS goes there
+        values = np.insert(values, ends, np.int32(tt.eos_id))
+        lens += has
+    return arrow.list_array(values.astype(np.int32, copy=False), lens)
 
 
 def _pylist_without(arr: pa.Array, skip: np.ndarray) -> list[Any]:
@@ -289,11 +410,12 @@ def too_large_error(path: str, row: int, what: str, size: int, limit: int) -> Ro
 def _byte_chunks(sizes: np.ndarray, texts: list[Any]) -> list[list[int]]:
     """Row indices (of the rows with text) in groups of about ``_ENCODE_BYTES``."""
     chunks: list[list[int]] = []
-    size = _ENCODE_BYTES
+    size = 0
     for i, n in enumerate(sizes.tolist()):
         if texts[i] is None:
             continue
-        if size + n > _ENCODE_BYTES and (not chunks or chunks[-1]):
+        # (the first text opens the first chunk even when it is empty)
+        if not chunks or (size + n > _ENCODE_BYTES and chunks[-1]):
             chunks.append([])
             size = 0
         chunks[-1].append(i)

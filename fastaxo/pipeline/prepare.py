@@ -189,7 +189,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     else:
         tok = text_tokenizer(tokenizer, add_special_tokens=add_special_tokens,
                              append_eos=append_eos, eos_token=eos_token,
-                             max_row_bytes=max_row_bytes)
+                             max_row_bytes=max_row_bytes, num_threads=nt)
     has_labels, key_cols = first_columns(first[1], files[0][0], tok is not None, text_column,
                                          dedupe_columns, chat=chat_mode)
     del first  # opened[0] holds it until the first file is read, then lets it go
@@ -252,7 +252,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
                     rep.tokenize_seconds += tsec
                     rep.rows_too_large += too_large
                     if tok is not None and tok.eos_id is not None:
-                        rep.eos_appended += n
+                        rep.eos_appended += n - too_large  # (a dropped row gets no EOS)
                     rep.rows_in += n
                     rep.tokens_in += int(lens.sum())
                     table = pa.table(work)

@@ -38,8 +38,9 @@ class ReportCounts:
                       "until the next minor release", DeprecationWarning, stacklevel=2)
         return self.max_length
 
-    #: with a tokenizer: what it did (TextTokenizer.settings: special tokens, EOS, and the
-    #: truncation/padding stored in tokenizer.json that was not applied)
+    #: with a tokenizer: what it did (TextTokenizer.settings: special tokens, EOS, the
+    #: truncation/padding stored in tokenizer.json that was not applied, and the encoder:
+    #: "encoder" fastaxo or hf, "encoder_detail" in words, "encoder_reason" why not fastaxo's)
     tokenizer_settings: dict[str, Any] | None = None
     eos_appended: int = 0
     rows_in: int = 0
@@ -91,7 +92,10 @@ class ReportCounts:
                    if s["append_eos"] else "no EOS appended"))
         if s.get("ignored_from_file"):
             line += f"; not applied from tokenizer.json: {s['ignored_from_file']}"
-        return [line]
+        lines = [line]
+        if s.get("encoder_detail"):  # (reports written before the C encoder have none)
+            lines.append(f"  encoder            {s['encoder_detail']}")
+        return lines
 
     def to_json(self, path: str) -> None:
         """Write :meth:`as_dict` as JSON to ``path`` (a temporary file, renamed when complete)."""

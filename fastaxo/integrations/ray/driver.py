@@ -293,7 +293,7 @@ text_column, format, add_special_tokens, append_eos, eos_token
     cfg = Cfg(seq_len, strategy, overflow, attention, bool(dedupe), tuple(key_cols), has_labels,
               tok_dir, text_column, P, threads, json.dumps(options),
               os.environ.get("FASTAXO_RAY_TEST_HOLD", ""), bool(add_special_tokens),
-              bool(append_eos), eos_token)
+              bool(append_eos), eos_token, None if tt is None else tt.encoder)
     os.makedirs(output, exist_ok=True)
     stage["plan"] = time.perf_counter() - t
 

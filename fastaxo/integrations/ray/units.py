@@ -131,6 +131,9 @@ class Cfg:
     add_special_tokens: bool = True   # the tokenizer options of fastaxo.prepare
     append_eos: bool = False
     eos_token: str | None = None
+    #: the driver's encoder ("fastaxo" or "hf"; None: each worker's FASTAXO_TOKENIZER): the
+    #: workers make the ids the driver's report names, whatever their environment
+    encoder: str | None = None
 
 
 def read_columns(cfg: Cfg) -> list[str]:
@@ -148,12 +151,14 @@ _TOKENIZERS: dict[tuple, Any] = {}
 def unit_tokenizer(cfg: Cfg) -> Any:
     if cfg.tokenizer is None:
         return None
-    key = (cfg.tokenizer, cfg.add_special_tokens, cfg.append_eos, cfg.eos_token)
+    key = (cfg.tokenizer, cfg.add_special_tokens, cfg.append_eos, cfg.eos_token, cfg.encoder,
+           cfg.threads)
     tok = _TOKENIZERS.get(key)
     if tok is None:
+        # the function prepare uses on one machine (columns.tokenize via check_batch)
         tok = _TOKENIZERS[key] = load_tokenizer(
             cfg.tokenizer, add_special_tokens=cfg.add_special_tokens, append_eos=cfg.append_eos,
-            eos_token=cfg.eos_token)
+            eos_token=cfg.eos_token, encoder=cfg.encoder, num_threads=cfg.threads)
     return tok
 
 
