@@ -275,3 +275,11 @@ def test_arrow_text_that_is_not_utf8_is_refused(pair):
             ours.encode_batch(arr)
     assert ours.encode_batch(good).to_pylist() == ours.encode_batch(["fine", "also fine"]
                                                                     ).to_pylist()
+
+
+def test_token_to_id_and_properties(pair):
+    ours, hf = pair
+    for token in [*list(ours.added_tokens)[:5], "Ġthe", "the", "Ċ", "no-such-token-here"]:
+        assert ours.token_to_id(token) == hf.token_to_id(token), token
+    assert ours.vocab_size == hf.get_vocab_size(with_added_tokens=True)
+    assert ours.pattern in ("llama3", "qwen2", "gpt2") and isinstance(ours.nfc, bool)

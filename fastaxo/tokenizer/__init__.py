@@ -138,8 +138,20 @@ class Tokenizer:
         return PATTERN_NAMES[self._spec.pretok]
 
     @property
+    def nfc(self) -> bool:
+        """True when the tokenizer NFC-normalizes text first (Qwen2/3)."""
+        return self._spec.nfc
+
+    @property
     def added_tokens(self) -> dict[str, int]:
+        """The added tokens (special or not): content -> id."""
         return dict(self._spec.added)
+
+    def token_to_id(self, token: str) -> int | None:
+        """The id of an added token, or of a vocabulary entry given in its byte-level form
+        (``"Ġthe"``), as HF's ``token_to_id``; None when there is none."""
+        hit = self._spec.added.get(token)
+        return hit if hit is not None else self._spec.vocab.get(token)
 
     def __repr__(self) -> str:
         return (f"Tokenizer({self.source!r}, pattern={self.pattern!r}, "

@@ -46,6 +46,7 @@ class Spec:
     nfc: bool
     bos_id: int
     added: dict[str, int]  # content -> id, for callers
+    vocab: dict[str, int]  # the model's vocabulary as tokenizer.json spells it
     vocab_size: int  # ids the model can give: max(vocab, added) + 1
 
 
@@ -153,26 +154,34 @@ def build(doc: dict[str, Any]) -> Spec:
         raise Unsupported("truncation or padding is set on the tokenizer")
     nfc = _normalizer(doc.get("normalizer"))
     pretok = _pretok(doc.get("pre_tokenizer"))
-    dec = byte_decoder()
+    # each byte-level character to the Latin-1 character of its byte, any other below U+0100
+    # deleted: str.translate and encode("latin-1") then decode a token in C, and a token with
+    # a character outside the alphabet comes out shorter or does not encode
+    table: dict[int, int | None] = dict.fromkeys(range(256))
+    table.update({ord(c): b for c, b in byte_decoder().items()})
     vocab: dict[str, int] = model.get("vocab") or {}
     n_vocab = max(vocab.values(), default=-1) + 1
     toks: list[bytes] = [b""] * n_vocab
     undecodable = set()
     for tok, i in vocab.items():
+        got = tok.translate(table)
         try:
-            toks[i] = bytes(dec[c] for c in tok)
-        except KeyError:
+            if len(got) != len(tok):
+                raise UnicodeEncodeError("latin-1", got, 0, 0, "outside the alphabet")
+            toks[i] = got.encode("latin-1")
+        except UnicodeEncodeError:
             undecodable.add(i)  # a token that is not byte-level text: BPE never makes it
     tok_bytes, tok_off = _ragged(toks)
-    merges = []
-    for mg in model.get("merges") or []:
-        a, b = mg.split(" ") if isinstance(mg, str) else mg
-        ia, ib = vocab.get(a), vocab.get(b)
-        ic = vocab.get(a + b)
-        if ia is None or ib is None or ic is None or {ia, ib, ic} & undecodable:
-            raise Unsupported(f"merge {a!r} {b!r} names a token outside the byte-level "
-                              "vocabulary")
-        merges.append((ia, ib, ic))
+    raw = model.get("merges") or []
+    pairs = [mg.split(" ") for mg in raw] if raw and isinstance(raw[0], str) else raw
+    try:
+        merges = [(vocab[a], vocab[b], vocab[a + b]) for a, b in pairs]
+    except (KeyError, ValueError, TypeError):
+        bad = next(p for p in pairs if len(p) != 2 or any(
+            not isinstance(t, str) or t not in vocab for t in (p[0], p[1], p[0] + p[1])))
+        raise Unsupported(f"merge {bad!r} names a token outside the vocabulary") from None
+    if undecodable and any(set(mg) & undecodable for mg in merges):
+        raise Unsupported("a merge names a token outside the byte-level vocabulary")
     added_tokens = doc.get("added_tokens") or []
     contents, ids, flags = [], [], []
     added: dict[str, int] = {}
@@ -194,5 +203,5 @@ def build(doc: dict[str, Any]) -> Spec:
                 added_bytes=added_bytes, added_off=added_off,
                 added_ids=np.asarray(ids, np.int32), added_flags=np.asarray(flags, np.uint8),
                 pretok=pretok, ignore_merges=bool(model.get("ignore_merges")), nfc=nfc,
-                bos_id=_bos(doc.get("post_processor"), added), added=added,
+                bos_id=_bos(doc.get("post_processor"), added), added=added, vocab=vocab,
                 vocab_size=max([n_vocab, *(i + 1 for i in ids)]))
