@@ -68,10 +68,16 @@ def given(workdir: Path, heading: str) -> dict:
     """The names a section's example leaves to the reader."""
     ns: dict = {"rank": 0, "world_size": 1, "ckpt": {},
                 "batch_offsets": np.array([0, 100, 250, 320])}
-    if heading.startswith("Chat data"):
+    if heading.startswith("Tokenizing in C") and not (workdir / "path" / "to" / "tokenizer"
+                                                      ).exists():
         import chat_data
 
         shutil.copytree(chat_data.qwen3_dir(), workdir / "path" / "to" / "tokenizer")
+    if heading.startswith("Chat data"):
+        import chat_data
+
+        shutil.copytree(chat_data.qwen3_dir(), workdir / "path" / "to" / "tokenizer",
+                        dirs_exist_ok=True)
         convs = chat_data.conversations(3, 8, (1, 6))
         ns.update(rows={"messages": convs}, convs=convs)
         tok = chat_data.qwen3_tokenizer()
