@@ -85,7 +85,9 @@ class ChatEngine:
     """Tokenizes conversations (lists of ``{"role", "content"}`` dicts, after Axolotl's
     message mapping) for one :class:`ChatSpec`. :attr:`turn_counts` counts, by reason, the
     turns of produced rows that were placed by their own renders (Axolotl's diff) because the
-    template rewrites them."""
+    template rewrites them; :attr:`encoder_counts` the rows tokenized, by the encoder that
+    made their ids (``"fastaxo"``: fastaxo's C encoder, ``"hf"``: HF's tokenizers; see
+    :attr:`ChatSpec.encoder`)."""
 
     def __init__(self, spec: ChatSpec):
         problem = spec.problem()
@@ -99,6 +101,7 @@ class ChatEngine:
                        _MODES.get(spec.train_on_eos or "", 0))
         self._taken = frozenset(_MARK_RE.findall(spec.chat_template))
         self.turn_counts: Counter[str] = Counter()
+        self.encoder_counts: Counter[str] = Counter()
 
     # -- the pass ---------------------------------------------------------------------------
     def run(self, conversations: Sequence[list[dict[str, Any]]]) -> list[Row | Fallback]:
@@ -283,22 +286,33 @@ class ChatEngine:
 
     def _tokenize(self, texts: dict[int, str], spans: dict[int, np.ndarray],
                   trainable: dict[int, list[int]], out: list[Row | Fallback | None]) -> None:
-        table = self.spec.byte_tokens()
+        """Ids and labels of the rows still open. Byte-level tokenizers: ids alone (fastaxo's
+        encoder or HF's, :attr:`ChatSpec.encoder`) and labels from their bytes; the rows that
+        cannot (text an NFC tokenizer would change, ids that do not spell the text) take HF's
+        ids and character offsets."""
+        table = self.spec.byte_tokens() if backend.pack_ext is not None else None
+        enc = self.spec.encoder if table is not None else "hf"
         ready = [i for i in spans if out[i] is None]
         for chunk in _chunks(ready, texts):
             need = chunk
             if table is not None:
+                by_bytes: list[int] = []
                 need = []
-                ids_list = self.spec.tokenize_ids([texts[i] for i in chunk]) or []
-                for i, ids in zip(chunk, ids_list, strict=True):
+                for i in chunk:  # an NFC tokenizer's offsets follow the normalizer's changes
+                    ok = not table[2] or unicodedata.is_normalized("NFC", texts[i])
+                    (by_bytes if ok else need).append(i)
+                ids_list = self.spec.tokenize_ids([texts[i] for i in by_bytes]) or []
+                for i, ids in zip(by_bytes, ids_list, strict=True):
                     r = self._labels_bytes(texts[i], ids, spans[i], trainable[i], table)
                     if r is None:
                         need.append(i)
                     else:
                         out[i] = r
+                        self.encoder_counts[enc] += 1
             for i, (ids, offsets) in zip(need, self.spec.tokenize([texts[i] for i in need]),
                                          strict=True):
                 out[i] = self._labels(ids, offsets, spans[i], trainable[i])
+                self.encoder_counts["hf"] += 1
 
     def _labels(self, ids: list[int], offsets: Any, spans: np.ndarray, trainable: list[int]
                 ) -> Row | Fallback:
@@ -310,9 +324,8 @@ class ChatEngine:
     def _labels_bytes(self, text: str, ids: list[int], spans: np.ndarray, trainable: list[int],
                       table: tuple[np.ndarray, np.ndarray, bool]) -> Row | Fallback | None:
         """The labels from the ids alone (byte-level tokenizers); None: use the offsets."""
-        offsets, blob, nfc = table
-        if not ids or backend.pack_ext is None or (nfc and not unicodedata.is_normalized(
-                "NFC", text)):
+        offsets, blob, _ = table
+        if not ids or backend.pack_ext is None:
             return None
         data = text.encode("utf-8")
         labels, bad = backend.pack_ext.chat_labels_bytes(
