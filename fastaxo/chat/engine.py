@@ -377,10 +377,10 @@ class _RowState:
         n = len(self.trainable)
         if n > MAX_TRAINABLE_TURNS:
             return False
-        contents = [t["content"] for t in self.turns]
-        top = max((max(c) for c in contents if c), default="")
-        if top >= "\U000F0000":
-            taken = taken | frozenset(_MARK_RE.findall("".join(contents)))
+        # one regex scan in C (max() over a str makes an object per character)
+        found = _MARK_RE.findall("".join([t["content"] for t in self.turns]))
+        if found:
+            taken = taken | frozenset(found)
         pool = _marker_pool(2 * n, taken)
         self.open, self.close = pool[0::2], pool[1::2]
         return True
