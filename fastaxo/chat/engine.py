@@ -301,18 +301,65 @@ class ChatEngine:
                 for i in chunk:  # an NFC tokenizer's offsets follow the normalizer's changes
                     ok = not table[2] or unicodedata.is_normalized("NFC", texts[i])
                     (by_bytes if ok else need).append(i)
-                ids_list = self.spec.tokenize_ids([texts[i] for i in by_bytes]) or []
-                for i, ids in zip(by_bytes, ids_list, strict=True):
-                    r = self._labels_bytes(texts[i], ids, spans[i], trainable[i], table)
-                    if r is None:
-                        need.append(i)
-                    else:
-                        out[i] = r
-                        self.encoder_counts[enc] += 1
+                if enc == "fastaxo":
+                    done = self._rows_fastaxo(texts, by_bytes, spans, trainable, table, out)
+                else:
+                    done = self._rows_hf_ids(texts, by_bytes, spans, trainable, table, out)
+                need.extend(i for i in by_bytes if i not in done)
+                self.encoder_counts[enc] += len(done)
             for i, (ids, offsets) in zip(need, self.spec.tokenize([texts[i] for i in need]),
                                          strict=True):
                 out[i] = self._labels(ids, offsets, spans[i], trainable[i])
                 self.encoder_counts["hf"] += 1
+
+    def _rows_hf_ids(self, texts: dict[int, str], rows: list[int], spans: dict[int, np.ndarray],
+                     trainable: dict[int, list[int]], table: tuple[np.ndarray, np.ndarray, bool],
+                     out: list[Row | Fallback | None]) -> set[int]:
+        """The rows made from HF's ids alone; the others are left for the offsets."""
+        done = set()
+        ids_list = self.spec.tokenize_ids([texts[i] for i in rows]) or []
+        for i, ids in zip(rows, ids_list, strict=True):
+            r = self._labels_bytes(texts[i], ids, spans[i], trainable[i], table)
+            if r is not None:
+                out[i] = r
+                done.add(i)
+        return done
+
+    def _rows_fastaxo(self, texts: dict[int, str], rows: list[int], spans: dict[int, np.ndarray],
+                      trainable: dict[int, list[int]],
+                      table: tuple[np.ndarray, np.ndarray, bool],
+                      out: list[Row | Fallback | None]) -> set[int]:
+        """The rows made from fastaxo's ids: each text encoded to UTF-8 once (the encoder and
+        the label kernel read the same bytes), ids as int32 until the row is proven."""
+        import pyarrow as pa
+
+        done: set[int] = set()
+        if not rows:
+            return done
+        utf8 = [texts[i].encode("utf-8") for i in rows]
+        offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum([len(b) for b in utf8], out=offsets[1:])
+        joined = b"".join(utf8)
+        del utf8
+        data = np.frombuffer(joined, np.uint8)
+        arr = pa.LargeStringArray.from_buffers(len(rows), pa.py_buffer(offsets),
+                                               pa.py_buffer(joined))
+        vals, id_off = self.spec.fastaxo_ids(arr)
+        id_at, at = id_off.tolist(), offsets.tolist()
+        tok_off, tok_bytes, _ = table
+        kernel = backend.pack_ext.chat_row_bytes  # type: ignore[union-attr]
+        pool = _int_pool(len(tok_off) - 1)
+        for k, i in enumerate(rows):
+            if id_at[k] == id_at[k + 1]:
+                continue  # no tokens: the offsets path says so
+            ids, labels, bad = kernel(
+                vals[id_at[k]:id_at[k + 1]], data[at[k]:at[k + 1]], tok_off, tok_bytes,
+                _byte_spans(texts[i], spans[i]), self._eot, self._eos, self._modes[0],
+                self._modes[1], pool)
+            if bad != -2:
+                out[i] = self._row(ids, labels, bad, trainable[i])
+                done.add(i)
+        return done
 
     def _labels(self, ids: list[int], offsets: Any, spans: np.ndarray, trainable: list[int]
                 ) -> Row | Fallback:
@@ -500,6 +547,19 @@ class _RowState:
 
 
 _pool: list[str] = []
+# the ints 0..n-1 that rows' ids are made of (one object per token id, shared by every row:
+# a row's list takes references, no int is allocated per token); replaced whole, never
+# changed, so a thread holding one keeps a valid one
+_ints: list[list[int]] = [[]]
+
+
+def _int_pool(n: int) -> list[int]:
+    pool = _ints[0]
+    if len(pool) < n:
+        pool = list(range(n))
+        _ints[0] = pool
+    return pool
+
 
 
 def _marker_pool(n: int, taken: frozenset[str]) -> list[str]:

@@ -8,7 +8,7 @@ import itertools
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastaxo._core.checks import MAX_ROW_BYTES, positive_int
 from fastaxo.chat.render import (
@@ -22,6 +22,9 @@ from fastaxo.errors import (
     InvalidTypeError,
     TemplateLimitError,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["ChatSpec", "TRAIN_OPTIONS"]
 
@@ -195,8 +198,26 @@ class ChatSpec:
             return None
         fx = self._fastaxo()[0]
         if fx is not None:
-            return _fastaxo_ids(fx, texts)
+            vals, offs = self.fastaxo_ids(texts)
+            ids = vals.tolist()
+            return [ids[a:b] for a, b in itertools.pairwise(offs.tolist())]
         return self._ids_fast(texts)
+
+    def fastaxo_ids(self, texts: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of ``texts`` (a list of str, or a pyarrow string array) from fastaxo's
+        encoder, ``add_special_tokens=False``: int32 values and int64 offsets (text i's ids
+        are ``values[offsets[i]:offsets[i + 1]]``). Only when :attr:`encoder` is
+        ``"fastaxo"``."""
+        import numpy as np
+
+        fx = self._fastaxo()[0]
+        if fx is None:
+            raise InvalidInputError(f"fastaxo_ids: this spec's encoder is HF's "
+                                    f"({self.encoder_reason})")
+        if isinstance(texts, list) and not texts:
+            return np.zeros(0, np.int32), np.zeros(1, np.int64)
+        arr = fx.encode_batch(texts, add_special_tokens=False, num_threads=_encode_threads())
+        return arr.values.to_numpy(), arr.offsets.to_numpy().astype(np.int64, copy=False)
 
     # -- which encoder makes the ids --------------------------------------------------------
     @property
@@ -330,16 +351,6 @@ def _encode_threads() -> int | None:
 
     flag = os.environ.get("TOKENIZERS_PARALLELISM", "").strip().lower()
     return 1 if flag in ("0", "f", "false", "n", "no", "off") else None
-
-
-def _fastaxo_ids(tok: Any, texts: list[str]) -> list[list[int]]:
-    """Each text's ids from fastaxo's encoder, as lists (the rows' own type)."""
-    if not texts:
-        return []
-    arr = tok.encode_batch(texts, add_special_tokens=False, num_threads=_encode_threads())
-    ids = arr.values.to_numpy().tolist()
-    offs = arr.offsets.to_numpy().tolist()
-    return [ids[a:b] for a, b in itertools.pairwise(offs)]
 
 
 def _mistral_named(tokenizer: Any) -> bool:
