@@ -5,7 +5,9 @@ fastaxo prepare INPUT... -o OUT --max-length N
 fastaxo prepare --ray ADDRESS|local INPUT... -o OUT_DIR --max-length N
                              the same on a Ray cluster: shards OUT_DIR/part-NNNNN.parquet
 fastaxo demo [--rows N]      prepare on the built-in dataset, next to a plain-Python pipeline
-fastaxo info                 what this build is: version, OpenMP, threads, SHA-256 path
+fastaxo info [--tokenizer PATH]
+                             what this build is: version, OpenMP, threads, SHA-256 path;
+                             with --tokenizer, the encoder fastaxo uses for it (or why HF's)
 fastaxo dedupe [FILE ...]    exact dedupe of Parquet files (streamed, bounded memory);
                              with no FILE, of the built-in default dataset
 fastaxo bench [--quick] [--out DIR]
@@ -38,6 +40,56 @@ def _cmd_info(args: argparse.Namespace) -> int:
     import fastaxo
 
     fastaxo.show_config()
+    if args.tokenizer is not None:
+        return _info_tokenizer(args.tokenizer)
+    return 0
+
+
+def _info_tokenizer(path: str) -> int:
+    """Which encoder fastaxo uses for the tokenizer at ``path``: for text (tokenizer.json)
+    and, when the directory holds a chat template and transformers is installed, for chat."""
+    from fastaxo.errors import FastaxoError
+    from fastaxo.tokenizer.select import ENV, choice, fast_tokenizer
+
+    if not os.path.exists(path):
+        print(f"  tokenizer        : {path}\n    error          : no such file or directory")
+        return 1
+    try:
+        mode = choice()
+        tok, why = fast_tokenizer(path)
+    except FastaxoError as e:
+        print(f"  tokenizer        : {path}\n    error          : {e}")
+        return 1
+    print(f"  tokenizer        : {path} ({ENV}={mode})")
+    if tok is not None:
+        print(f"    text encoder   : fastaxo (pattern {tok.pattern}, {tok.vocab_size:,} ids)")
+    else:
+        print(f"    text encoder   : HF tokenizers ({why})")
+    if not os.path.isdir(path):
+        return 0
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        print("    chat encoder   : unknown (transformers is not installed)")
+        return 0
+    from fastaxo.chat import ChatSpec
+
+    try:
+        hf = AutoTokenizer.from_pretrained(path)
+        if not getattr(hf, "chat_template", None):
+            print("    chat encoder   : none (the tokenizer has no chat template)")
+            return 0
+        spec = ChatSpec.create(hf)
+        problem = spec.problem()
+        if problem is not None:
+            print(f"    chat encoder   : HF tokenizers, Axolotl's algorithm ({problem})")
+        elif spec.encoder == "fastaxo":
+            print("    chat encoder   : fastaxo")
+        else:
+            print(f"    chat encoder   : HF tokenizers ({spec.encoder_reason})")
+    except Exception as e:  # noqa: BLE001 - info reports, it does not fail on a tokenizer
+        print(f"    chat encoder   : error: {type(e).__name__}: {e}")
+        return 1
     return 0
 
 
@@ -666,6 +718,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="no progress (a bar on a terminal, else a line every few seconds)")
     p_demo.set_defaults(func=_cmd_demo)
     p_info = sub.add_parser("info", help="show version, OpenMP, threads and the SHA-256 path")
+    p_info.add_argument("--tokenizer", metavar="PATH",
+                        help="also say which encoder fastaxo uses for this tokenizer (a "
+                        "directory or tokenizer.json): fastaxo's or HF's, and why")
     p_info.set_defaults(func=_cmd_info)
     p_d = sub.add_parser("dedupe", help="exact dedupe of Parquet files, or of the built-in dataset")
     p_d.add_argument("-q", "--quiet", action="store_true",

@@ -292,3 +292,30 @@ def test_fallback_rows_keep_their_reason(spec, monkeypatch):
         monkeypatch.setenv(ENV, mode)
         (got,) = ChatEngine(spec).run(convs)
         assert isinstance(got, Fallback) and "name" in got.reason
+
+
+# -- fastaxo info --tokenizer ------------------------------------------------------------------
+
+def test_info_names_the_encoder(capsys, monkeypatch, tmp_path):
+    from fastaxo.__main__ import main
+
+    qwen_dir = str(chat_data.qwen3_dir())
+    monkeypatch.delenv(ENV, raising=False)
+    assert main(["info", "--tokenizer", qwen_dir]) == 0
+    out = capsys.readouterr().out
+    assert f"({ENV}=auto)" in out
+    assert "text encoder   : fastaxo (pattern qwen2, 151,669 ids)" in out
+    assert "chat encoder   : fastaxo" in out
+    monkeypatch.setenv(ENV, "hf")
+    assert main(["info", "--tokenizer", qwen_dir]) == 0
+    out = capsys.readouterr().out
+    assert f"text encoder   : HF tokenizers ({ENV}=hf)" in out
+    assert f"chat encoder   : HF tokenizers ({ENV}=hf)" in out
+    monkeypatch.delenv(ENV)
+    assert main(["info", "--tokenizer", str(tmp_path / "missing")]) == 1
+    assert "no such file or directory" in capsys.readouterr().out
+    path = tokenizer_data.variant(tokenizer_data.qwen3_json(), tmp_path / "tokenizer.json",
+                                  lambda d: d.update(normalizer={"type": "NFKC"}))
+    assert main(["info", "--tokenizer", str(path)]) == 0
+    assert "text encoder   : HF tokenizers (tokenizer: normalizer 'NFKC'" in (
+        capsys.readouterr().out)

@@ -20,8 +20,10 @@ Here each conversation is rendered a few times whatever its length:
    output does not depend on those contents, and Axolotl's diff of text 1 against a render with
    one placeholder is computed from the positions alone (:func:`_placeholder_span`).
 
-The texts are tokenized as one batch (the fast tokenizer's threads), and each conversation's
-spans become labels in ``_pack.chat_labels`` (bisect into the offsets, end-of-turn search).
+The texts are tokenized as one batch (fastaxo's encoder where it gives HF's ids,
+:attr:`ChatSpec.encoder`, else HF's fast tokenizer; their threads), and each conversation's
+spans become labels in ``_pack.chat_row_bytes`` / ``chat_labels_bytes`` (token boundaries from
+the ids' bytes) or ``chat_labels`` (bisect into HF's offsets), with the end-of-turn search.
 A row that fails a check is not guessed at: :meth:`ChatEngine.run` returns a :class:`Fallback`
 with the reason, and the caller hands the row to Axolotl's code (or the reference
 :func:`fastaxo._reference.chat.tokenize_conversation`).
