@@ -5,9 +5,9 @@ fastaxo prepare INPUT... -o OUT --max-length N
 fastaxo prepare --ray ADDRESS|local INPUT... -o OUT_DIR --max-length N
                              the same on a Ray cluster: shards OUT_DIR/part-NNNNN.parquet
 fastaxo demo [--rows N]      prepare on the built-in dataset, next to a plain-Python pipeline
-fastaxo info [--tokenizer DIR]
+fastaxo info [--tokenizer PATH]
                              what this build is: version, OpenMP, threads, SHA-256 path;
-                             the tokenizer encoder (fastaxo's C encoder or HF's, and why)
+                             with --tokenizer, the encoder fastaxo uses for it (or why HF's)
 fastaxo dedupe [FILE ...]    exact dedupe of Parquet files (streamed, bounded memory);
                              with no FILE, of the built-in default dataset
 fastaxo bench [--quick] [--out DIR]
@@ -47,11 +47,48 @@ def _cmd_info(args: argparse.Namespace) -> int:
              "hf": "HF tokenizers always)",
              "fastaxo": "fastaxo's C encoder, an error where not exact)"}[mode])
     if args.tokenizer is not None:
-        from fastaxo.pipeline.columns import load_tokenizer
+        return _info_tokenizer(args.tokenizer)
+    return 0
 
-        tt = load_tokenizer(args.tokenizer)
-        # what prepare --tokenizer uses on raw text
-        print(f"tokenizer: {tt.describe_encoder()}\n  file {tt.file}")
+
+def _info_tokenizer(path: str) -> int:
+    """Which encoder fastaxo uses for the tokenizer at ``path``: for raw text (as prepare
+    --tokenizer loads it) and, when the directory holds a chat template and transformers is
+    installed, for chat."""
+    from fastaxo.pipeline.columns import load_tokenizer
+
+    if not os.path.exists(path):
+        print(f"  tokenizer        : {path}\n    error          : no such file or directory")
+        return 1
+    tt = load_tokenizer(path)  # a file that is not a tokenizer: one line on stderr, exit 1
+    print(f"  tokenizer        : {path}\n    file           : {tt.file}\n"
+          f"    text encoder   : {tt.describe_encoder()}")
+    if not os.path.isdir(path):
+        return 0
+    try:
+        from transformers import AutoTokenizer
+    except ImportError:
+        print("    chat encoder   : unknown (transformers is not installed)")
+        return 0
+    from fastaxo.chat import ChatSpec
+
+    try:
+        hf = AutoTokenizer.from_pretrained(path)
+        if not getattr(hf, "chat_template", None):
+            print("    chat encoder   : none (the tokenizer has no chat template)")
+            return 0
+        spec = ChatSpec.create(hf)
+        problem = spec.problem()
+        if problem is not None:
+            print(f"    chat encoder   : HF tokenizers, Axolotl's algorithm ({problem})")
+        elif spec.encoder == "fastaxo":
+            print("    chat encoder   : fastaxo")
+        else:
+            print(f"    chat encoder   : HF tokenizers ({spec.encoder_reason})")
+    except Exception as e:  # noqa: BLE001 - info reports, it does not fail on a tokenizer
+        # (transformers cannot load it for chat; prepare's text path above still can)
+        print(f"    chat encoder   : none: transformers cannot load it for chat "
+              f"({type(e).__name__}: {e})")
     return 0
 
 
@@ -680,9 +717,10 @@ def main(argv: list[str] | None = None) -> int:
                      help="no progress (a bar on a terminal, else a line every few seconds)")
     p_demo.set_defaults(func=_cmd_demo)
     p_info = sub.add_parser("info", help="show version, OpenMP, threads and the SHA-256 path")
-    p_info.add_argument("--tokenizer", metavar="DIR",
-                        help="also name the encoder prepare --tokenizer DIR uses on raw text: "
-                        "fastaxo's C encoder, or HF tokenizers and why")
+    p_info.add_argument("--tokenizer", metavar="PATH",
+                        help="also say which encoder fastaxo uses for this tokenizer (a "
+                        "directory or tokenizer.json), on raw text and on chat: fastaxo's C "
+                        "encoder, or HF's and why")
     p_info.set_defaults(func=_cmd_info)
     p_d = sub.add_parser("dedupe", help="exact dedupe of Parquet files, or of the built-in dataset")
     p_d.add_argument("-q", "--quiet", action="store_true",

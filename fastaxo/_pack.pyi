@@ -73,4 +73,9 @@ def chat_labels_bytes(
     ids: list[int], text: bytes, token_offsets: np.ndarray, token_bytes: np.ndarray,
     spans: np.ndarray, eot_ids: np.ndarray, eos_ids: np.ndarray, eot_mode: int, eos_mode: int,
 ) -> tuple[list[int] | None, int]: ...
+def chat_row_bytes(
+    ids: np.ndarray, text: bytes | np.ndarray, token_offsets: np.ndarray,
+    token_bytes: np.ndarray, spans: np.ndarray, eot_ids: np.ndarray, eos_ids: np.ndarray,
+    eot_mode: int, eos_mode: int, pool: list[int] | None = ...,
+) -> tuple[list[int] | None, list[int] | None, int]: ...
 def json_too_deep(block: memoryview | bytes | bytearray, limit: int) -> int: ...

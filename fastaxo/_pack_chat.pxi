@@ -6,7 +6,8 @@
 # per conversation and, for an EOS the template never emits, a scan to the end of the
 # conversation per turn (quadratic). Here the offsets are bisected in place (the tokenizer's own
 # list of tuples), the EOT/EOS positions are found in one pass over the ids, and the labels are
-# built from the ids' own objects: no Python object per token.
+# built from the ids' own objects: no Python object per token. chat_row_bytes takes fastaxo's
+# int32 ids: its checks read the array and the row's list takes shared int objects (a pool).
 
 cdef enum:
     TRAIN_NONE = 0   # any value Axolotl does not act on (None, "none", ...)
@@ -82,18 +83,40 @@ cdef inline Py_ssize_t _first_from(const int64_t[::1] pos, Py_ssize_t npos, Py_s
     return pos[lo] if lo < npos else -1
 
 
+cdef int64_t _positions_of32(const int32_t[::1] ids, Py_ssize_t n, const int64_t[::1] wanted,
+                             int64_t[::1] out) noexcept:
+    # _positions_of over int32 ids (no Python object read per token)
+    cdef Py_ssize_t i, j, k = 0, m = wanted.shape[0]
+    cdef int64_t v
+    if m == 0:
+        return 0
+    for i in range(n):
+        v = ids[i]
+        for j in range(m):
+            if v == wanted[j]:
+                out[k] = i
+                k += 1
+                break
+    return k
+
+
 cdef object _labels_of(list ids, Py_ssize_t n, const int64_t[:, ::1] tok,
                        const int64_t[::1] eot_ids, const int64_t[::1] eos_ids, int eot_mode,
-                       int eos_mode):
-    # tok[k]: turn k's token span, or (-1, -1) when the turn was not found
+                       int eos_mode, const int32_t[::1] ids32=None):
+    # tok[k]: turn k's token span, or (-1, -1) when the turn was not found; ids32: the same
+    # ids as int32 (read instead of the list's objects), or None
     cdef Py_ssize_t k, s, e, idx, t
     cdef Py_ssize_t last[2]
     cdef Py_ssize_t npos[2]
     cdef int modes[2]
     pos_arr = np.empty((2, n), np.int64)
     cdef int64_t[:, ::1] pos = pos_arr
-    npos[0] = _positions_of(ids, n, eot_ids, pos[0])
-    npos[1] = _positions_of(ids, n, eos_ids, pos[1])
+    if ids32 is None:
+        npos[0] = _positions_of(ids, n, eot_ids, pos[0])
+        npos[1] = _positions_of(ids, n, eos_ids, pos[1])
+    else:
+        npos[0] = _positions_of32(ids32, n, eot_ids, pos[0])
+        npos[1] = _positions_of32(ids32, n, eos_ids, pos[1])
     modes[0] = eot_mode
     modes[1] = eos_mode
     last[0] = -1
@@ -160,40 +183,26 @@ def chat_labels(list ids, object offsets, const int64_t[:, ::1] spans, const int
     return _labels_of(ids, n, tok, eot_ids, eos_ids, eot_mode, eos_mode), -1
 
 
-def chat_labels_bytes(list ids, const uint8_t[::1] text, const int64_t[::1] token_offsets,
-                      const uint8_t[::1] token_bytes, const int64_t[:, ::1] spans,
-                      const int64_t[::1] eot_ids, const int64_t[::1] eos_ids, int eot_mode,
-                      int eos_mode):
-    """:func:`chat_labels` for a byte-level tokenizer without its offsets: ``text`` is the
-    UTF-8 of the rendered conversation, ``token_bytes[token_offsets[i]:token_offsets[i + 1]]``
-    the bytes token i stands for, ``spans`` in bytes.
+cdef inline int _spelled_at(int64_t tid, const uint8_t[::1] text, const int64_t[::1] token_offsets,
+                            const uint8_t[::1] token_bytes, int64_t *at) noexcept:
+    # token tid's bytes are text's next bytes: advance *at past them (0), else -1
+    cdef int64_t ln, ntok = token_offsets.shape[0] - 1
+    if tid < 0 or tid >= ntok:
+        return -1
+    ln = token_offsets[tid + 1] - token_offsets[tid]
+    if ln <= 0 or ln > text.shape[0] - at[0]:
+        return -1
+    if memcmp(&text[at[0]], &token_bytes[token_offsets[tid]], ln) != 0:
+        return -1
+    at[0] += ln
+    return 0
 
-    The ids must spell ``text`` exactly (checked, token by token). Then a token's character
-    offsets are the characters its bytes fall in, so "ends at or before character c" is "ends
-    at or before c's first byte" and the bisections are the offsets' own. Returns
-    ``(None, -2)`` when the ids do not spell the text (the caller then asks for offsets).
-    """
-    cdef Py_ssize_t n = PyList_GET_SIZE(ids), k, i, lo, hi, mid
-    cdef int64_t ntok = token_offsets.shape[0] - 1, at = 0, tid, ln, size = text.shape[0]
-    if spans.shape[1] != 2:
-        raise ValueError(f"spans: expected shape (turns, 2), got {tuple(spans.shape)[:2]}")
-    ends_arr = np.empty(n, np.int64)
-    cdef int64_t[::1] ends = ends_arr
-    for i in range(n):
-        tid = PyLong_AsLongLong(<object>PyList_GET_ITEM(ids, i))
-        if tid < 0 or tid >= ntok:
-            return None, -2
-        ln = token_offsets[tid + 1] - token_offsets[tid]
-        if ln <= 0 or ln > size - at:
-            return None, -2
-        if memcmp(&text[at], &token_bytes[token_offsets[tid]], ln) != 0:
-            return None, -2
-        at += ln
-        ends[i] = at
-    if at != size:
-        return None, -2
-    tok_arr = np.full((spans.shape[0], 2), -1, np.int64)
-    cdef int64_t[:, ::1] tok = tok_arr
+
+cdef Py_ssize_t _turn_tokens(const int64_t[::1] ends, Py_ssize_t n, const int64_t[:, ::1] spans,
+                             int64_t[:, ::1] tok) except -2:
+    # each turn's token span from the tokens' byte ends (token i covers [ends[i-1], ends[i]));
+    # -1, or k when turn k starts past the last token
+    cdef Py_ssize_t k, lo, hi, mid
     for k in range(spans.shape[0]):
         if spans[k, 1] <= spans[k, 0]:
             _not_found(&tok[k, 0], &tok[k, 1], n)
@@ -215,6 +224,89 @@ def chat_labels_bytes(list ids, const uint8_t[::1] text, const int64_t[::1] toke
                     hi = mid
             tok[k, 1] = lo
             if tok[k, 0] >= n or tok[k, 1] > n:
-                return None, k
+                return k
             _not_found(&tok[k, 0], &tok[k, 1], n)
-    return _labels_of(ids, n, tok, eot_ids, eos_ids, eot_mode, eos_mode), -1
+    return -1
+
+
+def chat_labels_bytes(list ids, const uint8_t[::1] text, const int64_t[::1] token_offsets,
+                      const uint8_t[::1] token_bytes, const int64_t[:, ::1] spans,
+                      const int64_t[::1] eot_ids, const int64_t[::1] eos_ids, int eot_mode,
+                      int eos_mode):
+    """:func:`chat_labels` for a byte-level tokenizer without its offsets: ``text`` is the
+    UTF-8 of the rendered conversation, ``token_bytes[token_offsets[i]:token_offsets[i + 1]]``
+    the bytes token i stands for, ``spans`` in bytes.
+
+    The ids must spell ``text`` exactly (checked, token by token). Then a token's character
+    offsets are the characters its bytes fall in, so "ends at or before character c" is "ends
+    at or before c's first byte" and the bisections are the offsets' own. Returns
+    ``(None, -2)`` when the ids do not spell the text (the caller then asks for offsets).
+    """
+    cdef Py_ssize_t n = PyList_GET_SIZE(ids), i, bad
+    cdef int64_t at = 0
+    if spans.shape[1] != 2:
+        raise ValueError(f"spans: expected shape (turns, 2), got {tuple(spans.shape)[:2]}")
+    ends_arr = np.empty(n, np.int64)
+    cdef int64_t[::1] ends = ends_arr
+    for i in range(n):
+        if _spelled_at(PyLong_AsLongLong(<object>PyList_GET_ITEM(ids, i)), text, token_offsets,
+                       token_bytes, &at) != 0:
+            return None, -2
+        ends[i] = at
+    if at != text.shape[0]:
+        return None, -2
+    tok_arr = np.full((spans.shape[0], 2), -1, np.int64)
+    bad = _turn_tokens(ends, n, spans, tok_arr)
+    if bad != -1:
+        return None, bad
+    return _labels_of(ids, n, tok_arr, eot_ids, eos_ids, eot_mode, eos_mode), -1
+
+
+cdef list _pooled(const int32_t[::1] ids, list pool):
+    # the ids as a list of the pool's int objects (pool[v] is v): a pointer and a reference
+    # per token, no int allocated; every id is in [0, len(pool)) (checked by the caller)
+    cdef Py_ssize_t n = ids.shape[0], i
+    cdef list out = PyList_New(n)
+    cdef PyObject *o
+    for i in range(n):
+        o = PyList_GET_ITEM(pool, ids[i])
+        Py_INCREF(<object>o)
+        PyList_SET_ITEM(out, i, <object>o)
+    return out
+
+
+def chat_row_bytes(object ids, const uint8_t[::1] text, const int64_t[::1] token_offsets,
+                   const uint8_t[::1] token_bytes, const int64_t[:, ::1] spans,
+                   const int64_t[::1] eot_ids, const int64_t[::1] eos_ids, int eot_mode,
+                   int eos_mode, list pool=None):
+    """:func:`chat_labels_bytes` for ids in an int32 array (fastaxo's encoder): the checks
+    read the array, not a Python object per token, and the row's list of ids is made only
+    once they pass: from ``pool`` (a list whose item v is the int v, at least one per token
+    id: no int allocated per token) or, without it, new ints. Returns ``(ids list, labels,
+    -1)``, ``(ids list, None, k)`` when turn k starts past the last token, or ``(None, None,
+    -2)`` when the ids do not spell the text.
+    """
+    cdef const int32_t[::1] ids32 = ids
+    cdef Py_ssize_t n = ids32.shape[0], i, bad
+    cdef int64_t at = 0
+    if spans.shape[1] != 2:
+        raise ValueError(f"spans: expected shape (turns, 2), got {tuple(spans.shape)[:2]}")
+    if pool is not None and PyList_GET_SIZE(pool) < token_offsets.shape[0] - 1:
+        raise ValueError(f"pool: expected at least {token_offsets.shape[0] - 1} ints (one per "
+                         f"token id), got {PyList_GET_SIZE(pool)}")
+    ends_arr = np.empty(n, np.int64)
+    cdef int64_t[::1] ends = ends_arr
+    for i in range(n):
+        if _spelled_at(ids32[i], text, token_offsets, token_bytes, &at) != 0:
+            return None, None, -2
+        ends[i] = at
+    if at != text.shape[0]:
+        return None, None, -2
+    # every id passed _spelled_at: 0 <= id < len(token_offsets) - 1 <= len(pool)
+    ids_list = _pooled(ids32, pool) if pool is not None else np.asarray(ids32).tolist()
+    tok_arr = np.full((spans.shape[0], 2), -1, np.int64)
+    bad = _turn_tokens(ends, n, spans, tok_arr)
+    if bad != -1:
+        return ids_list, None, bad
+    return (ids_list, _labels_of(ids_list, n, tok_arr, eot_ids, eos_ids, eot_mode, eos_mode,
+                                 ids32), -1)

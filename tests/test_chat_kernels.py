@@ -100,6 +100,42 @@ def test_byte_kernel_equals_offsets_kernel(case):
                    bspans, eot_a, eot_a[:0], CODES.get(mode, 0), 0)
     want = _outcome(ref.chat_labels, ids, offsets, spans, eot, [], mode, None)
     assert got == want
+    # the int32 twin (fastaxo's encoder): the same labels, the ids as a list, pooled or not
+    ids32 = np.array(ids, np.int32)
+    for pool in (None, list(range(len(tok_bytes))), list(range(len(tok_bytes) + 7))):
+        row = _outcome(backend.pack_ext.chat_row_bytes, ids32, text.encode(), toff, blob,
+                       bspans, eot_a, eot_a[:0], CODES.get(mode, 0), 0, pool)
+        if want is IndexError:
+            assert row is IndexError
+        else:
+            assert row == (ids, *want)
+            assert all(type(v) is int for v in row[0])
+
+
+@needs_ext
+def test_row_kernel_refuses_what_the_list_kernel_refuses():
+    toff = np.array([0, 1, 2], np.int64)
+    blob = np.frombuffer(b"ab", np.uint8)
+    spans = np.zeros((0, 2), np.int64)
+    e = np.zeros(0, np.int64)
+    row = backend.pack_ext.chat_row_bytes
+    assert row(np.array([0, 1], np.int32), b"ab", toff, blob, spans, e, e, 1, 1, [0, 1]) == (
+        [0, 1], [-100, -100], -1)
+    for ids, text in (([0, 0], b"ab"), ([0], b"ab"), ([0, 1, 1], b"ab"), ([5], b"a"),
+                      ([-1], b"a"), ([2**31 - 1], b"a")):
+        for pool in (None, [0, 1]):
+            assert row(np.array(ids, np.int32), text, toff, blob, spans, e, e, 1, 1, pool) == (
+                None, None, -2)
+    with pytest.raises(ValueError, match="pool: expected at least 2"):
+        row(np.array([0], np.int32), b"a", toff, blob, spans, e, e, 1, 1, [0])
+    with pytest.raises(ValueError):  # int32 ids only
+        row(np.array([0], np.int64), b"a", toff, blob, spans, e, e, 1, 1, None)
+    # a pooled row shares the pool's objects, and is an ordinary list
+    pool = [0, 10**6]
+    ids, _, _ = row(np.array([1, 1], np.int32), b"bb", toff, blob, spans, e, e, 1, 1, pool)
+    assert ids == [10**6, 10**6] and ids[0] is pool[1]
+    ids[0] = 7
+    assert pool == [0, 10**6]
 
 
 @needs_ext

@@ -307,17 +307,17 @@ def test_cli_info_names_the_encoder(tmp_path):
     r = subprocess.run([sys.executable, "-m", "fastaxo", "info", "--tokenizer", tok],
                        capture_output=True, text=True, cwd="/", env=env)
     assert r.returncode == 0, r.stderr
-    assert "tokenizer: fastaxo (C, pattern qwen2, NFC)" in r.stdout
+    assert "text encoder   : fastaxo (C, pattern qwen2, NFC)" in r.stdout
     assert "tokenizer        : auto (FASTAXO_TOKENIZER" in r.stdout
     r = subprocess.run([sys.executable, "-m", "fastaxo", "info", "--tokenizer",
                         _tokenizer_dir(tmp_path / "wl")], capture_output=True, text=True, cwd="/",
                        env=env)
     assert r.returncode == 0, r.stderr
-    assert "tokenizer: HF tokenizers (" in r.stdout
+    assert "text encoder   : HF tokenizers (" in r.stdout
     r = subprocess.run([sys.executable, "-m", "fastaxo", "info", "--tokenizer", tok],
                        capture_output=True, text=True, cwd="/",
                        env={**env, "FASTAXO_TOKENIZER": "hf"})
-    assert r.returncode == 0 and "tokenizer: HF tokenizers (FASTAXO_TOKENIZER=hf)" in r.stdout
+    assert r.returncode == 0 and "text encoder   : HF tokenizers (FASTAXO_TOKENIZER=hf)" in r.stdout
     r = subprocess.run([sys.executable, "-m", "fastaxo", "info", "--tokenizer", str(tmp_path)],
                        capture_output=True, text=True, cwd="/", env=env)
     assert r.returncode == 1 and "holds no vocabulary" in r.stderr

@@ -20,8 +20,10 @@ Here each conversation is rendered a few times whatever its length:
    output does not depend on those contents, and Axolotl's diff of text 1 against a render with
    one placeholder is computed from the positions alone (:func:`_placeholder_span`).
 
-The texts are tokenized as one batch (the fast tokenizer's threads), and each conversation's
-spans become labels in ``_pack.chat_labels`` (bisect into the offsets, end-of-turn search).
+The texts are tokenized as one batch (fastaxo's encoder where it gives HF's ids,
+:attr:`ChatSpec.encoder`, else HF's fast tokenizer; their threads), and each conversation's
+spans become labels in ``_pack.chat_row_bytes`` / ``chat_labels_bytes`` (token boundaries from
+the ids' bytes) or ``chat_labels`` (bisect into HF's offsets), with the end-of-turn search.
 A row that fails a check is not guessed at: :meth:`ChatEngine.run` returns a :class:`Fallback`
 with the reason, and the caller hands the row to Axolotl's code (or the reference
 :func:`fastaxo._reference.chat.tokenize_conversation`).
@@ -85,7 +87,9 @@ class ChatEngine:
     """Tokenizes conversations (lists of ``{"role", "content"}`` dicts, after Axolotl's
     message mapping) for one :class:`ChatSpec`. :attr:`turn_counts` counts, by reason, the
     turns of produced rows that were placed by their own renders (Axolotl's diff) because the
-    template rewrites them."""
+    template rewrites them; :attr:`encoder_counts` the rows tokenized, by the encoder that
+    made their ids (``"fastaxo"``: fastaxo's C encoder, ``"hf"``: HF's tokenizers; see
+    :attr:`ChatSpec.encoder`)."""
 
     def __init__(self, spec: ChatSpec):
         problem = spec.problem()
@@ -99,6 +103,7 @@ class ChatEngine:
                        _MODES.get(spec.train_on_eos or "", 0))
         self._taken = frozenset(_MARK_RE.findall(spec.chat_template))
         self.turn_counts: Counter[str] = Counter()
+        self.encoder_counts: Counter[str] = Counter()
 
     # -- the pass ---------------------------------------------------------------------------
     def run(self, conversations: Sequence[list[dict[str, Any]]]) -> list[Row | Fallback]:
@@ -283,22 +288,80 @@ class ChatEngine:
 
     def _tokenize(self, texts: dict[int, str], spans: dict[int, np.ndarray],
                   trainable: dict[int, list[int]], out: list[Row | Fallback | None]) -> None:
-        table = self.spec.byte_tokens()
+        """Ids and labels of the rows still open. Byte-level tokenizers: ids alone (fastaxo's
+        encoder or HF's, :attr:`ChatSpec.encoder`) and labels from their bytes; the rows that
+        cannot (text an NFC tokenizer would change, ids that do not spell the text) take HF's
+        ids and character offsets."""
+        table = self.spec.byte_tokens() if backend.pack_ext is not None else None
+        enc = self.spec.encoder if table is not None else "hf"
         ready = [i for i in spans if out[i] is None]
         for chunk in _chunks(ready, texts):
             need = chunk
             if table is not None:
+                by_bytes: list[int] = []
                 need = []
-                ids_list = self.spec.tokenize_ids([texts[i] for i in chunk]) or []
-                for i, ids in zip(chunk, ids_list, strict=True):
-                    r = self._labels_bytes(texts[i], ids, spans[i], trainable[i], table)
-                    if r is None:
-                        need.append(i)
-                    else:
-                        out[i] = r
+                for i in chunk:  # an NFC tokenizer's offsets follow the normalizer's changes
+                    ok = not table[2] or unicodedata.is_normalized("NFC", texts[i])
+                    (by_bytes if ok else need).append(i)
+                if enc == "fastaxo":
+                    done = self._rows_fastaxo(texts, by_bytes, spans, trainable, table, out)
+                else:
+                    done = self._rows_hf_ids(texts, by_bytes, spans, trainable, table, out)
+                need.extend(i for i in by_bytes if i not in done)
+                self.encoder_counts[enc] += len(done)
             for i, (ids, offsets) in zip(need, self.spec.tokenize([texts[i] for i in need]),
                                          strict=True):
                 out[i] = self._labels(ids, offsets, spans[i], trainable[i])
+                self.encoder_counts["hf"] += 1
+
+    def _rows_hf_ids(self, texts: dict[int, str], rows: list[int], spans: dict[int, np.ndarray],
+                     trainable: dict[int, list[int]], table: tuple[np.ndarray, np.ndarray, bool],
+                     out: list[Row | Fallback | None]) -> set[int]:
+        """The rows made from HF's ids alone; the others are left for the offsets."""
+        done = set()
+        ids_list = self.spec.tokenize_ids([texts[i] for i in rows]) or []
+        for i, ids in zip(rows, ids_list, strict=True):
+            r = self._labels_bytes(texts[i], ids, spans[i], trainable[i], table)
+            if r is not None:
+                out[i] = r
+                done.add(i)
+        return done
+
+    def _rows_fastaxo(self, texts: dict[int, str], rows: list[int], spans: dict[int, np.ndarray],
+                      trainable: dict[int, list[int]],
+                      table: tuple[np.ndarray, np.ndarray, bool],
+                      out: list[Row | Fallback | None]) -> set[int]:
+        """The rows made from fastaxo's ids: each text encoded to UTF-8 once (the encoder and
+        the label kernel read the same bytes), ids as int32 until the row is proven."""
+        import pyarrow as pa
+
+        done: set[int] = set()
+        if not rows:
+            return done
+        utf8 = [texts[i].encode("utf-8") for i in rows]
+        offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum([len(b) for b in utf8], out=offsets[1:])
+        joined = b"".join(utf8)
+        del utf8
+        data = np.frombuffer(joined, np.uint8)
+        arr = pa.LargeStringArray.from_buffers(len(rows), pa.py_buffer(offsets),
+                                               pa.py_buffer(joined))
+        vals, id_off = self.spec.fastaxo_ids(arr)
+        id_at, at = id_off.tolist(), offsets.tolist()
+        tok_off, tok_bytes, _ = table
+        kernel = backend.pack_ext.chat_row_bytes  # type: ignore[union-attr]
+        pool = _int_pool(len(tok_off) - 1)
+        for k, i in enumerate(rows):
+            if id_at[k] == id_at[k + 1]:
+                continue  # no tokens: the offsets path says so
+            ids, labels, bad = kernel(
+                vals[id_at[k]:id_at[k + 1]], data[at[k]:at[k + 1]], tok_off, tok_bytes,
+                _byte_spans(texts[i], spans[i]), self._eot, self._eos, self._modes[0],
+                self._modes[1], pool)
+            if bad != -2:
+                out[i] = self._row(ids, labels, bad, trainable[i])
+                done.add(i)
+        return done
 
     def _labels(self, ids: list[int], offsets: Any, spans: np.ndarray, trainable: list[int]
                 ) -> Row | Fallback:
@@ -310,9 +373,8 @@ class ChatEngine:
     def _labels_bytes(self, text: str, ids: list[int], spans: np.ndarray, trainable: list[int],
                       table: tuple[np.ndarray, np.ndarray, bool]) -> Row | Fallback | None:
         """The labels from the ids alone (byte-level tokenizers); None: use the offsets."""
-        offsets, blob, nfc = table
-        if not ids or backend.pack_ext is None or (nfc and not unicodedata.is_normalized(
-                "NFC", text)):
+        offsets, blob, _ = table
+        if not ids or backend.pack_ext is None:
             return None
         data = text.encode("utf-8")
         labels, bad = backend.pack_ext.chat_labels_bytes(
@@ -364,10 +426,10 @@ class _RowState:
         n = len(self.trainable)
         if n > MAX_TRAINABLE_TURNS:
             return False
-        contents = [t["content"] for t in self.turns]
-        top = max((max(c) for c in contents if c), default="")
-        if top >= "\U000F0000":
-            taken = taken | frozenset(_MARK_RE.findall("".join(contents)))
+        # one regex scan in C (max() over a str makes an object per character)
+        found = _MARK_RE.findall("".join([t["content"] for t in self.turns]))
+        if found:
+            taken = taken | frozenset(found)
         pool = _marker_pool(2 * n, taken)
         self.open, self.close = pool[0::2], pool[1::2]
         return True
@@ -487,6 +549,19 @@ class _RowState:
 
 
 _pool: list[str] = []
+# the ints 0..n-1 that rows' ids are made of (one object per token id, shared by every row:
+# a row's list takes references, no int is allocated per token); replaced whole, never
+# changed, so a thread holding one keeps a valid one
+_ints: list[list[int]] = [[]]
+
+
+def _int_pool(n: int) -> list[int]:
+    pool = _ints[0]
+    if len(pool) < n:
+        pool = list(range(n))
+        _ints[0] = pool
+    return pool
+
 
 
 def _marker_pool(n: int, taken: frozenset[str]) -> list[str]:

@@ -4,10 +4,11 @@ live Axolotl ``ChatTemplateStrategy`` (:meth:`ChatSpec.from_strategy`)."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastaxo._core.checks import MAX_ROW_BYTES, positive_int
 from fastaxo.chat.render import (
@@ -21,6 +22,9 @@ from fastaxo.errors import (
     InvalidTypeError,
     TemplateLimitError,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["ChatSpec", "TRAIN_OPTIONS"]
 
@@ -188,10 +192,64 @@ class ChatSpec:
 
     def tokenize_ids(self, texts: list[str]) -> list[list[int]] | None:
         """Ids alone (no offsets: about half the tokenizer's work), when :meth:`byte_tokens`
-        can place the turns from them; else None."""
+        can place the turns from them; else None. From fastaxo's encoder where it gives HF's
+        ids (:attr:`encoder`), else from HF's ``encode_batch_fast``."""
         if self.byte_tokens() is None:
             return None
+        fx = self._fastaxo()[0]
+        if fx is not None:
+            vals, offs = self.fastaxo_ids(texts)
+            ids = vals.tolist()
+            return [ids[a:b] for a, b in itertools.pairwise(offs.tolist())]
         return self._ids_fast(texts)
+
+    def fastaxo_ids(self, texts: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of ``texts`` (a list of str, or a pyarrow string array) from fastaxo's
+        encoder, ``add_special_tokens=False``: int32 values and int64 offsets (text i's ids
+        are ``values[offsets[i]:offsets[i + 1]]``). Only when :attr:`encoder` is
+        ``"fastaxo"``."""
+        import numpy as np
+
+        fx = self._fastaxo()[0]
+        if fx is None:
+            raise InvalidInputError(f"fastaxo_ids: this spec's encoder is HF's "
+                                    f"({self.encoder_reason})")
+        if isinstance(texts, list) and not texts:
+            return np.zeros(0, np.int32), np.zeros(1, np.int64)
+        arr = fx.encode_batch(texts, add_special_tokens=False, num_threads=_encode_threads())
+        return arr.values.to_numpy(), arr.offsets.to_numpy().astype(np.int64, copy=False)
+
+    # -- which encoder makes the ids --------------------------------------------------------
+    @property
+    def encoder(self) -> str:
+        """``"fastaxo"`` when :meth:`tokenize_ids` takes its ids from fastaxo's C encoder
+        (:class:`fastaxo.Tokenizer`: HF's ids, from C), ``"hf"`` when they come from HF's
+        ``tokenizers`` (:attr:`encoder_reason` says why). ``FASTAXO_TOKENIZER`` chooses
+        (:mod:`fastaxo.tokenizer.select`); rows that need character offsets (text that is not
+        NFC-stable for an NFC tokenizer, ids that do not spell the text) always take HF's."""
+        return "hf" if self._fastaxo()[0] is None else "fastaxo"
+
+    @property
+    def encoder_reason(self) -> str | None:
+        """Why :attr:`encoder` is ``"hf"`` (None when it is ``"fastaxo"``)."""
+        return self._fastaxo()[1]
+
+    def _fastaxo(self) -> tuple[Any, str | None]:
+        """(fastaxo Tokenizer, None), or (None, why HF's ids are used); once per
+        ``FASTAXO_TOKENIZER`` value."""
+        from fastaxo.tokenizer.select import choice
+
+        mode = choice()
+        cache = self.__dict__.setdefault("_cache", {})
+        key = "fastaxo:" + mode
+        if key not in cache:
+            cache[key] = _fastaxo_encoder(self, mode)
+            why = cache[key][1]
+            if why is not None and why not in _SAID:
+                _SAID.add(why)
+                LOG.info("chat: tokenizing with HF's tokenizers, not fastaxo's encoder: %s",
+                         why)
+        return cache[key]
 
     def _ids_fast(self, texts: list[str]) -> list[list[int]]:
         backend = self._fast_backend()
@@ -240,6 +298,59 @@ class ChatSpec:
             if ok:
                 cache["backend"] = b
         return cache["backend"]
+
+
+# reasons for HF's encoder already logged (once per process)
+_SAID: set[str] = set()
+
+
+def _fastaxo_encoder(spec: ChatSpec, mode: str) -> tuple[Any, str | None]:
+    """fastaxo's encoder for ``spec``'s byte path where its ids are provably HF's:
+    :func:`~fastaxo.tokenizer.select.fast_tokenizer` supports the tokenizer, the byte path
+    applies (:meth:`ChatSpec.byte_tokens`), special tokens are not split, the added tokens are
+    the tokenizer's current ones, and the ids agree on a probe text holding every added token.
+    ``mode`` "fastaxo" raises where any of that fails."""
+    from fastaxo.tokenizer import Tokenizer, UnsupportedTokenizerError
+    from fastaxo.tokenizer.select import ENV, fast_tokenizer
+
+    def refuse(why: str) -> tuple[Any, str | None]:
+        if mode == "fastaxo":
+            raise InvalidInputError(f"{ENV}=fastaxo: {why}")
+        return None, why
+
+    tok, why = fast_tokenizer(spec.tokenizer)
+    if tok is None:
+        return None, why
+    if spec.byte_tokens() is None:
+        return refuse("the chat path's tokenizer does not give byte-level offsets (the "
+                      "characters each token's bytes fall in), so it needs HF's offsets")
+    backend = spec._fast_backend()
+    if backend.encode_special_tokens:
+        return refuse("split_special_tokens is set (fastaxo's encoder never splits special "
+                      "tokens)")
+    added = {t.content: i for i, t in backend.get_added_tokens_decoder().items()}
+    if tok.added_tokens != added:
+        # the HF object changed after fastaxo's encoder was made for it (add_special_tokens)
+        try:
+            tok = Tokenizer.from_hf(backend)
+        except UnsupportedTokenizerError as e:
+            return refuse(str(e))
+        if tok.added_tokens != added:
+            return refuse("fastaxo's encoder does not hold the tokenizer's added tokens")
+    probe = _PROBE + "".join(f"a{t}b {t}\n" for t in sorted(added))
+    want = backend.encode_batch_fast([probe], add_special_tokens=False)[0].ids
+    if tok.encode(probe, add_special_tokens=False).tolist() != want:
+        return refuse("fastaxo's ids differ from HF's on a probe text")
+    return tok, None
+
+
+def _encode_threads() -> int | None:
+    """1 where HF's tokenizers would run on one thread (``TOKENIZERS_PARALLELISM`` false, as
+    Axolotl's worker processes set it), else fastaxo's default."""
+    import os
+
+    flag = os.environ.get("TOKENIZERS_PARALLELISM", "").strip().lower()
+    return 1 if flag in ("0", "f", "false", "n", "no", "off") else None
 
 
 def _mistral_named(tokenizer: Any) -> bool:

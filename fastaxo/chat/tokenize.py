@@ -36,7 +36,9 @@ class ChatResult:
     ``turn_fallbacks`` the turns of one-pass rows placed by their own renders (Axolotl's diff)
     because the template rewrites them; ``empty`` the rows given no tokens, by reason (a
     conversation the template renders to no text, or one larger than ``max_row_bytes`` with
-    ``too_large="skip"``), and ``too_large`` the indices of the latter."""
+    ``too_large="skip"``), and ``too_large`` the indices of the latter; ``encoders`` the
+    one-pass rows by the encoder that made their ids (``"fastaxo"``, ``"hf"``: see
+    :attr:`ChatSpec.encoder`)."""
 
     input_ids: list[list[int]] = field(default_factory=list)
     labels: list[list[int]] = field(default_factory=list)
@@ -45,6 +47,7 @@ class ChatResult:
     turn_fallbacks: Counter[str] = field(default_factory=Counter)
     empty: Counter[str] = field(default_factory=Counter)
     too_large: list[int] = field(default_factory=list)
+    encoders: Counter[str] = field(default_factory=Counter)
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -174,6 +177,7 @@ def tokenize_chat(conversations: Iterable[Any], tokenizer: Any = None, *,
         except TemplateLimitError as e:
             raise TemplateLimitError(f"messages: {e}") from None
         result.turn_fallbacks.update(engine.turn_counts)
+        result.encoders.update(engine.encoder_counts)
     else:
         rows = [Fallback(problem)] * len(turns)
     empty: dict[str, list[int]] = {"input_ids": [], "labels": [], "attention_mask": []}

@@ -1,0 +1,321 @@
+"""The chat engine on fastaxo's own encoder (fastaxo.Tokenizer) against the same engine on HF's
+tokenizers (FASTAXO_TOKENIZER=hf): identical rows, row for row, on Qwen3's real tokenizer and
+template and on Llama 3.2's tokenizer with Llama 3's template; which encoder a spec uses and
+why; the cases that must stay on HF's.
+
+The rows on HF's encoder are Axolotl's (tests/test_chat.py, tests/test_chat_axolotl.py), so
+equal rows here are Axolotl's rows too."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fastaxo._core import backend
+from fastaxo._reference import chat as ref
+
+pytest.importorskip("transformers")
+import chat_data  # noqa: E402
+import tokenizer_data  # noqa: E402
+
+from fastaxo.chat import ChatEngine, ChatSpec, Fallback, tokenize_chat  # noqa: E402
+from fastaxo.errors import InvalidInputError  # noqa: E402
+
+pytestmark = pytest.mark.skipif(backend.tok_ext is None or backend.pack_ext is None,
+                                reason="fastaxo's encoder needs the compiled extension")
+
+ENV = "FASTAXO_TOKENIZER"
+
+# Meta's Llama 3 Instruct template (Llama 3.2's tokenizer_config.json here has none)
+LLAMA3_TEMPLATE = (
+    "{% set loop_messages = messages %}{% for message in loop_messages %}"
+    "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'"
+    "+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
+    "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}"
+    "{% endif %}")
+
+
+@pytest.fixture(scope="module")
+def llama():
+    from transformers import AutoTokenizer
+
+    try:
+        path = tokenizer_data.llama3_json().parent
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    tok = AutoTokenizer.from_pretrained(str(path))
+    tok.chat_template = LLAMA3_TEMPLATE
+    return tok
+
+
+@pytest.fixture(scope="module")
+def llama_spec(llama):
+    return ChatSpec.create(llama, eot_tokens=["<|eot_id|>"])
+
+
+def _plain(rows):
+    return [r if isinstance(r, dict) else ("fallback", r.reason) for r in rows]
+
+
+def _run(spec, convs, mode, monkeypatch):
+    """The engine's rows with FASTAXO_TOKENIZER=mode, and its rows per encoder."""
+    monkeypatch.setenv(ENV, mode)
+    engine = ChatEngine(spec)
+    return _plain(engine.run(convs)), dict(engine.encoder_counts)
+
+
+def _same_rows(spec, convs, monkeypatch):
+    """Rows on fastaxo's encoder equal rows on HF's; returns the fastaxo run's counts."""
+    fx, counts = _run(spec, convs, "auto", monkeypatch)
+    hf, hf_counts = _run(spec, convs, "hf", monkeypatch)
+    assert "fastaxo" not in hf_counts
+    for c, a, b in zip(convs, fx, hf, strict=True):
+        assert a == b, c
+    return counts
+
+
+# -- which encoder ---------------------------------------------------------------------------
+
+def test_qwen3_and_llama3_use_fastaxos_encoder(spec, llama_spec, monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    for s in (spec, llama_spec):
+        assert (s.encoder, s.encoder_reason) == ("fastaxo", None)
+    monkeypatch.setenv(ENV, "hf")
+    assert (spec.encoder, spec.encoder_reason) == ("hf", f"{ENV}=hf")
+    monkeypatch.setenv(ENV, "fastaxo")
+    assert spec.encoder == "fastaxo"
+
+
+def test_tokenize_chat_counts_the_encoder(spec, monkeypatch):
+    convs = chat_data.conversations(seed=21, n=6, turns=(2, 6), hi=60)
+    monkeypatch.delenv(ENV, raising=False)
+    fx = tokenize_chat(convs, spec=spec)
+    assert fx.encoders == {"fastaxo": 6}
+    monkeypatch.setenv(ENV, "hf")
+    hf = tokenize_chat(convs, spec=spec)
+    assert hf.encoders == {"hf": 6}
+    assert fx.to_dict() == hf.to_dict()
+
+
+def test_rows_that_need_offsets_take_hfs(spec, monkeypatch):
+    """Text an NFC tokenizer changes needs HF's character offsets: that row alone is HF's."""
+    convs = [[{"role": "user", "content": "cafe\u0301?"},
+              {"role": "assistant", "content": "cafe\u0301 ok"}],
+             [{"role": "user", "content": "caf\u00e9?"},
+              {"role": "assistant", "content": "caf\u00e9 ok"}]]
+    counts = _same_rows(spec, convs, monkeypatch)
+    assert counts == {"hf": 1, "fastaxo": 1}
+    monkeypatch.setenv(ENV, "auto")
+    assert ChatEngine(spec).run(convs)[0] == ref.tokenize_conversation(convs[0], spec)
+
+
+def test_unsupported_tokenizer_stays_on_hf(tmp_path, monkeypatch):
+    """A tokenizer fastaxo's encoder does not reproduce (here: an NFKC normalizer) is HF's,
+    with the reason; FASTAXO_TOKENIZER=fastaxo refuses it."""
+    from transformers import PreTrainedTokenizerFast
+
+    qwen = chat_data.qwen3_tokenizer()
+    path = tokenizer_data.variant(tokenizer_data.qwen3_json(), tmp_path / "tokenizer.json",
+                                  lambda d: d.update(normalizer={"type": "NFKC"}))
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(path), eos_token="<|im_end|>")
+    tok.chat_template = qwen.chat_template
+    monkeypatch.delenv(ENV, raising=False)
+    s = ChatSpec.create(tok)
+    assert s.encoder == "hf" and "normalizer" in s.encoder_reason
+    convs = chat_data.conversations(seed=2, n=3, turns=3, hi=30)
+    assert tokenize_chat(convs, spec=s).encoders == {"hf": 3}
+    monkeypatch.setenv(ENV, "fastaxo")
+    with pytest.raises(InvalidInputError, match=f"{ENV}=fastaxo"):
+        ChatSpec.create(tok).encoder  # noqa: B018
+
+
+def test_split_special_tokens_stays_on_hf(monkeypatch):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(chat_data.qwen3_dir()), split_special_tokens=True)
+    monkeypatch.delenv(ENV, raising=False)
+    s = ChatSpec.create(tok)
+    assert s.encoder == "hf" and "split_special_tokens" in s.encoder_reason
+    convs = [[{"role": "user", "content": "q <|im_end|>"}, {"role": "assistant", "content": "a"}]]
+    assert _same_rows(s, convs, monkeypatch) == {"hf": 1}
+
+
+def test_tokens_added_after_the_encoder_was_made(monkeypatch):
+    """fastaxo's encoder for an HF object is cached; tokens added to the object later are
+    seen (the encoder is rebuilt from the object's current state)."""
+    from fastaxo.tokenizer.select import fast_tokenizer
+
+    monkeypatch.delenv(ENV, raising=False)
+    tok = chat_data.qwen3_tokenizer()
+    assert fast_tokenizer(tok)[0] is not None
+    tok.add_special_tokens({"additional_special_tokens": ["<|fresh|>"]})
+    s = ChatSpec.create(tok)
+    assert s.encoder == "fastaxo"
+    convs = [[{"role": "user", "content": "a<|fresh|>b"},
+              {"role": "assistant", "content": "x <|fresh|> y"}]]
+    assert _same_rows(s, convs, monkeypatch) == {"fastaxo": 1}
+    ids = ChatEngine(s).run(convs)[0]["input_ids"]
+    assert tok.convert_tokens_to_ids("<|fresh|>") in ids
+
+
+def test_one_thread_where_hf_would_run_one(spec, monkeypatch):
+    from fastaxo.tokenizer import Tokenizer
+
+    seen = []
+    real = Tokenizer.encode_batch
+
+    def spy(self, texts, add_special_tokens=True, num_threads=None):
+        seen.append((add_special_tokens, num_threads))
+        return real(self, texts, add_special_tokens, num_threads)
+
+    monkeypatch.setattr(Tokenizer, "encode_batch", spy)
+    monkeypatch.delenv(ENV, raising=False)
+    convs = chat_data.conversations(seed=1, n=2, turns=2, hi=20)
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    ChatEngine(spec).run(convs)
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    ChatEngine(spec).run(convs)
+    assert seen == [(False, 1), (False, None)]
+
+
+# -- rows: fastaxo's encoder against HF's ------------------------------------------------------
+
+@pytest.mark.parametrize("turns", [1, 2, 8, (2, 16)])
+def test_rows_equal_hfs_qwen3(spec, turns, monkeypatch):
+    convs = chat_data.conversations(seed=31, n=12, turns=turns, hi=150)
+    assert _same_rows(spec, convs, monkeypatch) == {"fastaxo": 12}
+
+
+@pytest.mark.parametrize("turns", [1, 2, 8])
+def test_rows_equal_hfs_llama3(llama_spec, turns, monkeypatch):
+    convs = chat_data.conversations(seed=32, n=12, turns=turns, hi=150)
+    assert _same_rows(llama_spec, convs, monkeypatch) == {"fastaxo": 12}
+    monkeypatch.setenv(ENV, "auto")
+    for c, got in zip(convs, ChatEngine(llama_spec).run(convs), strict=True):
+        assert got == ref.tokenize_conversation(c, llama_spec)
+
+
+def test_rows_equal_hfs_qwen3_options(qwen, monkeypatch):
+    convs = chat_data.conversations(seed=33, n=8, turns=(2, 9), hi=60)
+    for opts in (dict(train_on_inputs=True), dict(train_on_eos="last"),
+                 dict(roles_to_train=["user"], train_on_eos="none"),
+                 dict(template_kwargs={"enable_thinking": False})):
+        assert _same_rows(ChatSpec.create(qwen, **opts), convs, monkeypatch) == {"fastaxo": 8}
+
+
+# Hypothesis: any Unicode (every category but lone surrogates), NFD text (Qwen3 normalizes to
+# NFC), the templates' special tokens and Qwen3's think tags inside contents, whitespace runs
+_SPECIALS = ["<|im_end|>", "<|im_start|>", "<|endoftext|>", "<think>", "</think>",
+             "<tool_call>", "<|eot_id|>", "<|start_header_id|>", "<|begin_of_text|>",
+             "<|end_header_id|>", "<|reserved_special_token_5|>"]
+_BITS = ["\n", "\n\n", " ", "   ", "\t", "\r\n", "\u00a0", "\u3000", "é", "e\u0301", "한국어",
+         "\u1112\u1161\u11ab", "🙂", "👩\u200d💻", "🇫🇷", "数据", "שלום", "مرحبا", "١٢٣", "'S",
+         "'ll", "x=1;", "```py\n", "\U000f0000", "\ue000", "\ufeff", "\u0301"]
+_ANY = st.characters(blacklist_categories=("Cs",))
+
+
+def _nfd(s: str) -> str:
+    return unicodedata.normalize("NFD", s)
+
+
+_PIECE = st.one_of(st.text(_ANY, max_size=10), st.text(_ANY, max_size=10).map(_nfd),
+                   st.sampled_from(_SPECIALS), st.sampled_from(_BITS),
+                   st.text(st.sampled_from("aé \n'1"), max_size=6))
+
+
+@st.composite
+def unicode_conversation(draw):
+    n = draw(st.integers(1, 5))
+    system = draw(st.booleans())
+    out = []
+    if system:
+        out.append({"role": "system",
+                    "content": draw(st.lists(_PIECE, max_size=5).map("".join))})
+    for k in range(n):
+        out.append({"role": "user" if k % 2 == 0 else "assistant",
+                    "content": draw(st.lists(_PIECE, max_size=8).map("".join))})
+    return out
+
+
+_HYP = settings(max_examples=80, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                       HealthCheck.data_too_large])
+
+
+@_HYP
+@given(convs=st.lists(unicode_conversation(), min_size=1, max_size=4))
+def test_rows_equal_hfs_hypothesis_qwen3(spec, convs, monkeypatch):
+    counts = _same_rows(spec, convs, monkeypatch)
+    nfc_stable = sum(all(unicodedata.is_normalized("NFC", t["content"]) for t in c)
+                     for c in convs)
+    # every row whose text is NFC-stable has fastaxo's ids (fallbacks aside)
+    assert counts.get("fastaxo", 0) <= nfc_stable
+
+
+@_HYP
+@given(convs=st.lists(unicode_conversation(), min_size=1, max_size=4))
+def test_rows_equal_hfs_hypothesis_llama3(llama_spec, convs, monkeypatch):
+    counts = _same_rows(llama_spec, convs, monkeypatch)
+    assert "hf" not in counts  # no normalizer, no lstrip/rstrip tokens: never HF's offsets
+
+
+def test_hypothesis_texts_reach_fastaxos_encoder(spec, monkeypatch):
+    """The rows above are not all fallbacks: seeded draws of the same strategy, counted."""
+    import random
+
+    rng = random.Random(5)
+    pieces = _SPECIALS + _BITS + ["abc", " de", "ﬁ"]
+    convs = [[{"role": r, "content": "".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))}
+              for r in ("system", "user", "assistant", "user", "assistant")[:rng.randint(2, 5)]]
+             for _ in range(60)]
+    counts = _same_rows(spec, convs, monkeypatch)
+    assert counts.get("fastaxo", 0) >= 20 and counts.get("hf", 0) >= 5, counts
+
+
+def test_json_round_trip_of_rows(spec, monkeypatch):
+    """Rows are lists of Python ints on both encoders (not NumPy scalars)."""
+    monkeypatch.delenv(ENV, raising=False)
+    convs = chat_data.conversations(seed=4, n=2, turns=2, hi=20)
+    (row, _) = ChatEngine(spec).run(convs)
+    assert json.loads(json.dumps(row)) == row
+    assert all(type(v) is int for col in row.values() for v in col)
+
+
+def test_fallback_rows_keep_their_reason(spec, monkeypatch):
+    convs = [[{"role": "user", "content": "q", "name": "x"}]]
+    for mode in ("auto", "hf"):
+        monkeypatch.setenv(ENV, mode)
+        (got,) = ChatEngine(spec).run(convs)
+        assert isinstance(got, Fallback) and "name" in got.reason
+
+
+# -- fastaxo info --tokenizer ------------------------------------------------------------------
+
+def test_info_names_the_encoder(capsys, monkeypatch, tmp_path):
+    from fastaxo.__main__ import main
+
+    qwen_dir = str(chat_data.qwen3_dir())
+    monkeypatch.delenv(ENV, raising=False)
+    assert main(["info", "--tokenizer", qwen_dir]) == 0
+    out = capsys.readouterr().out
+    assert f"auto ({ENV}" in out
+    assert "text encoder   : fastaxo (C, pattern qwen2, NFC)" in out
+    assert "chat encoder   : fastaxo" in out
+    monkeypatch.setenv(ENV, "hf")
+    assert main(["info", "--tokenizer", qwen_dir]) == 0
+    out = capsys.readouterr().out
+    assert f"text encoder   : HF tokenizers ({ENV}=hf)" in out
+    assert f"chat encoder   : HF tokenizers ({ENV}=hf)" in out
+    monkeypatch.delenv(ENV)
+    assert main(["info", "--tokenizer", str(tmp_path / "missing")]) == 1
+    assert "no such file or directory" in capsys.readouterr().out
+    path = tokenizer_data.variant(tokenizer_data.qwen3_json(), tmp_path / "tokenizer.json",
+                                  lambda d: d.update(normalizer={"type": "NFKC"}))
+    assert main(["info", "--tokenizer", str(path)]) == 0
+    assert "text encoder   : HF tokenizers (normalizer 'NFKC'" in (
+        capsys.readouterr().out)
