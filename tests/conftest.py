@@ -33,6 +33,8 @@ QUICK_LEAVES_OUT_TESTS = (
     "test_mistakes.py::test_torch_tensor_names_the_fix",
     "test_readme.py::test_readme_examples_run_in_order",
     "test_build.py::test_portable_c",
+    # the all-code-point sweep (minutes): the main leg runs it, on the same tables
+    "test_tokenizer.py::test_every_code_point_in_context",
 )
 
 
