@@ -18,11 +18,14 @@ trap 'rm -rf "$WORK"' EXIT
 # a copy of the tracked sources: the build must not leave instrumented modules in the tree
 if [ -d "$ROOT/.git" ]; then
     git -C "$ROOT" ls-files -z --cached --others --exclude-standard -- setup.py pyproject.toml \
-        fastaxo csrc tests | (cd "$ROOT" && xargs -0 cp --parents -t "$WORK")
+        fastaxo csrc tests scripts/gen_unicode.py | (cd "$ROOT" && xargs -0 cp --parents -t "$WORK")
 else
     cp -r "$ROOT/setup.py" "$ROOT/pyproject.toml" "$ROOT/fastaxo" "$ROOT/csrc" "$ROOT/tests" "$WORK"
+    mkdir -p "$WORK/scripts" && cp "$ROOT/scripts/gen_unicode.py" "$WORK/scripts/"
 fi
-rm -f "$WORK"/fastaxo/*.so "$WORK"/fastaxo/_hash.c "$WORK"/fastaxo/_pack.c "$WORK"/fastaxo/_build_info.py
+# (the Unicode tables' freshness test runs scripts/gen_unicode.py --check)
+rm -f "$WORK"/fastaxo/*.so "$WORK"/fastaxo/_hash.c "$WORK"/fastaxo/_pack.c "$WORK"/fastaxo/_tok.c \
+    "$WORK"/fastaxo/_build_info.py
 
 echo "==> build with -fsanitize=address,undefined ($CC)"
 (cd "$WORK" && CC=$CC FASTAXO_OPENMP=1 FASTAXO_SANITIZE=1 "$VPY" setup.py -q build_ext --inplace -j 2 \
