@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fx_unicode.h"
+#include "fx_utf8.h"
 
 /* -- hashing ------------------------------------------------------------------------------ */
 
@@ -686,20 +687,12 @@ static size_t ws_before(const uint8_t *s, size_t from, size_t a)
 {
     /* step back over whitespace code points in s[from..a) */
     while (a > from) {
-        size_t b = a - 1;
-        while (b > from && (s[b] & 0xC0) == 0x80)
+        size_t b = a - 1, len;
+        while (b > from && a - b < 4 && (s[b] & 0xC0) == 0x80)
             b--;
-        uint32_t c = s[b];
-        if (c >= 0x80) { /* decode the code point at b */
-            size_t k = a - b;
-            if (k > 4 || k < 2)
-                break; /* not a UTF-8 sequence: not whitespace */
-            c &= 0xFF >> (k + 1);
-            for (size_t j = 1; j < k; j++)
-                c = (c << 6) | (s[b + j] & 0x3F);
-        }
-        if (!(fx_uclass(c) & FX_UC_WS))
-            break;
+        uint32_t c = fx_utf8_at(s, a, b, &len);
+        if (b + len != a || c == FX_UTF8_BAD || !(fx_uclass(c) & FX_UC_WS))
+            break; /* not one whole code point, or not whitespace */
         a = b;
     }
     return a;
@@ -708,18 +701,11 @@ static size_t ws_before(const uint8_t *s, size_t from, size_t a)
 static size_t ws_after(const uint8_t *s, size_t n, size_t e)
 {
     while (e < n) {
-        uint32_t c = s[e];
-        size_t k = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-        if (e + k > n)
+        size_t len;
+        uint32_t c = fx_utf8_at(s, n, e, &len);
+        if (c == FX_UTF8_BAD || !(fx_uclass(c) & FX_UC_WS))
             break;
-        if (k > 1) {
-            c &= 0xFF >> (k + 1);
-            for (size_t j = 1; j < k; j++)
-                c = (c << 6) | (s[e + j] & 0x3F);
-        }
-        if (c > 0x10FFFF || !(fx_uclass(c) & FX_UC_WS))
-            break;
-        e += k;
+        e += len;
     }
     return e;
 }
@@ -787,27 +773,10 @@ int fx_utf8_valid(const uint8_t *s, size_t n)
                 continue;
             }
         }
-        uint32_t c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t k;
-        uint32_t lo = 0x80, hi = 0xBF; /* the allowed range of the second byte */
-        if (c >= 0xC2 && c <= 0xDF)
-            k = 1;
-        else if (c >= 0xE0 && c <= 0xEF)
-            k = 2, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-        else if (c >= 0xF0 && c <= 0xF4)
-            k = 3, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-        else
+        size_t len;
+        if (fx_utf8_at(s, n, i, &len) == FX_UTF8_BAD)
             return 0;
-        if (n - i <= k || s[i + 1] < lo || s[i + 1] > hi)
-            return 0;
-        for (size_t j = 2; j <= k; j++)
-            if ((s[i + j] & 0xC0) != 0x80)
-                return 0;
-        i += k + 1;
+        i += len;
     }
     return 1;
 }

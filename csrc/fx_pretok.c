@@ -8,47 +8,8 @@
  */
 #include "fx_bpe.h"
 #include "fx_unicode.h"
+#include "fx_utf8.h"
 
-/* The code point at s[i] (i < n), its length in *len; an invalid or truncated sequence is
- * one byte long and decodes to 0xFFFFFFFF (in no class). */
-static inline uint32_t utf8_at(const uint8_t *s, size_t n, size_t i, size_t *len)
-{
-    uint32_t c = s[i];
-    if (c < 0x80) {
-        *len = 1;
-        return c;
-    }
-    size_t k;
-    uint32_t min;
-    if (c >= 0xC2 && c <= 0xDF) {
-        k = 1, c &= 0x1F, min = 0x80;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        k = 2, c &= 0x0F, min = 0x800;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        k = 3, c &= 0x07, min = 0x10000;
-    } else {
-        *len = 1;
-        return 0xFFFFFFFFu;
-    }
-    if (n - i <= k) {
-        *len = 1;
-        return 0xFFFFFFFFu;
-    }
-    for (size_t j = 1; j <= k; j++) {
-        uint32_t b = s[i + j];
-        if ((b & 0xC0) != 0x80) {
-            *len = 1;
-            return 0xFFFFFFFFu;
-        }
-        c = (c << 6) | (b & 0x3F);
-    }
-    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) {
-        *len = 1;
-        return 0xFFFFFFFFu;
-    }
-    *len = k + 1;
-    return c;
-}
 
 /* fx_uclass of the ASCII range (checked against it by tests/test_tokenizer.py's sweep). */
 static const uint8_t ascii_cls[128] = {
@@ -64,7 +25,7 @@ static const uint8_t ascii_cls[128] = {
 
 static inline unsigned cls(uint32_t c)
 {
-    return c < 0x80 ? ascii_cls[c] : c == 0xFFFFFFFFu ? 0u : fx_uclass(c);
+    return c < 0x80 ? ascii_cls[c] : c == FX_UTF8_BAD ? 0u : fx_uclass(c);
 }
 
 #define IS_L(k) ((k) & FX_UC_L)
@@ -84,7 +45,7 @@ static size_t run(const uint8_t *s, size_t n, size_t i, unsigned want, size_t ma
             i++;
         } else {
             size_t len;
-            if (!(cls(utf8_at(s, n, i, &len)) & want))
+            if (!(cls(fx_utf8_at(s, n, i, &len)) & want))
                 break;
             i += len;
         }
@@ -104,7 +65,7 @@ static size_t run_p(const uint8_t *s, size_t n, size_t i)
             continue;
         }
         size_t len;
-        uint32_t c = utf8_at(s, n, i, &len);
+        uint32_t c = fx_utf8_at(s, n, i, &len);
         if (!IS_P(cls(c)))
             break;
         i += len;
@@ -123,8 +84,8 @@ static size_t contraction(const uint8_t *s, size_t n, size_t i, int fold)
     size_t l1, l2;
     if (i + 1 >= n)
         return 0;
-    uint32_t a = utf8_at(s, n, i + 1, &l1);
-    uint32_t b = i + 1 + l1 < n ? utf8_at(s, n, i + 1 + l1, &l2) : 0;
+    uint32_t a = fx_utf8_at(s, n, i + 1, &l1);
+    uint32_t b = i + 1 + l1 < n ? fx_utf8_at(s, n, i + 1 + l1, &l2) : 0;
     if (!fold) {
         if (a == 's' || a == 't' || a == 'm' || a == 'd')
             return i + 2;
@@ -148,7 +109,7 @@ static size_t spaces(const uint8_t *s, size_t n, size_t i, int crlf_alt)
     size_t j = i, last_nl = 0, last_start = i, count = 0;
     while (j < n) {
         size_t len;
-        uint32_t c = utf8_at(s, n, j, &len);
+        uint32_t c = fx_utf8_at(s, n, j, &len);
         if (!IS_WS(cls(c)))
             break;
         last_start = j;
@@ -169,18 +130,18 @@ static size_t spaces(const uint8_t *s, size_t n, size_t i, int crlf_alt)
 static size_t next_llama3(const uint8_t *s, size_t n, size_t i, size_t digits)
 {
     size_t len, len2, e;
-    uint32_t c = utf8_at(s, n, i, &len);
+    uint32_t c = fx_utf8_at(s, n, i, &len);
     unsigned k = cls(c);
     if (c == '\'' && (e = contraction(s, n, i, 1)) != 0)
         return e;
     if (IS_L(k))
         return run(s, n, i + len, FX_UC_L, SIZE_MAX);
     if (c != '\r' && c != '\n' && !IS_N(k) && i + len < n &&
-        IS_L(cls(utf8_at(s, n, i + len, &len2))))
+        IS_L(cls(fx_utf8_at(s, n, i + len, &len2))))
         return run(s, n, i + len + len2, FX_UC_L, SIZE_MAX);
     if (IS_N(k))
         return run(s, n, i + len, FX_UC_N, digits - 1);
-    if (IS_P(k) || (c == ' ' && i + 1 < n && IS_P(cls(utf8_at(s, n, i + 1, &len2))))) {
+    if (IS_P(k) || (c == ' ' && i + 1 < n && IS_P(cls(fx_utf8_at(s, n, i + 1, &len2))))) {
         e = run_p(s, n, c == ' ' ? i + 1 : i);
         while (e < n && (s[e] == '\r' || s[e] == '\n'))
             e++;
@@ -193,13 +154,13 @@ static size_t next_llama3(const uint8_t *s, size_t n, size_t i, size_t digits)
 static size_t next_gpt2(const uint8_t *s, size_t n, size_t i)
 {
     size_t len, e;
-    uint32_t c = utf8_at(s, n, i, &len);
+    uint32_t c = fx_utf8_at(s, n, i, &len);
     unsigned k = cls(c);
     if (c == '\'' && (e = contraction(s, n, i, 0)) != 0)
         return e;
     size_t j = i;
     if (c == ' ' && i + 1 < n) { /* an optional space before a letter, digit or symbol run */
-        c = utf8_at(s, n, i + 1, &len);
+        c = fx_utf8_at(s, n, i + 1, &len);
         k = cls(c);
         if (IS_WS(k))
             return spaces(s, n, i, 0);
