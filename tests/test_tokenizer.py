@@ -1,10 +1,11 @@
 """fastaxo.Tokenizer against HF tokenizers, id for id: real tokenizers (Qwen3, Llama 3.2 with
-ignore_merges either way, GPT-2's pattern on Qwen's vocabulary), real text, every code point,
+ignore_merges either way, GPT-2), real text, every code point,
 Hypothesis over Unicode, added-token flags, threads, forks and hostile sizes."""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 import unicodedata
@@ -21,17 +22,9 @@ import tokenizers  # noqa: E402
 from fastaxo.errors import InvalidTypeError  # noqa: E402
 from fastaxo.tokenizer import Tokenizer, UnsupportedTokenizerError  # noqa: E402
 
-GPT2_PRE = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
-            "use_regex": True}
-
 
 def _ignore_merges(doc):
     doc["model"]["ignore_merges"] = True
-
-
-def _gpt2(doc):
-    doc["pre_tokenizer"] = GPT2_PRE
-    doc["normalizer"] = None
 
 
 @pytest.fixture(scope="module", params=["qwen3", "llama3", "llama3-ignore-merges", "gpt2"])
@@ -41,7 +34,7 @@ def pair(request, tmp_path_factory):
     path = {"qwen3": data.qwen3_json, "llama3": data.llama3_json,
             "llama3-ignore-merges": lambda: data.variant(data.llama3_json(), tmp / "t.json",
                                                          _ignore_merges),
-            "gpt2": lambda: data.variant(data.qwen3_json(), tmp / "t.json", _gpt2)
+            "gpt2": data.gpt2_json,
             }[request.param]()
     return Tokenizer.from_pretrained(path), tokenizers.Tokenizer.from_file(str(path))
 
@@ -67,7 +60,7 @@ def _check(pair, texts, add_special_tokens=True):
 
 # the main leg reads 1.5 MB per corpus; the quick legs (other Pythons, the floors) 0.3 MB
 MB = int(float(os.environ.get("FASTAXO_TOKENIZER_TEST_MB", "0.3" if os.environ.get(
-    "FASTAXO_SUITE") == "quick" else "1.5")) * 1_000_000)
+    "FASTAXO_SUITE") in ("quick", "compat") else "1.5")) * 1_000_000)
 
 
 @pytest.mark.parametrize("kind", ["english", "code", "multi"])
@@ -234,6 +227,57 @@ def test_unsupported_tokenizers_say_why(tmp_path, edit, says):
     with pytest.raises(UnsupportedTokenizerError, match=says.replace("(", r"\(")):
         Tokenizer.from_pretrained(path)
     assert Tokenizer.supported(data.qwen3_json()) is None
+
+
+def _added(*tokens):
+    def edit(doc):
+        doc["added_tokens"] = [{"id": i, "content": c, "single_word": False, "lstrip": False,
+                                "rstrip": False, "normalized": False, "special": True}
+                               for i, c in tokens]
+    return edit
+
+
+def _vocab_entry(token, value):
+    return lambda doc: doc["model"]["vocab"].__setitem__(token, value)
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda d: d["model"].update(vocab={}, merges=[]), "expected a non-empty object"),
+    (_vocab_entry("zzzz", -5), "has id -5"),
+    (_vocab_entry("zzzz", 5), "two tokens share an id"),
+    (_vocab_entry("zzzz", 2**40), "has id 1099511627776"),  # not a list of 2**40 tokens
+    (_vocab_entry("zzzz", 60_000), "without gaps"),
+    (_vocab_entry("zzzz", "7"), "has id '7'"),
+    (lambda d: d["model"]["vocab"].__setitem__("zzzz", d["model"]["vocab"].pop("\u0120")),
+     "no token for byte 0x20"),
+    (lambda d: d["model"]["merges"].__setitem__(0, 5), "merge 5"),
+    (lambda d: d.__setitem__("added_tokens", {"a": 1}), "expected a list of objects"),
+    (_added((2**31, "<|x|>")), "an id from 0 to"),
+    # HF gives added tokens ids of its own (the model's, else the next free one)
+    (_added((50256, "<|endoftext|>"), (50257, "<|endoftext|>")), "listed twice"),
+    (_added((50256, "<|endoftext|>"), (50257, "Hello")), "HF gives it 15496"),
+    (_added((50256, "<|endoftext|>"), (60000, "<|x|>")), "HF gives it 50257"),
+    (lambda d: d.__setitem__("post_processor", {"type": "TemplateProcessing", "single": [
+        {"SpecialToken": {"id": "B"}}, {"Sequence": {"id": "A"}}], "special_tokens": {
+        "B": {"ids": ["x"]}}}), "is not one id"),
+    (lambda d: d.__setitem__("normalizer", [1]), "unexpected structure"),
+])
+def test_hostile_tokenizer_files_are_refused_with_a_reason(tmp_path, edit, says):
+    """Malformed or lying tokenizer.json files: one line saying what is wrong, never a crash,
+    a huge allocation or ids other than HF's."""
+    path = data.variant(data.gpt2_json(), tmp_path / "tokenizer.json", edit)
+    assert says in (Tokenizer.supported(path) or "")
+    with pytest.raises(UnsupportedTokenizerError, match=re.escape(says)):
+        Tokenizer.from_pretrained(path)
+
+
+def test_added_token_ids_follow_hf_not_only_the_file(tmp_path):
+    """Added tokens the vocabulary already holds take its ids, listed in any order, as HF
+    gives them."""
+    path = data.variant(data.gpt2_json(), tmp_path / "tokenizer.json", _added(
+        (50257, "<|b|>"), (50258, "<|a|>"), (50256, "<|endoftext|>"), (15496, "Hello")))
+    pair = (Tokenizer.from_pretrained(path), tokenizers.Tokenizer.from_file(str(path)))
+    _check(pair, ["<|a|><|b|> Hello<|endoftext|>x", "a <|b|>  Hello <|a|>", "HelloHello"])
 
 
 @pytest.mark.parametrize("flags", [{"lstrip": True}, {"rstrip": True},

