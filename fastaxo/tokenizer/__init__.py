@@ -51,6 +51,12 @@ def _spec_of(text: bytes) -> Spec:
         return build(doc)
     except Unsupported as e:
         raise UnsupportedTokenizerError(f"tokenizer: {e}") from None
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError) as e:
+        # a field of an unexpected type that no check above names: still one line, never a
+        # traceback from inside the reader of the file
+        raise UnsupportedTokenizerError(
+            f"tokenizer: tokenizer.json has an unexpected structure ({type(e).__name__}: {e})"
+        ) from None
 
 
 def _hf_json(obj: Any) -> bytes:

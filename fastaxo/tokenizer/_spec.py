@@ -135,14 +135,75 @@ def _bos(post: Any, added: dict[str, int]) -> int:
         raise Unsupported("TemplateProcessing: only a BOS before the text is implemented")
     name = single[0]["SpecialToken"]["id"]
     ids = (post.get("special_tokens") or {}).get(name, {}).get("ids") or []
-    if len(ids) != 1:
+    if len(ids) != 1 or not _is_id(ids[0]):
         raise Unsupported(f"TemplateProcessing: special token {name!r} is not one id")
     return int(ids[0])
 
 
-def build(doc: dict[str, Any]) -> Spec:
+# ids are int32 in C; a hostile file must not make a list of 2**40 tokens either
+MAX_ID = 2**31 - 2
+
+
+def _is_id(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_ID
+
+
+def _vocab(vocab: Any) -> dict[str, int]:
+    """model.vocab checked: the ids 0 .. len - 1, each once."""
+    if not isinstance(vocab, dict) or not vocab:
+        raise Unsupported("model.vocab: expected a non-empty object of token -> id")
+    bad = next((t for t, i in vocab.items() if not _is_id(i)), None)
+    if bad is not None:
+        raise Unsupported(f"model.vocab: token {bad!r} has id {vocab[bad]!r}, expected an "
+                          f"integer from 0 to {MAX_ID}")
+    if len(set(vocab.values())) != len(vocab):
+        raise Unsupported("model.vocab: two tokens share an id")
+    if max(vocab.values()) != len(vocab) - 1:
+        raise Unsupported(f"model.vocab: ids up to {max(vocab.values())} for {len(vocab)} "
+                          f"tokens (expected ids from 0 without gaps)")
+    return vocab
+
+
+def _check_added_ids(added: list[dict[str, Any]], vocab: dict[str, int]) -> None:
+    """HF does not read an added token's id from tokenizer.json: it gives a content the
+    model's id if the vocabulary holds it, else the next id after the vocabulary and the
+    added tokens so far (tokenizers' AddedVocabulary). A file whose ids disagree, or that
+    adds one content twice, would get other ids than it says: refused, not guessed."""
+    seen: dict[str, int] = {}
+    for t in added:
+        content = t["content"]
+        if content in seen:
+            raise Unsupported(f"added token {content!r} is listed twice")
+        if content in vocab:
+            want = vocab[content]
+        else:
+            top = max(seen.values(), default=-1)
+            want = top + 1 if top >= len(vocab) else len(vocab)
+        if t["id"] != want:
+            raise Unsupported(f"added token {content!r} has id {t['id']} in tokenizer.json, "
+                              f"but HF gives it {want}")
+        seen[content] = want
+
+
+def _added_tokens(added: Any) -> list[dict[str, Any]]:
+    if added is None:
+        return []
+    if not isinstance(added, list) or not all(isinstance(t, dict) for t in added):
+        raise Unsupported("added_tokens: expected a list of objects")
+    for t in added:
+        if not isinstance(t.get("content"), str) or not _is_id(t.get("id")):
+            raise Unsupported(f"added token {t!r}: expected a string content and an id from 0 "
+                              f"to {MAX_ID}")
+    return added
+
+
+def build(doc: Any) -> Spec:
     """The C encoder's arrays for a parsed tokenizer.json; Unsupported says why not."""
+    if not isinstance(doc, dict):
+        raise Unsupported(f"tokenizer.json: expected an object, got {type(doc).__name__}")
     model = doc.get("model") or {}
+    if not isinstance(model, dict):
+        raise Unsupported(f"model: expected an object, got {type(model).__name__}")
     if model.get("type") != "BPE":
         raise Unsupported(f"model of type {model.get('type')!r} (byte-level BPE only)")
     for key, ok in (("dropout", (None,)), ("continuing_subword_prefix", (None, "")),
@@ -159,8 +220,10 @@ def build(doc: dict[str, Any]) -> Spec:
     # a character outside the alphabet comes out shorter or does not encode
     table: dict[int, int | None] = dict.fromkeys(range(256))
     table.update({ord(c): b for c, b in byte_decoder().items()})
-    vocab: dict[str, int] = model.get("vocab") or {}
-    n_vocab = max(vocab.values(), default=-1) + 1
+    added_tokens = _added_tokens(doc.get("added_tokens"))
+    vocab = _vocab(model.get("vocab"))
+    _check_added_ids(added_tokens, vocab)
+    n_vocab = max(vocab.values()) + 1
     toks: list[bytes] = [b""] * n_vocab
     undecodable = set()
     for tok, i in vocab.items():
@@ -172,17 +235,22 @@ def build(doc: dict[str, Any]) -> Spec:
         except UnicodeEncodeError:
             undecodable.add(i)  # a token that is not byte-level text: BPE never makes it
     tok_bytes, tok_off = _ragged(toks)
+    missing = [f"0x{b:02x}" for c, b in byte_decoder().items() if c not in vocab]
+    if missing:
+        raise Unsupported(f"model.vocab has no token for byte {missing[0]} "
+                          f"({len(missing)} bytes without one)")
     raw = model.get("merges") or []
-    pairs = [mg.split(" ") for mg in raw] if raw and isinstance(raw[0], str) else raw
+    if not isinstance(raw, list):
+        raise Unsupported(f"model.merges: expected a list, got {type(raw).__name__}")
+    pairs = [mg.split(" ") if isinstance(mg, str) else mg for mg in raw]
     try:
         merges = [(vocab[a], vocab[b], vocab[a + b]) for a, b in pairs]
     except (KeyError, ValueError, TypeError):
-        bad = next(p for p in pairs if len(p) != 2 or any(
-            not isinstance(t, str) or t not in vocab for t in (p[0], p[1], p[0] + p[1])))
+        bad = next(p for p in pairs if not isinstance(p, list) or len(p) != 2 or any(
+            not isinstance(t, str) for t in p) or any(t not in vocab for t in (*p, p[0] + p[1])))
         raise Unsupported(f"merge {bad!r} names a token outside the vocabulary") from None
     if undecodable and any(set(mg) & undecodable for mg in merges):
         raise Unsupported("a merge names a token outside the byte-level vocabulary")
-    added_tokens = doc.get("added_tokens") or []
     contents, ids, flags = [], [], []
     added: dict[str, int] = {}
     for t in added_tokens:
