@@ -163,6 +163,31 @@ def test_tokens_added_after_the_encoder_was_made(monkeypatch):
     assert tok.convert_tokens_to_ids("<|fresh|>") in ids
 
 
+def test_the_encoder_cache_follows_the_hf_objects_state(monkeypatch):
+    """fast_tokenizer caches fastaxo's encoder per HF object; an object changed in place (a
+    token added, its post-processor or pre-tokenizer replaced) gets a new one with its ids."""
+    from tokenizers import AddedToken, pre_tokenizers
+
+    from fastaxo.tokenizer.select import fast_tokenizer
+
+    monkeypatch.delenv(ENV, raising=False)
+    tok = chat_data.qwen3_tokenizer()
+    backend = tok.backend_tokenizer
+    first = fast_tokenizer(tok)[0]
+    assert first is not None and fast_tokenizer(tok)[0] is first  # cached while unchanged
+    text = "a<|fresh|>b nouveau  mot 12345"
+    tok.add_tokens([AddedToken("<|fresh|>", normalized=False)])
+    again = fast_tokenizer(tok)[0]
+    assert again is not None and again is not first
+    assert again.encode(text).tolist() == backend.encode(text).ids
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok3 = fast_tokenizer(tok)[0]
+    assert tok3 is not None and tok3 is not again and tok3.pattern == "gpt2"
+    assert tok3.encode(text).tolist() == backend.encode(text).ids
+    tok.add_tokens(["<|normalized|>"])  # one the C encoder does not reproduce: HF's, not stale
+    assert fast_tokenizer(tok) == (None, "tokenizer: added token '<|normalized|>' is normalized")
+
+
 def test_one_thread_where_hf_would_run_one(spec, monkeypatch):
     from fastaxo.tokenizer import Tokenizer
 

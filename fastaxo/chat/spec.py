@@ -310,7 +310,6 @@ def _fastaxo_encoder(spec: ChatSpec, mode: str) -> tuple[Any, str | None]:
     applies (:meth:`ChatSpec.byte_tokens`), special tokens are not split, the added tokens are
     the tokenizer's current ones, and the ids agree on a probe text holding every added token.
     ``mode`` "fastaxo" raises where any of that fails."""
-    from fastaxo.tokenizer import Tokenizer, UnsupportedTokenizerError
     from fastaxo.tokenizer.select import ENV, fast_tokenizer
 
     def refuse(why: str) -> tuple[Any, str | None]:
@@ -329,14 +328,8 @@ def _fastaxo_encoder(spec: ChatSpec, mode: str) -> tuple[Any, str | None]:
         return refuse("split_special_tokens is set (fastaxo's encoder never splits special "
                       "tokens)")
     added = {t.content: i for i, t in backend.get_added_tokens_decoder().items()}
-    if tok.added_tokens != added:
-        # the HF object changed after fastaxo's encoder was made for it (add_special_tokens)
-        try:
-            tok = Tokenizer.from_hf(backend)
-        except UnsupportedTokenizerError as e:
-            return refuse(str(e))
-        if tok.added_tokens != added:
-            return refuse("fastaxo's encoder does not hold the tokenizer's added tokens")
+    if tok.added_tokens != added:  # fast_tokenizer rebuilds on a change: a defence only
+        return refuse("fastaxo's encoder does not hold the tokenizer's added tokens")
     probe = _PROBE + "".join(f"a{t}b {t}\n" for t in sorted(added))
     want = backend.encode_batch_fast([probe], add_special_tokens=False)[0].ids
     if tok.encode(probe, add_special_tokens=False).tolist() != want:

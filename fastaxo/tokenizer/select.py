@@ -18,9 +18,25 @@ __all__ = ["ENV", "choice", "fast_tokenizer"]
 ENV = "FASTAXO_TOKENIZER"
 _CHOICES = ("auto", "hf", "fastaxo")
 
-# per HF object: its fastaxo Tokenizer or the reason there is none (objects are not hashable
-# by content; a changed tokenizer is a new object in every caller that matters)
-_by_object: weakref.WeakKeyDictionary[Any, tuple[Any, str | None]] = weakref.WeakKeyDictionary()
+# per HF object: (its state, its fastaxo Tokenizer or the reason there is none). The state is
+# what a user changes in place (added tokens, the pipeline's parts, the vocabulary's size): a
+# tokenizer with a token added after the first call gets a new encoder, never stale ids.
+_by_object: weakref.WeakKeyDictionary[Any, tuple[Any, tuple[Any, str | None]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _state(source: Any) -> Any:
+    """A cheap fingerprint of what the HF object's ids depend on and can change in place
+    (well under a millisecond; the whole tokenizer.json takes seconds to serialize), or None
+    when it cannot be read (then nothing is cached)."""
+    backend = getattr(source, "backend_tokenizer", source)
+    try:
+        parts = tuple(None if p is None else p.__getstate__() for p in (
+            backend.normalizer, backend.pre_tokenizer, backend.post_processor))
+        added = tuple((i, repr(t)) for i, t in sorted(backend.get_added_tokens_decoder().items()))
+        return backend.get_vocab_size(with_added_tokens=True), added, parts
+    except Exception:  # not a tokenizers object: no cache
+        return None
 
 
 def choice() -> str:
@@ -43,12 +59,14 @@ def fast_tokenizer(source: Any) -> tuple[Any, str | None]:
     if mode == "hf":
         return None, f"{ENV}=hf"
     is_path = isinstance(source, (str, os.PathLike))
-    if not is_path:
+    state = None if is_path else _state(source)
+    if state is not None:
         try:
-            hit = _by_object.get(source)
+            cached = _by_object.get(source)
         except TypeError:
-            hit = None
-        if hit is not None:
+            cached = None
+        if cached is not None and cached[0] == state:
+            hit = cached[1]
             if hit[0] is None and mode == "fastaxo":
                 raise InvalidInputError(f"{ENV}=fastaxo: {hit[1]}")
             return hit
@@ -57,9 +75,9 @@ def fast_tokenizer(source: Any) -> tuple[Any, str | None]:
         got: tuple[Any, str | None] = (tok, None)
     except (UnsupportedTokenizerError, ExtensionUnavailableError) as e:
         got = (None, str(e))
-    if not is_path:
+    if state is not None:
         try:
-            _by_object[source] = got
+            _by_object[source] = (state, got)
         except TypeError:
             pass
     if got[0] is None and mode == "fastaxo":
