@@ -404,6 +404,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
                 num_cpus_per_task=args.ray_cpus_per_task,
                 threads_per_task=args.threads,
                 unit_rows=args.ray_unit_rows,
+                max_row_bytes=args.max_row_bytes,
                 **common,
                 **tok_opts,
             )

@@ -309,6 +309,62 @@ def test_raw_text_with_fastaxos_encoder(cluster, tmp_path, monkeypatch):
     assert a.equals(pq.read_table(tmp_path / "single-hf.parquet"))
 
 
+_COUNTS = ("rows_in", "tokens_in", "empty_rows", "rows_too_large", "eos_appended", "duplicates",
+           "overlong", "dropped", "rows_packed", "sequences_out", "tokens_out", "bins", "windows")
+
+
+def _same_file_and_counts(out_dir, single_file, rep, single) -> None:
+    """One window: Ray's one shard is the single machine's file byte for byte; the report
+    counts agree."""
+    assert sorted(os.listdir(out_dir)) == ["_fastaxo_ray.json", "part-00000.parquet"]
+    assert (Path(out_dir) / "part-00000.parquet").read_bytes() == Path(single_file).read_bytes()
+    for k in _COUNTS:
+        assert getattr(rep, k) == getattr(single, k), k
+
+
+def test_rows_over_max_row_bytes_as_on_one_machine(cluster, tmp_path):
+    """max_row_bytes reaches the workers: rows over it are refused naming the same file and row
+    as one machine (the first in the global order, though two units fail), or with
+    overflow="drop" left out and counted as rows_too_large (not empty rows, and given no EOS):
+    the same file byte for byte, the same counts."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    import random
+
+    import chat_data
+
+    from fastaxo.errors import RowTooLargeError
+
+    rng = random.Random(31)
+    docs = [chat_data.message(rng, 5, 60) for _ in range(300)]
+    docs[10:13] = ["", docs[0], docs[1]]  # an empty row, duplicates
+    for at in (3, 100, 220, 270):
+        docs[at] = "".join(chat_data.message(rng, 400, 500) for _ in range(2)) + str(at)
+        assert len(docs[at].encode()) > 3000
+    assert max(len(d.encode()) for i, d in enumerate(docs) if i not in (3, 100, 220, 270)) < 3000
+    a = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": docs[:150]}), a)
+    b = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"text": docs[150:]}), b, row_group_size=50)
+    tok = str(chat_data.qwen3_dir())
+    opts = dict(tokenizer=tok, max_row_bytes=3000, pack_window=10_000)
+    with pytest.raises(RowTooLargeError) as one:
+        fastaxo.prepare([str(b)], str(tmp_path / "e.parquet"), 512, progress=False, **opts)
+    with pytest.raises(RowTooLargeError) as on_ray:
+        fxray.prepare([str(b)], str(tmp_path / "e"), 512, unit_rows=50, address=cluster["address"],
+                      **opts)
+    assert str(on_ray.value) == str(one.value)
+    assert "b.parquet row 70 (0-based): text is " in str(one.value)
+    opts.update(overflow="drop", append_eos=True)
+    single = fastaxo.prepare([str(a), str(b)], str(tmp_path / "single.parquet"), 512,
+                             progress=False, **opts)
+    rep = fxray.prepare([str(a), str(b)], str(tmp_path / "out"), 512, unit_rows=50,
+                        address=cluster["address"], **opts)
+    _same_file_and_counts(tmp_path / "out", tmp_path / "single.parquet", rep, single)
+    assert rep.rows_too_large == 4 and rep.eos_appended == 296 and rep.empty_rows == 0
+    assert rep.duplicates == 2 and rep.units == 4
+    assert "rows over max_row_bytes left out 4" in str(rep)
+
+
 def test_the_workers_take_the_drivers_encoder(monkeypatch):
     """units.unit_tokenizer follows Cfg.encoder, not the worker's FASTAXO_TOKENIZER."""
     import dataclasses

@@ -15,7 +15,7 @@ import ray
 import ray.data
 
 import fastaxo
-from fastaxo._core.checks import positive_int, renamed_args
+from fastaxo._core.checks import MAX_ROW_BYTES, positive_int, renamed_args
 from fastaxo._core.files import TempOutput
 from fastaxo.errors import FastaxoError, InvalidInputError, InvalidTypeError
 from fastaxo.integrations.ray.tasks import (
@@ -27,7 +27,7 @@ from fastaxo.integrations.ray.tasks import (
     scan_batch,
     split_parts_fn,
 )
-from fastaxo.integrations.ray.units import Cfg, Unit, plan_files, schema_of_unit
+from fastaxo.integrations.ray.units import Cfg, Unit, add_counts, plan_files, schema_of_unit
 from fastaxo.pipeline.columns import text_tokenizer
 from fastaxo.pipeline.report import ReportCounts
 from fastaxo.pipeline.stages import (
@@ -83,6 +83,8 @@ class RayPrepareReport(ReportCounts):
             f"  duplicates dropped {self.duplicates:,} ({pct(self.duplicates, self.rows_in)})"
             + ("" if self.dedupe else " [dedupe off]")
             + (f"; empty rows left out {self.empty_rows:,}" if self.empty_rows else "")
+            + (f"; rows over max_row_bytes left out {self.rows_too_large:,}"
+               if self.rows_too_large else "")
             + f"; shuffle: {self.partitions} digest partitions, {self.buckets} key buckets",
             f"  over-long rows     {self.overlong:,} longer than {self.max_length:,}"
             + (f" ({self.overflow})" if self.overlong else ""),
@@ -188,7 +190,8 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
             unit_rows: int = DEFAULT_UNIT_ROWS, partitions: int | None = None,
             num_cpus_per_task: float = 1, threads_per_task: int | None = None,
             address: str | None = None, add_special_tokens: bool = True,
-            append_eos: bool = False, eos_token: str | None = None) -> RayPrepareReport:
+            append_eos: bool = False, eos_token: str | None = None,
+            max_row_bytes: int = MAX_ROW_BYTES) -> RayPrepareReport:
     """Dedupe and pack tokenized rows on a Ray cluster: ``fastaxo prepare`` across machines.
 
     Parameters
@@ -202,7 +205,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         ``part-NNNNN.parquet`` and the manifest ``_fastaxo_ray.json``. On a cluster, a path every
         node can write (a shared file system).
     max_length, strategy, overflow, attention, dedupe, dedupe_columns, pack_window, tokenizer, \
-text_column, format, add_special_tokens, append_eos, eos_token
+text_column, format, add_special_tokens, append_eos, eos_token, max_row_bytes
         As for :func:`fastaxo.prepare`; ``pack_window`` kept rows are packed together (a window
         is a shard, and the unit of parallelism of the packing stage: efficiency is measured per
         window, against its own lower bound). ``tokenizer`` is a local directory every node
@@ -248,7 +251,7 @@ text_column, format, add_special_tokens, append_eos, eos_token
                                 "an empty directory")
     tok_dir = os.path.abspath(tokenizer) if tokenizer is not None else None
     tt = text_tokenizer(tok_dir, add_special_tokens=add_special_tokens,  # fail here, not in a task
-                        append_eos=append_eos, eos_token=eos_token)
+                        append_eos=append_eos, eos_token=eos_token, max_row_bytes=max_row_bytes)
     tok_settings = None if tt is None else tt.settings()
 
     t_start = time.perf_counter()
@@ -293,7 +296,8 @@ text_column, format, add_special_tokens, append_eos, eos_token
     cfg = Cfg(seq_len, strategy, overflow, attention, bool(dedupe), tuple(key_cols), has_labels,
               tok_dir, text_column, P, threads, json.dumps(options),
               os.environ.get("FASTAXO_RAY_TEST_HOLD", ""), bool(add_special_tokens),
-              bool(append_eos), eos_token, None if tt is None else tt.encoder)
+              bool(append_eos), eos_token, None if tt is None else tt.encoder,
+              MAX_ROW_BYTES if tt is None else tt.max_row_bytes)
     os.makedirs(output, exist_ok=True)
     stage["plan"] = time.perf_counter() - t
 
@@ -332,15 +336,20 @@ text_column, format, add_special_tokens, append_eos, eos_token
 
             raise pickle.loads(min(errors)[1])
         rep.rows_in = sum(x["rows"] for x in totals)
+        scan_counts: dict[str, Any] = {}
+        for x in totals:
+            add_counts(scan_counts, x["counts"])
+        # (a row over max_row_bytes, dropped, has no tokens: it is neither empty nor given an EOS)
+        rep.rows_too_large = scan_counts.get("rows_too_large", 0)
         if tok_settings is not None and tok_settings["append_eos"]:
-            rep.eos_appended = rep.rows_in
+            rep.eos_appended = rep.rows_in - rep.rows_too_large
         rep.tokens_in = sum(x["tokens"] for x in totals)
         per_unit = np.zeros(len(units), np.int64)
         for x in totals:
             for u, c in x["nonempty"].items():
                 per_unit[u] += c
         nonempty = int(per_unit.sum())
-        rep.empty_rows = rep.rows_in - nonempty
+        rep.empty_rows = rep.rows_in - nonempty - rep.rows_too_large
         stage["count"] = time.perf_counter() - t
 
         # ---- 3. dedupe: a shuffle keyed on the digest; the kept keys by bucket, sorted. Buckets:

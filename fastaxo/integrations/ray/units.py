@@ -4,7 +4,7 @@ configuration every task gets, and a unit read and checked as ``fastaxo prepare`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -12,12 +12,13 @@ import ray
 import ray.data
 
 import fastaxo
+from fastaxo._core.checks import MAX_ROW_BYTES
 from fastaxo.errors import SchemaMismatchError
 from fastaxo.pipeline.columns import load_tokenizer
 from fastaxo.pipeline.stages import check_batch
 
-__all__ = ["KEY_SHIFT", "ROW_MASK", "Cfg", "Unit", "checked_unit", "plan_files", "read_unit",
-           "schema_of_unit"]
+__all__ = ["KEY_SHIFT", "ROW_MASK", "Cfg", "CheckedUnit", "Unit", "add_counts", "checked_unit",
+           "plan_files", "read_unit", "schema_of_unit"]
 
 KEY_SHIFT = 32              # key = unit << 32 | row in unit
 ROW_MASK = (1 << KEY_SHIFT) - 1
@@ -134,6 +135,8 @@ class Cfg:
     #: the driver's encoder ("fastaxo" or "hf"; None: each worker's FASTAXO_TOKENIZER): the
     #: workers make the ids the driver's report names, whatever their environment
     encoder: str | None = None
+    #: the largest text handed to the tokenizer (prepare's max_row_bytes)
+    max_row_bytes: int = MAX_ROW_BYTES
 
 
 def read_columns(cfg: Cfg) -> list[str]:
@@ -152,20 +155,41 @@ def unit_tokenizer(cfg: Cfg) -> Any:
     if cfg.tokenizer is None:
         return None
     key = (cfg.tokenizer, cfg.add_special_tokens, cfg.append_eos, cfg.eos_token, cfg.encoder,
-           cfg.threads)
+           cfg.threads, cfg.max_row_bytes)
     tok = _TOKENIZERS.get(key)
     if tok is None:
         # the function prepare uses on one machine (columns.tokenize via check_batch)
         tok = _TOKENIZERS[key] = load_tokenizer(
             cfg.tokenizer, add_special_tokens=cfg.add_special_tokens, append_eos=cfg.append_eos,
-            eos_token=cfg.eos_token, encoder=cfg.encoder, num_threads=cfg.threads)
+            eos_token=cfg.eos_token, max_row_bytes=cfg.max_row_bytes, encoder=cfg.encoder,
+            num_threads=cfg.threads)
     return tok
 
 
-def checked_unit(u: Unit, cfg: Cfg) -> tuple[pa.RecordBatch, dict[str, pa.Array],
-                                                                          np.ndarray]:
-    """(the unit's raw columns, its checked token columns as list<int32>, lengths), with the
-    checks and errors of ``fastaxo prepare`` (the file and row named)."""
+class CheckedUnit(NamedTuple):
+    """A unit read and checked: its raw columns, its token columns (list<int32>), their
+    lengths, and what the unit adds to the report's counts (:func:`add_counts`):
+    ``rows_too_large``, the rows over max_row_bytes given no tokens (``overflow="drop"``)."""
+
+    raw: pa.RecordBatch
+    work: dict[str, pa.Array]
+    lens: np.ndarray
+    counts: dict[str, Any]
+
+
+def add_counts(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """``total`` plus ``more`` (counts, or dicts of counts by reason), key by key."""
+    for k, v in more.items():
+        if isinstance(v, dict):
+            add_counts(total.setdefault(k, {}), v)
+        else:
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def checked_unit(u: Unit, cfg: Cfg) -> CheckedUnit:
+    """The unit read, checked and tokenized with the checks and errors of ``fastaxo prepare``
+    (the file and row named)."""
     raw = read_unit(u, read_columns(cfg)).combine_chunks()
     path, row0 = u.where(0)
     batch = pa.RecordBatch.from_arrays(
@@ -174,4 +198,5 @@ def checked_unit(u: Unit, cfg: Cfg) -> tuple[pa.RecordBatch, dict[str, pa.Array]
     checked = check_batch(batch, path, row0, tok=unit_tokenizer(cfg),
                           text_column=cfg.text_column, has_labels=cfg.has_labels,
                           seq_len=cfg.seq_len, overflow=cfg.overflow)
-    return batch, checked.work, checked.lens
+    counts = {"rows_too_large": checked.too_large} if checked.too_large else {}
+    return CheckedUnit(batch, checked.work, checked.lens, counts)
