@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from typing import Any
 
 import numpy as np
@@ -537,8 +538,7 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
             raise too_large_error(path, row0 + a + e.row, "the conversation is at least",
                                   e.length, e.limit) from None
         except FastaxoError as e:
-            # the message names the row within the run: say the file and where the run starts
-            raise type(e)(f"{path} (the batch from row {row0 + a:,}, 0-based): {e}") from None
+            raise _chat_row_error(e, column, path, row0 + a) from None
         for reason, n in res.fallbacks.items():
             ct.fallbacks[reason] = ct.fallbacks.get(reason, 0) + n
         for reason, n in res.turn_fallbacks.items():
@@ -546,6 +546,20 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
         ids[a:b], labels[a:b] = res.input_ids, res.labels
         too_large += len(res.too_large)
     return _int32_lists(ids), _int32_lists(labels), too_large
+
+
+_RUN_ROW = re.compile(r"messages: row (\d+)(?=[ :])")
+
+
+def _chat_row_error(e: Exception, column: str, path: str, row0: int) -> Exception:
+    """The error ``e`` of :func:`~fastaxo.chat.tokenize_chat` on the rows from row ``row0`` of
+    ``path``, which names its row among them ("messages: row K ..."), naming the file's row
+    instead: the message does not depend on how the file was cut into batches (one machine's
+    batches are not Ray's units)."""
+    m = _RUN_ROW.match(str(e))
+    if m is None:
+        return type(e)(f"{path} (the batch from row {row0:,}, 0-based): {e}")
+    return type(e)(f"{row_where(path, row0 + int(m.group(1)))}: {column}{str(e)[m.end():]}")
 
 
 def _int32_lists(rows: list[list[int]]) -> pa.Array:
