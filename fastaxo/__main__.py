@@ -364,7 +364,6 @@ def _interrupts() -> Iterator[threading.Event]:
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
     from fastaxo._core.files import check_not_an_input, check_output
-    from fastaxo.errors import InvalidInputError
     from fastaxo.pipeline import prepare
 
     # every output now, before anything is read: a bad path must not cost the whole run
@@ -390,11 +389,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
         chat = _chat_options(args)
         rep: Any
         if args.ray is not None:
-            if chat is not None or args.messages_column is not None:
-                raise InvalidInputError("--ray: chat data (--messages-column, --chat-template, "
-                                        "--roles-to-train, ...) is prepared on one machine only")
             from fastaxo.integrations.ray import prepare as ray_prepare
-
 
             rep = ray_prepare(
                 args.inputs,
@@ -405,6 +400,8 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
                 threads_per_task=args.threads,
                 unit_rows=args.ray_unit_rows,
                 max_row_bytes=args.max_row_bytes,
+                messages_column=args.messages_column,
+                chat=chat,
                 **common,
                 **tok_opts,
             )

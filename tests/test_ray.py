@@ -365,6 +365,87 @@ def test_rows_over_max_row_bytes_as_on_one_machine(cluster, tmp_path):
     assert "rows over max_row_bytes left out 4" in str(rep)
 
 
+# a template that counts words: its output depends on the contents, so the engine places
+# turns (and a row) by Axolotl's own renders (fallback_turns, fallback_rows)
+_WORDCOUNT = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+              "{{ m.content | wordcount }}<|im_end|>\n{% endfor %}")
+
+
+def test_chat_data_as_on_one_machine(cluster, tmp_path):
+    """Chat data with Qwen3's tokenizer: Ray's shard is one machine's file byte for byte, with
+    its template (conversations over max_row_bytes dropped and counted, by their contents or
+    their render) and with a template file whose rows and turns fall back to Axolotl's
+    algorithm (the same counts); a conversation over the bound and a bad message are refused
+    naming the same file and row as one machine."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    import chat_data
+
+    from fastaxo.errors import RowTooLargeError
+
+    convs = chat_data.conversations(seed=41, n=70, turns=(1, 6), hi=40)
+    convs[5], convs[6] = convs[1], convs[2]  # duplicates
+    big = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "é" * 3_000}]
+    convs[30] = big  # contents over the bound: never rendered
+    convs[55] = [{"role": "user", "content": "é" * 1_990}]  # contents under it, render over
+    convs[62] = big
+    for c in convs:
+        for m in c:
+            m["name"] = None
+    rows = [[dict(m) for m in c] for c in convs]
+    bad = [[dict(m) for m in c] for c in convs]
+    bad[48][0]["name"] = "x"  # a field Axolotl's mapping does not take
+    a, b, b_bad = tmp_path / "a.parquet", tmp_path / "b.parquet", tmp_path / "b_bad.parquet"
+    pq.write_table(pa.table({"messages": rows[:20]}), a)
+    pq.write_table(pa.table({"messages": rows[20:]}), b, row_group_size=20)
+    pq.write_table(pa.table({"messages": bad[20:]}), b_bad, row_group_size=20)
+    tok = str(chat_data.qwen3_dir())
+    tpl = tmp_path / "wordcount.jinja"
+    tpl.write_text(_WORDCOUNT)
+    ray_opts = dict(unit_rows=20, address=cluster["address"])
+
+    def both(name, inputs, **opts):
+        opts = dict(tokenizer=tok, max_row_bytes=4_000, pack_window=10_000, **opts)
+        single = fastaxo.prepare(inputs, str(tmp_path / f"{name}.parquet"), 1024, progress=False,
+                                 **opts)
+        rep = fxray.prepare(inputs, str(tmp_path / name), 1024, **ray_opts, **opts)
+        _same_file_and_counts(tmp_path / name, tmp_path / f"{name}.parquet", rep, single)
+        for k in ("fallback_rows", "fallback_turns", "one_pass", "max_row_bytes"):
+            assert rep.tokenizer_settings[k] == single.tokenizer_settings[k], k
+        return rep
+
+    rep = both("drop", [str(a), str(b)], overflow="drop")
+    assert rep.rows_too_large == 3 and rep.duplicates == 2 and rep.labels and rep.units == 4
+    assert rep.tokenizer_settings["fallback_rows"] == {}
+    rep = both("fallbacks", [str(a), str(b)], overflow="drop",
+               chat={"chat_template": str(tpl), "train_on_eos": "last"})
+    assert rep.tokenizer_settings["fallback_rows"] and rep.tokenizer_settings["fallback_turns"]
+    assert rep.tokenizer_settings["chat_template"] == str(tpl)
+    # the command line takes chat data on Ray, with its options (it refused them once)
+    env = {**os.environ, "FASTAXO_REQUIRE_EXTENSION": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("FASTAXO_RAY_TEST_HOLD", None)
+    r = subprocess.run([sys.executable, "-m", "fastaxo", "prepare", "--ray", cluster["address"],
+                        str(a), str(b), "-o", str(tmp_path / "cli"), "--max-length", "1024",
+                        "--pack-window", "10000", "--tokenizer", tok, "--messages-column",
+                        "messages", "--chat-template", str(tpl), "--train-on-eos", "last",
+                        "--max-row-bytes", "4000", "--overflow", "drop", "--ray-unit-rows", "20"],
+                       capture_output=True, text=True, cwd="/", env=env, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert ((tmp_path / "cli" / "part-00000.parquet").read_bytes()
+            == (tmp_path / "fallbacks.parquet").read_bytes())
+    assert "rows over max_row_bytes left out 3" in r.stdout
+    for inputs, overflow, error, says in (
+            ([str(b)], "error", RowTooLargeError,
+             "b.parquet row 10 (0-based): the conversation's messages hold 6,001 bytes"),
+            ([str(b_bad)], "drop", InvalidInputError, "b_bad.parquet row 28 (0-based): messages message 0 has field 'name'")):
+        opts = dict(tokenizer=tok, max_row_bytes=4_000, overflow=overflow)
+        with pytest.raises(error) as one:
+            fastaxo.prepare(inputs, str(tmp_path / "e.parquet"), 1024, progress=False, **opts)
+        with pytest.raises(error) as on_ray:
+            fxray.prepare(inputs, str(tmp_path / "e"), 1024, **ray_opts, **opts)
+        assert says in str(one.value)
+        assert str(on_ray.value) == str(one.value)
+
+
 def test_the_workers_take_the_drivers_encoder(monkeypatch):
     """units.unit_tokenizer follows Cfg.encoder, not the worker's FASTAXO_TOKENIZER."""
     import dataclasses

@@ -22,7 +22,8 @@ from fastaxo.errors import (
     RowTooLargeError,
 )
 
-__all__ = ["ChatTokenizer", "TextTokenizer", "chat_tokenize", "compact", "describe_encoder",
+__all__ = ["ChatTokenizer", "TextTokenizer", "chat_tokenize", "chat_tokenizer", "compact",
+           "describe_encoder",
            "list_lengths", "load_tokenizer", "row_where",
            "text_tokenizer", "token_column", "tokenize", "too_large_error"]
 
@@ -472,6 +473,18 @@ class ChatTokenizer:
                 "one_pass": self.spec.problem() is None,
                 "fallback_rows": dict(self.fallbacks),
                 "fallback_turns": dict(self.turn_fallbacks)}
+
+
+def chat_tokenizer(path: str, chat: Any, *, max_row_bytes: int = MAX_ROW_BYTES,
+                   add_special_tokens: bool = True, append_eos: bool = False,
+                   eos_token: str | None = None) -> ChatTokenizer:
+    """prepare's chat tokenizer (one machine and Ray): :class:`ChatTokenizer` of ``path`` with
+    the options ``chat`` (a mapping, or None) and ``max_row_bytes``; the options of raw text
+    must be left at their defaults (the template writes the special tokens)."""
+    if not (add_special_tokens and not append_eos and eos_token is None):
+        raise InvalidInputError("add_special_tokens / append_eos / eos_token: chat data gets "
+                                "its special tokens from the chat template; leave them unset")
+    return ChatTokenizer(path, **{"max_row_bytes": max_row_bytes, **dict(chat or {})})
 
 
 def _template_text(value: str) -> tuple[str, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,8 +28,15 @@ from fastaxo.integrations.ray.tasks import (
     scan_batch,
     split_parts_fn,
 )
-from fastaxo.integrations.ray.units import Cfg, Unit, add_counts, plan_files, schema_of_unit
-from fastaxo.pipeline.columns import text_tokenizer
+from fastaxo.integrations.ray.units import (
+    Cfg,
+    Unit,
+    add_counts,
+    chat_options,
+    plan_files,
+    schema_of_unit,
+)
+from fastaxo.pipeline.columns import ChatTokenizer, chat_tokenizer, text_tokenizer
 from fastaxo.pipeline.report import ReportCounts
 from fastaxo.pipeline.stages import (
     DEFAULT_PACK_WINDOW,
@@ -191,7 +199,8 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
             num_cpus_per_task: float = 1, threads_per_task: int | None = None,
             address: str | None = None, add_special_tokens: bool = True,
             append_eos: bool = False, eos_token: str | None = None,
-            max_row_bytes: int = MAX_ROW_BYTES) -> RayPrepareReport:
+            max_row_bytes: int = MAX_ROW_BYTES, messages_column: str | None = None,
+            chat: Mapping[str, Any] | None = None) -> RayPrepareReport:
     """Dedupe and pack tokenized rows on a Ray cluster: ``fastaxo prepare`` across machines.
 
     Parameters
@@ -205,12 +214,15 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         ``part-NNNNN.parquet`` and the manifest ``_fastaxo_ray.json``. On a cluster, a path every
         node can write (a shared file system).
     max_length, strategy, overflow, attention, dedupe, dedupe_columns, pack_window, tokenizer, \
-text_column, format, add_special_tokens, append_eos, eos_token, max_row_bytes
-        As for :func:`fastaxo.prepare`; ``pack_window`` kept rows are packed together (a window
-        is a shard, and the unit of parallelism of the packing stage: efficiency is measured per
-        window, against its own lower bound). ``tokenizer`` is a local directory every node
-        can read; with it, the text is tokenized twice (scan and pack) instead of holding the
-        tokenized corpus in the object store.
+text_column, format, add_special_tokens, append_eos, eos_token, max_row_bytes, messages_column, \
+chat
+        As for :func:`fastaxo.prepare` (chat data too: the same input_ids and labels; a
+        ``chat_template`` given travels to the workers as the text the driver resolved);
+        ``pack_window`` kept rows are packed together (a window is a shard, and the unit of
+        parallelism of the packing stage: efficiency is measured per window, against its own
+        lower bound). ``tokenizer`` is a local directory every node can read; with it, the text
+        is tokenized twice (scan and pack) instead of holding the tokenized corpus in the
+        object store.
     unit_rows : int
         Rows per unit of input (Parquet: whole row groups up to about this many).
     partitions : int, optional
@@ -250,9 +262,20 @@ text_column, format, add_special_tokens, append_eos, eos_token, max_row_bytes
         raise InvalidInputError(f"output: {output!r} already holds shards (part-*.parquet); use "
                                 "an empty directory")
     tok_dir = os.path.abspath(tokenizer) if tokenizer is not None else None
-    tt = text_tokenizer(tok_dir, add_special_tokens=add_special_tokens,  # fail here, not in a task
-                        append_eos=append_eos, eos_token=eos_token, max_row_bytes=max_row_bytes)
-    tok_settings = None if tt is None else tt.settings()
+    chat_mode = messages_column is not None or chat is not None
+    if chat_mode and tok_dir is None:
+        raise InvalidInputError("messages_column / chat: chat data needs tokenizer= (a tokenizer "
+                                "directory with its chat template)")
+    tok_opts: dict[str, Any] = dict(add_special_tokens=add_special_tokens,
+                                    append_eos=append_eos, eos_token=eos_token,
+                                    max_row_bytes=max_row_bytes)
+    tok: Any  # (built now: a bad tokenizer or option fails here, not in a task)
+    if chat_mode:
+        assert tok_dir is not None  # checked above
+        text_column = messages_column or "messages"
+        tok = chat_tokenizer(tok_dir, chat, **tok_opts)
+    else:
+        tok = text_tokenizer(tok_dir, **tok_opts)
 
     t_start = time.perf_counter()
     _init_ray(address)
@@ -278,14 +301,21 @@ text_column, format, add_special_tokens, append_eos, eos_token, max_row_bytes
     if len(units) >= 2**31:
         raise InvalidInputError(f"inputs: {len(units):,} units; raise unit_rows")
     where0 = units[0].where(0)[0]
-    has_labels, key_cols = first_columns(schema_of_unit(units[0]), where0, tok_dir is not None,
-                                          text_column, dedupe_columns)
+    schema0 = schema_of_unit(units[0])
+    if (tok is not None and not chat_mode and text_column not in schema0.names
+            and "messages" in schema0.names):
+        # a chat dataset (its messages column), as fastaxo.prepare decides
+        assert tok_dir is not None
+        chat_mode, text_column = True, "messages"
+        tok = chat_tokenizer(tok_dir, chat, **tok_opts)
+    has_labels, key_cols = first_columns(schema0, where0, tok_dir is not None, text_column,
+                                         dedupe_columns, chat=chat_mode)
     firsts_of_source = ([units[0]] if is_dataset
                         else [next(x for x in units if x.path == p) for p in names])
     for u in firsts_of_source:
         input_columns(schema_of_unit(u), u.where(0)[0], where0, tokenizing=tok_dir is not None,
                       text_column=text_column, has_labels=has_labels, dedupe=dedupe,
-                      key_cols=key_cols)
+                      key_cols=key_cols, chat=chat_mode)
     known_rows = sum(u.nrows for u in units if u.nrows > 0)
     res = ray.cluster_resources()
     cpus = float(res.get("CPU", 1.0))
@@ -293,11 +323,13 @@ text_column, format, add_special_tokens, append_eos, eos_token, max_row_bytes
     P = partitions or max(int(cpus), -(-max(known_rows, 1) // 2_000_000))
     options = schema_options(seq_len, strategy, overflow, attention, bool(dedupe), key_cols,
                              pack_window)
+    text = None if chat_mode else tok
     cfg = Cfg(seq_len, strategy, overflow, attention, bool(dedupe), tuple(key_cols), has_labels,
               tok_dir, text_column, P, threads, json.dumps(options),
               os.environ.get("FASTAXO_RAY_TEST_HOLD", ""), bool(add_special_tokens),
-              bool(append_eos), eos_token, None if tt is None else tt.encoder,
-              MAX_ROW_BYTES if tt is None else tt.max_row_bytes)
+              bool(append_eos), eos_token, None if text is None else text.encoder,
+              MAX_ROW_BYTES if text is None else text.max_row_bytes,
+              chat_options(tok) if chat_mode else None)
     os.makedirs(output, exist_ok=True)
     stage["plan"] = time.perf_counter() - t
 
@@ -305,7 +337,8 @@ text_column, format, add_special_tokens, append_eos, eos_token, max_row_bytes
                            overflow=overflow,
                            attention=attention, pack_window=pack_window, dedupe=bool(dedupe),
                            dedupe_columns=key_cols if dedupe else None, labels=has_labels,
-                           tokenizer=tok_dir, tokenizer_settings=tok_settings,
+                           tokenizer=tok_dir,
+                           tokenizer_settings=None if tok is None else tok.settings(),
                            units=len(units), partitions=P, nodes=nodes, cpus=cpus,
                            cpus_per_task=float(num_cpus_per_task), threads_per_task=threads)
     task_opts = {"num_cpus": num_cpus_per_task}
@@ -341,8 +374,12 @@ text_column, format, add_special_tokens, append_eos, eos_token, max_row_bytes
             add_counts(scan_counts, x["counts"])
         # (a row over max_row_bytes, dropped, has no tokens: it is neither empty nor given an EOS)
         rep.rows_too_large = scan_counts.get("rows_too_large", 0)
-        if tok_settings is not None and tok_settings["append_eos"]:
+        if tok is not None and tok.eos_id is not None:
             rep.eos_appended = rep.rows_in - rep.rows_too_large
+        if isinstance(tok, ChatTokenizer) and rep.tokenizer_settings is not None:
+            # the rows and turns Axolotl's algorithm made, counted where they were tokenized
+            for k in ("fallback_rows", "fallback_turns"):
+                rep.tokenizer_settings[k] = scan_counts.get(k, {})
         rep.tokens_in = sum(x["tokens"] for x in totals)
         per_unit = np.zeros(len(units), np.int64)
         for x in totals:

@@ -3,6 +3,7 @@ configuration every task gets, and a unit read and checked as ``fastaxo prepare`
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -14,11 +15,11 @@ import ray.data
 import fastaxo
 from fastaxo._core.checks import MAX_ROW_BYTES
 from fastaxo.errors import SchemaMismatchError
-from fastaxo.pipeline.columns import load_tokenizer
+from fastaxo.pipeline.columns import ChatTokenizer, load_tokenizer
 from fastaxo.pipeline.stages import check_batch
 
-__all__ = ["KEY_SHIFT", "ROW_MASK", "Cfg", "CheckedUnit", "Unit", "add_counts", "checked_unit",
-           "plan_files", "read_unit", "schema_of_unit"]
+__all__ = ["KEY_SHIFT", "ROW_MASK", "Cfg", "CheckedUnit", "Unit", "add_counts", "chat_options",
+           "checked_unit", "plan_files", "read_unit", "schema_of_unit"]
 
 KEY_SHIFT = 32              # key = unit << 32 | row in unit
 ROW_MASK = (1 << KEY_SHIFT) - 1
@@ -137,6 +138,9 @@ class Cfg:
     encoder: str | None = None
     #: the largest text handed to the tokenizer (prepare's max_row_bytes)
     max_row_bytes: int = MAX_ROW_BYTES
+    #: chat data: the driver's ChatTokenizer options, pickled (chat_options); text_column is
+    #: then the messages column
+    chat: bytes | None = None
 
 
 def read_columns(cfg: Cfg) -> list[str]:
@@ -151,9 +155,29 @@ def read_columns(cfg: Cfg) -> list[str]:
 _TOKENIZERS: dict[tuple, Any] = {}
 
 
+def chat_options(ct: ChatTokenizer) -> bytes:
+    """What a worker needs to build the driver's :class:`ChatTokenizer` (``Cfg.chat``): its
+    options, and a template given by the user as the text the driver resolved (not a file or
+    an Axolotl name: every node renders the driver's template, without Axolotl)."""
+    template = None
+    if ct.template_source != "tokenizer_config.json":  # (else: the tokenizer's, as on the driver)
+        template = ct.spec.chat_template
+        if "{%" not in template and "{{" not in template:
+            # ChatTokenizer reads such a string as a file or a name; an empty expression in
+            # front makes it a template that renders the same text
+            template = "{{ '' }}" + template
+    return pickle.dumps({**ct.options, "chat_template": template})
+
+
 def unit_tokenizer(cfg: Cfg) -> Any:
     if cfg.tokenizer is None:
         return None
+    if cfg.chat is not None:
+        ckey = ("chat", cfg.tokenizer, cfg.chat)
+        ct = _TOKENIZERS.get(ckey)
+        if ct is None:
+            ct = _TOKENIZERS[ckey] = ChatTokenizer(cfg.tokenizer, **pickle.loads(cfg.chat))
+        return ct
     key = (cfg.tokenizer, cfg.add_special_tokens, cfg.append_eos, cfg.eos_token, cfg.encoder,
            cfg.threads, cfg.max_row_bytes)
     tok = _TOKENIZERS.get(key)
@@ -169,7 +193,9 @@ def unit_tokenizer(cfg: Cfg) -> Any:
 class CheckedUnit(NamedTuple):
     """A unit read and checked: its raw columns, its token columns (list<int32>), their
     lengths, and what the unit adds to the report's counts (:func:`add_counts`):
-    ``rows_too_large``, the rows over max_row_bytes given no tokens (``overflow="drop"``)."""
+    ``rows_too_large``, the rows over max_row_bytes given no tokens (``overflow="drop"``), and
+    for chat data ``fallback_rows`` / ``fallback_turns`` (by reason, as
+    ``ChatTokenizer.settings``)."""
 
     raw: pa.RecordBatch
     work: dict[str, pa.Array]
@@ -195,8 +221,18 @@ def checked_unit(u: Unit, cfg: Cfg) -> CheckedUnit:
     batch = pa.RecordBatch.from_arrays(
         [c.chunk(0) if c.num_chunks else pa.array([], c.type) for c in raw.columns],
         schema=raw.schema)
-    checked = check_batch(batch, path, row0, tok=unit_tokenizer(cfg),
-                          text_column=cfg.text_column, has_labels=cfg.has_labels,
-                          seq_len=cfg.seq_len, overflow=cfg.overflow)
-    counts = {"rows_too_large": checked.too_large} if checked.too_large else {}
+    tok = unit_tokenizer(cfg)
+    chat = isinstance(tok, ChatTokenizer)
+    # (the worker's ChatTokenizer is reused and adds up its fallbacks: this unit's are the
+    # difference)
+    before = (dict(tok.fallbacks), dict(tok.turn_fallbacks)) if chat else None
+    checked = check_batch(batch, path, row0, tok=tok, text_column=cfg.text_column,
+                          has_labels=cfg.has_labels, seq_len=cfg.seq_len, overflow=cfg.overflow)
+    counts: dict[str, Any] = {"rows_too_large": checked.too_large} if checked.too_large else {}
+    if before is not None:
+        for name, now, was in (("fallback_rows", tok.fallbacks, before[0]),
+                               ("fallback_turns", tok.turn_fallbacks, before[1])):
+            more = {r: n - was.get(r, 0) for r, n in now.items() if n != was.get(r, 0)}
+            if more:
+                counts[name] = more
     return CheckedUnit(batch, checked.work, checked.lens, counts)
