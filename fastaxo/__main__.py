@@ -399,6 +399,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
                 num_cpus_per_task=args.ray_cpus_per_task,
                 threads_per_task=args.threads,
                 unit_rows=args.ray_unit_rows,
+                batch_rows=args.batch_rows,
                 max_row_bytes=args.max_row_bytes,
                 messages_column=args.messages_column,
                 chat=chat,
@@ -663,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
         "--batch-rows",
         type=cli_positive_int,
         default=8192,
-        help="rows per batch read (default 8192)",
+        help="rows per batch read (with --ray: rows tokenized at a time; default 8192)",
     )
     p_p.add_argument(
         "--threads",

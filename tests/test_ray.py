@@ -401,7 +401,7 @@ def test_chat_data_as_on_one_machine(cluster, tmp_path):
     tok = str(chat_data.qwen3_dir())
     tpl = tmp_path / "wordcount.jinja"
     tpl.write_text(_WORDCOUNT)
-    ray_opts = dict(unit_rows=20, address=cluster["address"])
+    ray_opts = dict(unit_rows=20, batch_rows=8, address=cluster["address"])
 
     def both(name, inputs, **opts):
         opts = dict(tokenizer=tok, max_row_bytes=4_000, pack_window=10_000, **opts)
@@ -427,7 +427,8 @@ def test_chat_data_as_on_one_machine(cluster, tmp_path):
                         str(a), str(b), "-o", str(tmp_path / "cli"), "--max-length", "1024",
                         "--pack-window", "10000", "--tokenizer", tok, "--messages-column",
                         "messages", "--chat-template", str(tpl), "--train-on-eos", "last",
-                        "--max-row-bytes", "4000", "--overflow", "drop", "--ray-unit-rows", "20"],
+                        "--max-row-bytes", "4000", "--overflow", "drop", "--ray-unit-rows", "20",
+                        "--batch-rows", "8"],
                        capture_output=True, text=True, cwd="/", env=env, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert ((tmp_path / "cli" / "part-00000.parquet").read_bytes()
@@ -463,6 +464,35 @@ def test_the_workers_take_the_drivers_encoder(monkeypatch):
     assert units.unit_tokenizer(cfg).encoder == "hf"  # None: the worker's environment
     monkeypatch.delenv("FASTAXO_TOKENIZER")
     assert units.unit_tokenizer(dataclasses.replace(cfg, encoder="hf")).encoder == "hf"
+
+
+def test_a_unit_is_tokenized_batch_rows_at_a_time(tmp_path, monkeypatch):
+    """A unit (here a whole JSON Lines file) reaches HF's tokenizer batch_rows rows at a time,
+    as one machine's batches (it makes Python objects of them); the columns are the same."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    import dataclasses
+
+    import chat_data
+
+    from fastaxo.integrations.ray import units
+    from fastaxo.pipeline import columns
+
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps({"text": f"row {i} " * (i % 7)}) + "\n" for i in range(100)))
+    cfg = units.Cfg(256, "bfd", "error", "segments", True, ("input_ids",), False,
+                    str(chat_data.qwen3_dir()), "text", 1, 1, "{}", encoder="hf")
+    seen: list[int] = []
+    real = columns._pylist_without
+    monkeypatch.setattr(columns, "_pylist_without",
+                        lambda arr, skip: seen.append(len(arr)) or real(arr, skip))
+    unit = units.Unit("file", str(p), "jsonl")
+    whole = units.checked_unit(unit, cfg)
+    assert seen == [100]
+    seen.clear()
+    got = units.checked_unit(unit, dataclasses.replace(cfg, batch_rows=16))
+    assert seen == [16] * 6 + [4]
+    assert got.work["input_ids"].to_pylist() == whole.work["input_ids"].to_pylist()
+    assert got.lens.tolist() == whole.lens.tolist() and got.counts == whole.counts == {}
 
 
 def test_errors_name_the_file_and_row(cluster, tmp_path):

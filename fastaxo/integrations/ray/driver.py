@@ -200,7 +200,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
             address: str | None = None, add_special_tokens: bool = True,
             append_eos: bool = False, eos_token: str | None = None,
             max_row_bytes: int = MAX_ROW_BYTES, messages_column: str | None = None,
-            chat: Mapping[str, Any] | None = None) -> RayPrepareReport:
+            chat: Mapping[str, Any] | None = None, batch_rows: int = 8192) -> RayPrepareReport:
     """Dedupe and pack tokenized rows on a Ray cluster: ``fastaxo prepare`` across machines.
 
     Parameters
@@ -225,6 +225,9 @@ chat
         object store.
     unit_rows : int
         Rows per unit of input (Parquet: whole row groups up to about this many).
+    batch_rows : int
+        With ``tokenizer``: rows tokenized at a time within a unit (as :func:`fastaxo.prepare`'s
+        batches: HF's tokenizer and the chat path hold Python objects of these rows).
     partitions : int, optional
         Digest partitions of the dedupe shuffle (default: about one per 2M rows, at least the
         cluster's CPUs).
@@ -242,6 +245,7 @@ chat
     seq_len, strategy, overflow, attention, pack_window, dedupe_columns = check_options(
         max_length, strategy, overflow, attention, pack_window, dedupe_columns)
     unit_rows = positive_int(unit_rows, "unit_rows")
+    batch_rows = positive_int(batch_rows, "batch_rows")
     if partitions is not None:
         partitions = positive_int(partitions, "partitions")
     if (not isinstance(num_cpus_per_task, (int, float)) or isinstance(num_cpus_per_task, bool)
@@ -329,7 +333,7 @@ chat
               os.environ.get("FASTAXO_RAY_TEST_HOLD", ""), bool(add_special_tokens),
               bool(append_eos), eos_token, None if text is None else text.encoder,
               MAX_ROW_BYTES if text is None else text.max_row_bytes,
-              chat_options(tok) if chat_mode else None)
+              chat_options(tok) if chat_mode else None, batch_rows)
     os.makedirs(output, exist_ok=True)
     stage["plan"] = time.perf_counter() - t
 

@@ -141,6 +141,8 @@ class Cfg:
     #: chat data: the driver's ChatTokenizer options, pickled (chat_options); text_column is
     #: then the messages column
     chat: bytes | None = None
+    #: rows a tokenizer takes at a time (prepare's batch_rows)
+    batch_rows: int = 8192
 
 
 def read_columns(cfg: Cfg) -> list[str]:
@@ -215,7 +217,9 @@ def add_counts(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
 
 def checked_unit(u: Unit, cfg: Cfg) -> CheckedUnit:
     """The unit read, checked and tokenized with the checks and errors of ``fastaxo prepare``
-    (the file and row named)."""
+    (the file and row named). A tokenizer takes ``cfg.batch_rows`` rows at a time, as
+    ``fastaxo prepare``'s batches: HF's and the chat path make Python objects of the rows they
+    tokenize, and a unit can be a whole JSON Lines file."""
     raw = read_unit(u, read_columns(cfg)).combine_chunks()
     path, row0 = u.where(0)
     batch = pa.RecordBatch.from_arrays(
@@ -226,13 +230,30 @@ def checked_unit(u: Unit, cfg: Cfg) -> CheckedUnit:
     # (the worker's ChatTokenizer is reused and adds up its fallbacks: this unit's are the
     # difference)
     before = (dict(tok.fallbacks), dict(tok.turn_fallbacks)) if chat else None
-    checked = check_batch(batch, path, row0, tok=tok, text_column=cfg.text_column,
-                          has_labels=cfg.has_labels, seq_len=cfg.seq_len, overflow=cfg.overflow)
-    counts: dict[str, Any] = {"rows_too_large": checked.too_large} if checked.too_large else {}
+    n = batch.num_rows
+    step = cfg.batch_rows if tok is not None else max(n, 1)
+    parts = []
+    for s in range(0, max(n, 1), step):
+        parts.append(check_batch(batch.slice(s, step), path, row0 + s, tok=tok,
+                                 text_column=cfg.text_column, has_labels=cfg.has_labels,
+                                 seq_len=cfg.seq_len, overflow=cfg.overflow))
+    too_large = sum(p.too_large for p in parts)
+    counts: dict[str, Any] = {"rows_too_large": too_large} if too_large else {}
     if before is not None:
         for name, now, was in (("fallback_rows", tok.fallbacks, before[0]),
                                ("fallback_turns", tok.turn_fallbacks, before[1])):
-            more = {r: n - was.get(r, 0) for r, n in now.items() if n != was.get(r, 0)}
+            more = {r: c - was.get(r, 0) for r, c in now.items() if c != was.get(r, 0)}
             if more:
                 counts[name] = more
-    return CheckedUnit(batch, checked.work, checked.lens, counts)
+    if len(parts) == 1:
+        return CheckedUnit(batch, parts[0].work, parts[0].lens, counts)
+    work = {c: _joined([p.work[c] for p in parts]) for c in parts[0].work}
+    return CheckedUnit(batch, work, np.concatenate([p.lens for p in parts]), counts)
+
+
+def _joined(arrays: list[pa.Array]) -> pa.Array | pa.ChunkedArray:
+    """The token columns of consecutive slices as one column (large_list throughout when a
+    slice needed it)."""
+    if len({a.type for a in arrays}) > 1:
+        arrays = [a.cast(pa.large_list(pa.int32())) for a in arrays]
+    return pa.chunked_array(arrays)
