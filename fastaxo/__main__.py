@@ -364,7 +364,6 @@ def _interrupts() -> Iterator[threading.Event]:
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
     from fastaxo._core.files import check_not_an_input, check_output
-    from fastaxo.errors import InvalidInputError
     from fastaxo.pipeline import prepare
 
     # every output now, before anything is read: a bad path must not cost the whole run
@@ -390,11 +389,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
         chat = _chat_options(args)
         rep: Any
         if args.ray is not None:
-            if chat is not None or args.messages_column is not None:
-                raise InvalidInputError("--ray: chat data (--messages-column, --chat-template, "
-                                        "--roles-to-train, ...) is prepared on one machine only")
             from fastaxo.integrations.ray import prepare as ray_prepare
-
 
             rep = ray_prepare(
                 args.inputs,
@@ -404,6 +399,10 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
                 num_cpus_per_task=args.ray_cpus_per_task,
                 threads_per_task=args.threads,
                 unit_rows=args.ray_unit_rows,
+                batch_rows=args.batch_rows,
+                max_row_bytes=args.max_row_bytes,
+                messages_column=args.messages_column,
+                chat=chat,
                 **common,
                 **tok_opts,
             )
@@ -665,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
         "--batch-rows",
         type=cli_positive_int,
         default=8192,
-        help="rows per batch read (default 8192)",
+        help="rows per batch read (with --ray: rows tokenized at a time; default 8192)",
     )
     p_p.add_argument(
         "--threads",

@@ -275,8 +275,8 @@ def test_prepare_chat_errors(tmp_path):
 
     src = tmp_path / "c.jsonl"
     src.write_text('{"messages": [{"role": "user", "content": "a", "tool_calls": [1]}]}\n')
-    with pytest.raises(InvalidInputError, match=r"c.jsonl \(the batch from row 0, 0-based\): "
-                                                r"messages: row 0 message 0 has field 'tool_calls'"):
+    with pytest.raises(InvalidInputError, match=r"c.jsonl row 0 \(0-based\): "
+                                                r"messages message 0 has field 'tool_calls'"):
         fastaxo.prepare(str(src), str(tmp_path / "o.parquet"), 256,
                         tokenizer=str(chat_data.qwen3_dir()))
     with pytest.raises(InvalidInputError, match="chat data gets its special tokens"):

@@ -180,8 +180,8 @@ def test_prepare_measures_conversations_in_the_arrow_buffers(tmp_path, monkeypat
     # an error after the dropped row names its row of the file
     odd = [{"role": "user", "content": "q4", "name": "x"}]
     src.write_text(src.read_text() + json.dumps({"messages": odd}) + "\n")
-    with pytest.raises(InvalidInputError, match=r"the batch from row 3, 0-based\): messages: "
-                                                r"row 1 message 0 has field 'name'"):
+    with pytest.raises(InvalidInputError, match=r"in.jsonl row 4 \(0-based\): messages "
+                                                r"message 0 has field 'name'"):
         prepare(str(src), str(tmp_path / "o.parquet"), 512, tokenizer=tok, max_row_bytes=4_096,
                 overflow="drop", progress=False)
 

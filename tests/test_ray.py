@@ -309,6 +309,144 @@ def test_raw_text_with_fastaxos_encoder(cluster, tmp_path, monkeypatch):
     assert a.equals(pq.read_table(tmp_path / "single-hf.parquet"))
 
 
+_COUNTS = ("rows_in", "tokens_in", "empty_rows", "rows_too_large", "eos_appended", "duplicates",
+           "overlong", "dropped", "rows_packed", "sequences_out", "tokens_out", "bins", "windows")
+
+
+def _same_file_and_counts(out_dir, single_file, rep, single) -> None:
+    """One window: Ray's one shard is the single machine's file byte for byte; the report
+    counts agree."""
+    assert sorted(os.listdir(out_dir)) == ["_fastaxo_ray.json", "part-00000.parquet"]
+    assert (Path(out_dir) / "part-00000.parquet").read_bytes() == Path(single_file).read_bytes()
+    for k in _COUNTS:
+        assert getattr(rep, k) == getattr(single, k), k
+
+
+def test_rows_over_max_row_bytes_as_on_one_machine(cluster, tmp_path):
+    """max_row_bytes reaches the workers: rows over it are refused naming the same file and row
+    as one machine (the first in the global order, though two units fail), or with
+    overflow="drop" left out and counted as rows_too_large (not empty rows, and given no EOS):
+    the same file byte for byte, the same counts."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    import random
+
+    import chat_data
+
+    from fastaxo.errors import RowTooLargeError
+
+    rng = random.Random(31)
+    docs = [chat_data.message(rng, 5, 60) for _ in range(300)]
+    docs[10:13] = ["", docs[0], docs[1]]  # an empty row, duplicates
+    for at in (3, 100, 220, 270):
+        docs[at] = "".join(chat_data.message(rng, 400, 500) for _ in range(2)) + str(at)
+        assert len(docs[at].encode()) > 3000
+    assert max(len(d.encode()) for i, d in enumerate(docs) if i not in (3, 100, 220, 270)) < 3000
+    a = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"text": docs[:150]}), a)
+    b = tmp_path / "b.parquet"
+    pq.write_table(pa.table({"text": docs[150:]}), b, row_group_size=50)
+    tok = str(chat_data.qwen3_dir())
+    opts = dict(tokenizer=tok, max_row_bytes=3000, pack_window=10_000)
+    with pytest.raises(RowTooLargeError) as one:
+        fastaxo.prepare([str(b)], str(tmp_path / "e.parquet"), 512, progress=False, **opts)
+    with pytest.raises(RowTooLargeError) as on_ray:
+        fxray.prepare([str(b)], str(tmp_path / "e"), 512, unit_rows=50, address=cluster["address"],
+                      **opts)
+    assert str(on_ray.value) == str(one.value)
+    assert "b.parquet row 70 (0-based): text is " in str(one.value)
+    opts.update(overflow="drop", append_eos=True)
+    single = fastaxo.prepare([str(a), str(b)], str(tmp_path / "single.parquet"), 512,
+                             progress=False, **opts)
+    rep = fxray.prepare([str(a), str(b)], str(tmp_path / "out"), 512, unit_rows=50,
+                        address=cluster["address"], **opts)
+    _same_file_and_counts(tmp_path / "out", tmp_path / "single.parquet", rep, single)
+    assert rep.rows_too_large == 4 and rep.eos_appended == 296 and rep.empty_rows == 0
+    assert rep.duplicates == 2 and rep.units == 4
+    assert "rows over max_row_bytes left out 4" in str(rep)
+
+
+# a template that counts words: its output depends on the contents, so the engine places
+# turns (and a row) by Axolotl's own renders (fallback_turns, fallback_rows)
+_WORDCOUNT = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+              "{{ m.content | wordcount }}<|im_end|>\n{% endfor %}")
+
+
+def test_chat_data_as_on_one_machine(cluster, tmp_path):
+    """Chat data with Qwen3's tokenizer: Ray's shard is one machine's file byte for byte, with
+    its template (conversations over max_row_bytes dropped and counted, by their contents or
+    their render) and with a template file whose rows and turns fall back to Axolotl's
+    algorithm (the same counts); a conversation over the bound and a bad message are refused
+    naming the same file and row as one machine."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    import chat_data
+
+    from fastaxo.errors import RowTooLargeError
+
+    convs = chat_data.conversations(seed=41, n=70, turns=(1, 6), hi=40)
+    convs[5], convs[6] = convs[1], convs[2]  # duplicates
+    big = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "é" * 3_000}]
+    convs[30] = big  # contents over the bound: never rendered
+    convs[55] = [{"role": "user", "content": "é" * 1_990}]  # contents under it, render over
+    convs[62] = big
+    for c in convs:
+        for m in c:
+            m["name"] = None
+    rows = [[dict(m) for m in c] for c in convs]
+    bad = [[dict(m) for m in c] for c in convs]
+    bad[48][0]["name"] = "x"  # a field Axolotl's mapping does not take
+    a, b, b_bad = tmp_path / "a.parquet", tmp_path / "b.parquet", tmp_path / "b_bad.parquet"
+    pq.write_table(pa.table({"messages": rows[:20]}), a)
+    pq.write_table(pa.table({"messages": rows[20:]}), b, row_group_size=20)
+    pq.write_table(pa.table({"messages": bad[20:]}), b_bad, row_group_size=20)
+    tok = str(chat_data.qwen3_dir())
+    tpl = tmp_path / "wordcount.jinja"
+    tpl.write_text(_WORDCOUNT)
+    ray_opts = dict(unit_rows=20, batch_rows=8, address=cluster["address"])
+
+    def both(name, inputs, **opts):
+        opts = dict(tokenizer=tok, max_row_bytes=4_000, pack_window=10_000, **opts)
+        single = fastaxo.prepare(inputs, str(tmp_path / f"{name}.parquet"), 1024, progress=False,
+                                 **opts)
+        rep = fxray.prepare(inputs, str(tmp_path / name), 1024, **ray_opts, **opts)
+        _same_file_and_counts(tmp_path / name, tmp_path / f"{name}.parquet", rep, single)
+        for k in ("fallback_rows", "fallback_turns", "one_pass", "max_row_bytes"):
+            assert rep.tokenizer_settings[k] == single.tokenizer_settings[k], k
+        return rep
+
+    rep = both("drop", [str(a), str(b)], overflow="drop")
+    assert rep.rows_too_large == 3 and rep.duplicates == 2 and rep.labels and rep.units == 4
+    assert rep.tokenizer_settings["fallback_rows"] == {}
+    rep = both("fallbacks", [str(a), str(b)], overflow="drop",
+               chat={"chat_template": str(tpl), "train_on_eos": "last"})
+    assert rep.tokenizer_settings["fallback_rows"] and rep.tokenizer_settings["fallback_turns"]
+    assert rep.tokenizer_settings["chat_template"] == str(tpl)
+    # the command line takes chat data on Ray, with its options (it refused them once)
+    env = {**os.environ, "FASTAXO_REQUIRE_EXTENSION": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("FASTAXO_RAY_TEST_HOLD", None)
+    r = subprocess.run([sys.executable, "-m", "fastaxo", "prepare", "--ray", cluster["address"],
+                        str(a), str(b), "-o", str(tmp_path / "cli"), "--max-length", "1024",
+                        "--pack-window", "10000", "--tokenizer", tok, "--messages-column",
+                        "messages", "--chat-template", str(tpl), "--train-on-eos", "last",
+                        "--max-row-bytes", "4000", "--overflow", "drop", "--ray-unit-rows", "20",
+                        "--batch-rows", "8"],
+                       capture_output=True, text=True, cwd="/", env=env, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert ((tmp_path / "cli" / "part-00000.parquet").read_bytes()
+            == (tmp_path / "fallbacks.parquet").read_bytes())
+    assert "rows over max_row_bytes left out 3" in r.stdout
+    for inputs, overflow, error, says in (
+            ([str(b)], "error", RowTooLargeError,
+             "b.parquet row 10 (0-based): the conversation's messages hold 6,001 bytes"),
+            ([str(b_bad)], "drop", InvalidInputError, "b_bad.parquet row 28 (0-based): messages message 0 has field 'name'")):
+        opts = dict(tokenizer=tok, max_row_bytes=4_000, overflow=overflow)
+        with pytest.raises(error) as one:
+            fastaxo.prepare(inputs, str(tmp_path / "e.parquet"), 1024, progress=False, **opts)
+        with pytest.raises(error) as on_ray:
+            fxray.prepare(inputs, str(tmp_path / "e"), 1024, **ray_opts, **opts)
+        assert says in str(one.value)
+        assert str(on_ray.value) == str(one.value)
+
+
 def test_the_workers_take_the_drivers_encoder(monkeypatch):
     """units.unit_tokenizer follows Cfg.encoder, not the worker's FASTAXO_TOKENIZER."""
     import dataclasses
@@ -326,6 +464,37 @@ def test_the_workers_take_the_drivers_encoder(monkeypatch):
     assert units.unit_tokenizer(cfg).encoder == "hf"  # None: the worker's environment
     monkeypatch.delenv("FASTAXO_TOKENIZER")
     assert units.unit_tokenizer(dataclasses.replace(cfg, encoder="hf")).encoder == "hf"
+
+
+@pytest.mark.parametrize("encoder", ["hf", "fastaxo"])
+def test_a_unit_is_tokenized_batch_rows_at_a_time(tmp_path, monkeypatch, encoder):
+    """A unit (here a whole JSON Lines file) reaches HF's tokenizer batch_rows rows at a time,
+    as one machine's batches (it makes Python objects of them); the columns are the same (and
+    with fastaxo's encoder, which reads the slices in place)."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    import dataclasses
+
+    import chat_data
+
+    from fastaxo.integrations.ray import units
+    from fastaxo.pipeline import columns
+
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps({"text": f"row {i} " * (i % 7)}) + "\n" for i in range(100)))
+    cfg = units.Cfg(256, "bfd", "error", "segments", True, ("input_ids",), False,
+                    str(chat_data.qwen3_dir()), "text", 1, 1, "{}", encoder=encoder)
+    seen: list[int] = []
+    real = columns._pylist_without
+    monkeypatch.setattr(columns, "_pylist_without",
+                        lambda arr, skip: seen.append(len(arr)) or real(arr, skip))
+    unit = units.Unit("file", str(p), "jsonl")
+    whole = units.checked_unit(unit, cfg)
+    assert seen == ([100] if encoder == "hf" else [])
+    seen.clear()
+    got = units.checked_unit(unit, dataclasses.replace(cfg, batch_rows=16))
+    assert seen == ([16] * 6 + [4] if encoder == "hf" else [])
+    assert got.work["input_ids"].to_pylist() == whole.work["input_ids"].to_pylist()
+    assert got.lens.tolist() == whole.lens.tolist() and got.counts == whole.counts == {}
 
 
 def test_errors_name_the_file_and_row(cluster, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,8 @@ from fastaxo.errors import (
     RowTooLargeError,
 )
 
-__all__ = ["ChatTokenizer", "TextTokenizer", "chat_tokenize", "compact", "describe_encoder",
+__all__ = ["ChatTokenizer", "TextTokenizer", "chat_tokenize", "chat_tokenizer", "compact",
+           "describe_encoder",
            "list_lengths", "load_tokenizer", "row_where",
            "text_tokenizer", "token_column", "tokenize", "too_large_error"]
 
@@ -473,6 +475,18 @@ class ChatTokenizer:
                 "fallback_turns": dict(self.turn_fallbacks)}
 
 
+def chat_tokenizer(path: str, chat: Any, *, max_row_bytes: int = MAX_ROW_BYTES,
+                   add_special_tokens: bool = True, append_eos: bool = False,
+                   eos_token: str | None = None) -> ChatTokenizer:
+    """prepare's chat tokenizer (one machine and Ray): :class:`ChatTokenizer` of ``path`` with
+    the options ``chat`` (a mapping, or None) and ``max_row_bytes``; the options of raw text
+    must be left at their defaults (the template writes the special tokens)."""
+    if not (add_special_tokens and not append_eos and eos_token is None):
+        raise InvalidInputError("add_special_tokens / append_eos / eos_token: chat data gets "
+                                "its special tokens from the chat template; leave them unset")
+    return ChatTokenizer(path, **{"max_row_bytes": max_row_bytes, **dict(chat or {})})
+
+
 def _template_text(value: str) -> tuple[str, str]:
     if os.path.isfile(value):
         try:
@@ -537,8 +551,7 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
             raise too_large_error(path, row0 + a + e.row, "the conversation is at least",
                                   e.length, e.limit) from None
         except FastaxoError as e:
-            # the message names the row within the run: say the file and where the run starts
-            raise type(e)(f"{path} (the batch from row {row0 + a:,}, 0-based): {e}") from None
+            raise _chat_row_error(e, column, path, row0 + a) from None
         for reason, n in res.fallbacks.items():
             ct.fallbacks[reason] = ct.fallbacks.get(reason, 0) + n
         for reason, n in res.turn_fallbacks.items():
@@ -546,6 +559,20 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
         ids[a:b], labels[a:b] = res.input_ids, res.labels
         too_large += len(res.too_large)
     return _int32_lists(ids), _int32_lists(labels), too_large
+
+
+_RUN_ROW = re.compile(r"messages: row (\d+)(?=[ :])")
+
+
+def _chat_row_error(e: Exception, column: str, path: str, row0: int) -> Exception:
+    """The error ``e`` of :func:`~fastaxo.chat.tokenize_chat` on the rows from row ``row0`` of
+    ``path``, which names its row among them ("messages: row K ..."), naming the file's row
+    instead: the message does not depend on how the file was cut into batches (one machine's
+    batches are not Ray's units)."""
+    m = _RUN_ROW.match(str(e))
+    if m is None:
+        return type(e)(f"{path} (the batch from row {row0:,}, 0-based): {e}")
+    return type(e)(f"{row_where(path, row0 + int(m.group(1)))}: {column}{str(e)[m.end():]}")
 
 
 def _int32_lists(rows: list[list[int]]) -> pa.Array:

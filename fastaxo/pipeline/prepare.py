@@ -34,7 +34,7 @@ from fastaxo._core.threads import resolve_num_threads
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 from fastaxo.hashing import Seen
 from fastaxo.hashing import dedupe as dedupe_rows
-from fastaxo.pipeline.columns import ChatTokenizer, compact, text_tokenizer
+from fastaxo.pipeline.columns import chat_tokenizer, compact, text_tokenizer
 from fastaxo.pipeline.report import PrepareReport
 from fastaxo.pipeline.stages import (
     ATTENTION_MODES,
@@ -180,12 +180,11 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         chat_mode = True  # a chat dataset: its messages column
     tok: Any
     if chat_mode:
-        if not (add_special_tokens and not append_eos and eos_token is None):
-            raise InvalidInputError("add_special_tokens / append_eos / eos_token: chat data gets "
-                                    "its special tokens from the chat template; leave them unset")
         text_column = messages_column or "messages"
         assert tokenizer is not None  # checked above
-        tok = ChatTokenizer(tokenizer, **{"max_row_bytes": max_row_bytes, **dict(chat or {})})
+        tok = chat_tokenizer(tokenizer, chat, max_row_bytes=max_row_bytes,
+                             add_special_tokens=add_special_tokens, append_eos=append_eos,
+                             eos_token=eos_token)
     else:
         tok = text_tokenizer(tokenizer, add_special_tokens=add_special_tokens,
                              append_eos=append_eos, eos_token=eos_token,

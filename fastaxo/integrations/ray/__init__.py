@@ -21,8 +21,10 @@ Stages (the driver holds unit descriptors, counts and object references, never r
    of unit ``u`` has the key ``u << 32 | r``, so keys sort in the global order.
 2. **scan** (``ray.data`` ``map_batches``, one unit a batch): each unit is read, checked and cast
    as ``fastaxo prepare`` does (errors name the file and row), tokenized when a tokenizer is
-   given, and every non-empty row hashed with fastaxo's SHA-256 kernel over the dedupe columns
-   (the digests of the single-machine :class:`fastaxo.Seen`). Out: one small row per input
+   given (raw text, or chat data with its template: the same ``input_ids`` and ``labels``,
+   fallbacks and rows over ``max_row_bytes`` counted), and every non-empty row hashed with
+   fastaxo's SHA-256 kernel over the dedupe columns (the digests of the single-machine
+   :class:`fastaxo.Seen`). Out: one small row per input
    row: digest (32 bytes), key, length, and the digest's partition.
 3. **dedupe** (a shuffle keyed on the digest, in Ray tasks over the scan's blocks): each block
    is split into ``partitions`` by digest; one task per partition sees every copy of its

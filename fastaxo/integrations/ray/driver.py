@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +16,7 @@ import ray
 import ray.data
 
 import fastaxo
-from fastaxo._core.checks import positive_int, renamed_args
+from fastaxo._core.checks import MAX_ROW_BYTES, positive_int, renamed_args
 from fastaxo._core.files import TempOutput
 from fastaxo.errors import FastaxoError, InvalidInputError, InvalidTypeError
 from fastaxo.integrations.ray.tasks import (
@@ -27,8 +28,15 @@ from fastaxo.integrations.ray.tasks import (
     scan_batch,
     split_parts_fn,
 )
-from fastaxo.integrations.ray.units import Cfg, Unit, plan_files, schema_of_unit
-from fastaxo.pipeline.columns import text_tokenizer
+from fastaxo.integrations.ray.units import (
+    Cfg,
+    Unit,
+    add_counts,
+    chat_options,
+    plan_files,
+    schema_of_unit,
+)
+from fastaxo.pipeline.columns import ChatTokenizer, chat_tokenizer, text_tokenizer
 from fastaxo.pipeline.report import ReportCounts
 from fastaxo.pipeline.stages import (
     DEFAULT_PACK_WINDOW,
@@ -83,6 +91,8 @@ class RayPrepareReport(ReportCounts):
             f"  duplicates dropped {self.duplicates:,} ({pct(self.duplicates, self.rows_in)})"
             + ("" if self.dedupe else " [dedupe off]")
             + (f"; empty rows left out {self.empty_rows:,}" if self.empty_rows else "")
+            + (f"; rows over max_row_bytes left out {self.rows_too_large:,}"
+               if self.rows_too_large else "")
             + f"; shuffle: {self.partitions} digest partitions, {self.buckets} key buckets",
             f"  over-long rows     {self.overlong:,} longer than {self.max_length:,}"
             + (f" ({self.overflow})" if self.overlong else ""),
@@ -188,7 +198,9 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
             unit_rows: int = DEFAULT_UNIT_ROWS, partitions: int | None = None,
             num_cpus_per_task: float = 1, threads_per_task: int | None = None,
             address: str | None = None, add_special_tokens: bool = True,
-            append_eos: bool = False, eos_token: str | None = None) -> RayPrepareReport:
+            append_eos: bool = False, eos_token: str | None = None,
+            max_row_bytes: int = MAX_ROW_BYTES, messages_column: str | None = None,
+            chat: Mapping[str, Any] | None = None, batch_rows: int = 8192) -> RayPrepareReport:
     """Dedupe and pack tokenized rows on a Ray cluster: ``fastaxo prepare`` across machines.
 
     Parameters
@@ -202,14 +214,20 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         ``part-NNNNN.parquet`` and the manifest ``_fastaxo_ray.json``. On a cluster, a path every
         node can write (a shared file system).
     max_length, strategy, overflow, attention, dedupe, dedupe_columns, pack_window, tokenizer, \
-text_column, format, add_special_tokens, append_eos, eos_token
-        As for :func:`fastaxo.prepare`; ``pack_window`` kept rows are packed together (a window
-        is a shard, and the unit of parallelism of the packing stage: efficiency is measured per
-        window, against its own lower bound). ``tokenizer`` is a local directory every node
-        can read; with it, the text is tokenized twice (scan and pack) instead of holding the
-        tokenized corpus in the object store.
+text_column, format, add_special_tokens, append_eos, eos_token, max_row_bytes, messages_column, \
+chat
+        As for :func:`fastaxo.prepare` (chat data too: the same input_ids and labels; a
+        ``chat_template`` given travels to the workers as the text the driver resolved);
+        ``pack_window`` kept rows are packed together (a window is a shard, and the unit of
+        parallelism of the packing stage: efficiency is measured per window, against its own
+        lower bound). ``tokenizer`` is a local directory every node can read; with it, the text
+        is tokenized twice (scan and pack) instead of holding the tokenized corpus in the
+        object store.
     unit_rows : int
         Rows per unit of input (Parquet: whole row groups up to about this many).
+    batch_rows : int
+        With ``tokenizer``: rows tokenized at a time within a unit (as :func:`fastaxo.prepare`'s
+        batches: HF's tokenizer and the chat path hold Python objects of these rows).
     partitions : int, optional
         Digest partitions of the dedupe shuffle (default: about one per 2M rows, at least the
         cluster's CPUs).
@@ -227,6 +245,7 @@ text_column, format, add_special_tokens, append_eos, eos_token
     seq_len, strategy, overflow, attention, pack_window, dedupe_columns = check_options(
         max_length, strategy, overflow, attention, pack_window, dedupe_columns)
     unit_rows = positive_int(unit_rows, "unit_rows")
+    batch_rows = positive_int(batch_rows, "batch_rows")
     if partitions is not None:
         partitions = positive_int(partitions, "partitions")
     if (not isinstance(num_cpus_per_task, (int, float)) or isinstance(num_cpus_per_task, bool)
@@ -247,9 +266,20 @@ text_column, format, add_special_tokens, append_eos, eos_token
         raise InvalidInputError(f"output: {output!r} already holds shards (part-*.parquet); use "
                                 "an empty directory")
     tok_dir = os.path.abspath(tokenizer) if tokenizer is not None else None
-    tt = text_tokenizer(tok_dir, add_special_tokens=add_special_tokens,  # fail here, not in a task
-                        append_eos=append_eos, eos_token=eos_token)
-    tok_settings = None if tt is None else tt.settings()
+    chat_mode = messages_column is not None or chat is not None
+    if chat_mode and tok_dir is None:
+        raise InvalidInputError("messages_column / chat: chat data needs tokenizer= (a tokenizer "
+                                "directory with its chat template)")
+    tok_opts: dict[str, Any] = dict(add_special_tokens=add_special_tokens,
+                                    append_eos=append_eos, eos_token=eos_token,
+                                    max_row_bytes=max_row_bytes)
+    tok: Any  # (built now: a bad tokenizer or option fails here, not in a task)
+    if chat_mode:
+        assert tok_dir is not None  # checked above
+        text_column = messages_column or "messages"
+        tok = chat_tokenizer(tok_dir, chat, **tok_opts)
+    else:
+        tok = text_tokenizer(tok_dir, **tok_opts)
 
     t_start = time.perf_counter()
     _init_ray(address)
@@ -275,14 +305,21 @@ text_column, format, add_special_tokens, append_eos, eos_token
     if len(units) >= 2**31:
         raise InvalidInputError(f"inputs: {len(units):,} units; raise unit_rows")
     where0 = units[0].where(0)[0]
-    has_labels, key_cols = first_columns(schema_of_unit(units[0]), where0, tok_dir is not None,
-                                          text_column, dedupe_columns)
+    schema0 = schema_of_unit(units[0])
+    if (tok is not None and not chat_mode and text_column not in schema0.names
+            and "messages" in schema0.names):
+        # a chat dataset (its messages column), as fastaxo.prepare decides
+        assert tok_dir is not None
+        chat_mode, text_column = True, "messages"
+        tok = chat_tokenizer(tok_dir, chat, **tok_opts)
+    has_labels, key_cols = first_columns(schema0, where0, tok_dir is not None, text_column,
+                                         dedupe_columns, chat=chat_mode)
     firsts_of_source = ([units[0]] if is_dataset
                         else [next(x for x in units if x.path == p) for p in names])
     for u in firsts_of_source:
         input_columns(schema_of_unit(u), u.where(0)[0], where0, tokenizing=tok_dir is not None,
                       text_column=text_column, has_labels=has_labels, dedupe=dedupe,
-                      key_cols=key_cols)
+                      key_cols=key_cols, chat=chat_mode)
     known_rows = sum(u.nrows for u in units if u.nrows > 0)
     res = ray.cluster_resources()
     cpus = float(res.get("CPU", 1.0))
@@ -290,10 +327,13 @@ text_column, format, add_special_tokens, append_eos, eos_token
     P = partitions or max(int(cpus), -(-max(known_rows, 1) // 2_000_000))
     options = schema_options(seq_len, strategy, overflow, attention, bool(dedupe), key_cols,
                              pack_window)
+    text = None if chat_mode else tok
     cfg = Cfg(seq_len, strategy, overflow, attention, bool(dedupe), tuple(key_cols), has_labels,
               tok_dir, text_column, P, threads, json.dumps(options),
               os.environ.get("FASTAXO_RAY_TEST_HOLD", ""), bool(add_special_tokens),
-              bool(append_eos), eos_token, None if tt is None else tt.encoder)
+              bool(append_eos), eos_token, None if text is None else text.encoder,
+              MAX_ROW_BYTES if text is None else text.max_row_bytes,
+              chat_options(tok) if chat_mode else None, batch_rows)
     os.makedirs(output, exist_ok=True)
     stage["plan"] = time.perf_counter() - t
 
@@ -301,7 +341,8 @@ text_column, format, add_special_tokens, append_eos, eos_token
                            overflow=overflow,
                            attention=attention, pack_window=pack_window, dedupe=bool(dedupe),
                            dedupe_columns=key_cols if dedupe else None, labels=has_labels,
-                           tokenizer=tok_dir, tokenizer_settings=tok_settings,
+                           tokenizer=tok_dir,
+                           tokenizer_settings=None if tok is None else tok.settings(),
                            units=len(units), partitions=P, nodes=nodes, cpus=cpus,
                            cpus_per_task=float(num_cpus_per_task), threads_per_task=threads)
     task_opts = {"num_cpus": num_cpus_per_task}
@@ -332,15 +373,24 @@ text_column, format, add_special_tokens, append_eos, eos_token
 
             raise pickle.loads(min(errors)[1])
         rep.rows_in = sum(x["rows"] for x in totals)
-        if tok_settings is not None and tok_settings["append_eos"]:
-            rep.eos_appended = rep.rows_in
+        scan_counts: dict[str, Any] = {}
+        for x in totals:
+            add_counts(scan_counts, x["counts"])
+        # (a row over max_row_bytes, dropped, has no tokens: it is neither empty nor given an EOS)
+        rep.rows_too_large = scan_counts.get("rows_too_large", 0)
+        if tok is not None and tok.eos_id is not None:
+            rep.eos_appended = rep.rows_in - rep.rows_too_large
+        if isinstance(tok, ChatTokenizer) and rep.tokenizer_settings is not None:
+            # the rows and turns Axolotl's algorithm made, counted where they were tokenized
+            for k in ("fallback_rows", "fallback_turns"):
+                rep.tokenizer_settings[k] = scan_counts.get(k, {})
         rep.tokens_in = sum(x["tokens"] for x in totals)
         per_unit = np.zeros(len(units), np.int64)
         for x in totals:
             for u, c in x["nonempty"].items():
                 per_unit[u] += c
         nonempty = int(per_unit.sum())
-        rep.empty_rows = rep.rows_in - nonempty
+        rep.empty_rows = rep.rows_in - nonempty - rep.rows_too_large
         stage["count"] = time.perf_counter() - t
 
         # ---- 3. dedupe: a shuffle keyed on the digest; the kept keys by bucket, sorted. Buckets:

@@ -16,7 +16,14 @@ import ray.data
 import fastaxo
 from fastaxo._core import arrow
 from fastaxo.errors import FastaxoError, InvalidInputError
-from fastaxo.integrations.ray.units import KEY_SHIFT, ROW_MASK, Cfg, Unit, checked_unit
+from fastaxo.integrations.ray.units import (
+    KEY_SHIFT,
+    ROW_MASK,
+    Cfg,
+    Unit,
+    add_counts,
+    checked_unit,
+)
 from fastaxo.pipeline.columns import compact
 from fastaxo.pipeline.stages import ATTENTION_MODES, output_schema, write_packed_window
 from fastaxo.pipeline.writer import Writer
@@ -25,15 +32,18 @@ __all__ = ["ERROR_PART", "SCAN_SCHEMA", "block_totals", "count_keys", "first_key
            "merge_bucket", "pack_task", "scan_batch", "split_parts_fn"]
 
 SCAN_SCHEMA = pa.schema([("part", pa.int32()), ("digest", pa.binary(32)), ("key", pa.int64()),
-                          ("len", pa.int64()), ("nonempty", pa.int64()), ("error", pa.binary())])
+                          ("len", pa.int64()), ("nonempty", pa.int64()), ("error", pa.binary()),
+                          ("counts", pa.binary())])
 ERROR_PART = -2   # a unit whose rows failed a check: one row, key = unit, error = the pickled error
+# "counts": on a unit's first row, what the unit adds to the report (CheckedUnit.counts) as
+# JSON; null elsewhere (a unit without rows has nothing to count)
 
 
 def scan_batch(batch: pa.Table, cfg: Cfg, block_refs: list[Any] | None) -> pa.Table:
     """map_batches function: one unit (a one-row batch: its index and pickled descriptor; a
     dataset block's ObjectRef comes from ``block_refs``, which Ray serializes in band) -> one row
     per input row: digest partition (-1 for an empty row), digest (zeros unless deduping), key,
-    length."""
+    length, and on the unit's first row its counts for the report."""
     import dataclasses
     import pickle
 
@@ -45,7 +55,7 @@ def scan_batch(batch: pa.Table, cfg: Cfg, block_refs: list[Any] | None) -> pa.Ta
             assert block_refs is not None  # a dataset's units come with its blocks' refs
             u = dataclasses.replace(u, ref=block_refs[u.block])
         try:
-            raw, work, lens = checked_unit(u, cfg)
+            raw, work, lens, unit_counts = checked_unit(u, cfg)
         except FastaxoError as exc:
             # Returned as data, not raised: Ray keeps only the text of a task's exception chain, and
             # the driver reports the error of the first bad unit in the global order, as the
@@ -55,7 +65,8 @@ def scan_batch(batch: pa.Table, cfg: Cfg, block_refs: list[Any] | None) -> pa.Ta
                                   "key": pa.array([ui], pa.int64()),
                                   "len": pa.array([0], pa.int64()),
                                   "nonempty": pa.array([0], pa.int64()),
-                                  "error": pa.array([pickle.dumps(exc)], pa.binary())},
+                                  "error": pa.array([pickle.dumps(exc)], pa.binary()),
+                                  "counts": pa.nulls(1, pa.binary())},
                                  schema=SCAN_SCHEMA))
             continue
         n = raw.num_rows
@@ -75,6 +86,9 @@ def scan_batch(batch: pa.Table, cfg: Cfg, block_refs: list[Any] | None) -> pa.Ta
         elif n:
             part = np.zeros(n, np.int32)
         part[~nonempty] = -1
+        counts: list[bytes | None] = [None] * n
+        if n and unit_counts:
+            counts[0] = json.dumps(unit_counts, sort_keys=True).encode()
         outs.append(pa.table({
             "part": arrow.from_numpy(part),
             "digest": pa.FixedSizeBinaryArray.from_buffers(pa.binary(32), n,
@@ -83,6 +97,7 @@ def scan_batch(batch: pa.Table, cfg: Cfg, block_refs: list[Any] | None) -> pa.Ta
             "len": arrow.from_numpy(lens.astype(np.int64, copy=False)),
             "nonempty": arrow.from_numpy(nonempty.astype(np.int64)),
             "error": pa.nulls(n, pa.binary()),
+            "counts": pa.array(counts, pa.binary()),
         }, schema=SCAN_SCHEMA))
     return pa.concat_tables(outs) if outs else SCAN_SCHEMA.empty_table()
 
@@ -107,8 +122,8 @@ def digests_of(block: pa.Table) -> np.ndarray:
 
 @ray.remote(max_retries=3)
 def block_totals(block: pa.Table) -> dict[str, Any]:
-    """rows, tokens, non-empty rows per unit, and the first failed unit's error (if any) of a
-    scanned block."""
+    """rows, tokens, non-empty rows per unit, the units' counts for the report added up, and the
+    first failed unit's error (if any) of a scanned block."""
     part = _column(block, "part", np.int32)
     keys = _column(block, "key", np.int64)
     err = np.flatnonzero(part == ERROR_PART)
@@ -121,8 +136,12 @@ def block_totals(block: pa.Table) -> dict[str, Any]:
     units = keys[ok] >> KEY_SHIFT
     nonempty = part[ok] >= 0
     uniq, counts = np.unique(units[nonempty], return_counts=True)
+    total: dict[str, Any] = {}
+    for c in block.column("counts").drop_null().to_pylist():
+        add_counts(total, json.loads(c))
     return {"rows": int(ok.sum()), "tokens": int(lens.sum()),
-            "nonempty": {int(u): int(c) for u, c in zip(uniq, counts)}, "error": error}
+            "nonempty": {int(u): int(c) for u, c in zip(uniq, counts)}, "error": error,
+            "counts": total}
 
 
 def _column(block: pa.Table, name: str, dtype: type) -> np.ndarray:
@@ -230,7 +249,7 @@ def pack_task(w: int, lo: int, hi: int, bucket_base: int, u_lo: int, units: list
         if a == b:
             continue
         u = units[int(unit_of[a]) - u_lo]
-        _, work, _ = checked_unit(u, cfg)
+        work = checked_unit(u, cfg).work
         parts.append(compact(pa.table(work), rows[a:b]))  # rows are increasing (keys sorted)
     table = pa.concat_tables([p.cast(parts[0].schema) for p in parts]) if parts else None
     schema = output_schema(cfg.has_labels, cfg.attention, json.loads(cfg.schema_options))

@@ -3,8 +3,9 @@ configuration every task gets, and a unit read and checked as ``fastaxo prepare`
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -12,12 +13,13 @@ import ray
 import ray.data
 
 import fastaxo
+from fastaxo._core.checks import MAX_ROW_BYTES
 from fastaxo.errors import SchemaMismatchError
-from fastaxo.pipeline.columns import load_tokenizer
+from fastaxo.pipeline.columns import ChatTokenizer, load_tokenizer
 from fastaxo.pipeline.stages import check_batch
 
-__all__ = ["KEY_SHIFT", "ROW_MASK", "Cfg", "Unit", "checked_unit", "plan_files", "read_unit",
-           "schema_of_unit"]
+__all__ = ["KEY_SHIFT", "ROW_MASK", "Cfg", "CheckedUnit", "Unit", "add_counts", "chat_options",
+           "checked_unit", "plan_files", "read_unit", "schema_of_unit"]
 
 KEY_SHIFT = 32              # key = unit << 32 | row in unit
 ROW_MASK = (1 << KEY_SHIFT) - 1
@@ -134,6 +136,13 @@ class Cfg:
     #: the driver's encoder ("fastaxo" or "hf"; None: each worker's FASTAXO_TOKENIZER): the
     #: workers make the ids the driver's report names, whatever their environment
     encoder: str | None = None
+    #: the largest text handed to the tokenizer (prepare's max_row_bytes)
+    max_row_bytes: int = MAX_ROW_BYTES
+    #: chat data: the driver's ChatTokenizer options, pickled (chat_options); text_column is
+    #: then the messages column
+    chat: bytes | None = None
+    #: rows a tokenizer takes at a time (prepare's batch_rows)
+    batch_rows: int = 8192
 
 
 def read_columns(cfg: Cfg) -> list[str]:
@@ -148,30 +157,103 @@ def read_columns(cfg: Cfg) -> list[str]:
 _TOKENIZERS: dict[tuple, Any] = {}
 
 
+def chat_options(ct: ChatTokenizer) -> bytes:
+    """What a worker needs to build the driver's :class:`ChatTokenizer` (``Cfg.chat``): its
+    options, and a template given by the user as the text the driver resolved (not a file or
+    an Axolotl name: every node renders the driver's template, without Axolotl)."""
+    template = None
+    if ct.template_source != "tokenizer_config.json":  # (else: the tokenizer's, as on the driver)
+        template = ct.spec.chat_template
+        if "{%" not in template and "{{" not in template:
+            # ChatTokenizer reads such a string as a file or a name; an empty expression in
+            # front makes it a template that renders the same text
+            template = "{{ '' }}" + template
+    return pickle.dumps({**ct.options, "chat_template": template})
+
+
 def unit_tokenizer(cfg: Cfg) -> Any:
     if cfg.tokenizer is None:
         return None
+    if cfg.chat is not None:
+        ckey = ("chat", cfg.tokenizer, cfg.chat)
+        ct = _TOKENIZERS.get(ckey)
+        if ct is None:
+            ct = _TOKENIZERS[ckey] = ChatTokenizer(cfg.tokenizer, **pickle.loads(cfg.chat))
+        return ct
     key = (cfg.tokenizer, cfg.add_special_tokens, cfg.append_eos, cfg.eos_token, cfg.encoder,
-           cfg.threads)
+           cfg.threads, cfg.max_row_bytes)
     tok = _TOKENIZERS.get(key)
     if tok is None:
         # the function prepare uses on one machine (columns.tokenize via check_batch)
         tok = _TOKENIZERS[key] = load_tokenizer(
             cfg.tokenizer, add_special_tokens=cfg.add_special_tokens, append_eos=cfg.append_eos,
-            eos_token=cfg.eos_token, encoder=cfg.encoder, num_threads=cfg.threads)
+            eos_token=cfg.eos_token, max_row_bytes=cfg.max_row_bytes, encoder=cfg.encoder,
+            num_threads=cfg.threads)
     return tok
 
 
-def checked_unit(u: Unit, cfg: Cfg) -> tuple[pa.RecordBatch, dict[str, pa.Array],
-                                                                          np.ndarray]:
-    """(the unit's raw columns, its checked token columns as list<int32>, lengths), with the
-    checks and errors of ``fastaxo prepare`` (the file and row named)."""
+class CheckedUnit(NamedTuple):
+    """A unit read and checked: its raw columns, its token columns (list<int32>), their
+    lengths, and what the unit adds to the report's counts (:func:`add_counts`):
+    ``rows_too_large``, the rows over max_row_bytes given no tokens (``overflow="drop"``), and
+    for chat data ``fallback_rows`` / ``fallback_turns`` (by reason, as
+    ``ChatTokenizer.settings``)."""
+
+    raw: pa.RecordBatch
+    work: dict[str, pa.Array]
+    lens: np.ndarray
+    counts: dict[str, Any]
+
+
+def add_counts(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    """``total`` plus ``more`` (counts, or dicts of counts by reason), key by key."""
+    for k, v in more.items():
+        if isinstance(v, dict):
+            add_counts(total.setdefault(k, {}), v)
+        else:
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def checked_unit(u: Unit, cfg: Cfg) -> CheckedUnit:
+    """The unit read, checked and tokenized with the checks and errors of ``fastaxo prepare``
+    (the file and row named). A tokenizer takes ``cfg.batch_rows`` rows at a time, as
+    ``fastaxo prepare``'s batches: HF's and the chat path make Python objects of the rows they
+    tokenize, and a unit can be a whole JSON Lines file."""
     raw = read_unit(u, read_columns(cfg)).combine_chunks()
     path, row0 = u.where(0)
     batch = pa.RecordBatch.from_arrays(
         [c.chunk(0) if c.num_chunks else pa.array([], c.type) for c in raw.columns],
         schema=raw.schema)
-    checked = check_batch(batch, path, row0, tok=unit_tokenizer(cfg),
-                          text_column=cfg.text_column, has_labels=cfg.has_labels,
-                          seq_len=cfg.seq_len, overflow=cfg.overflow)
-    return batch, checked.work, checked.lens
+    tok = unit_tokenizer(cfg)
+    chat = isinstance(tok, ChatTokenizer)
+    # (the worker's ChatTokenizer is reused and adds up its fallbacks: this unit's are the
+    # difference)
+    before = (dict(tok.fallbacks), dict(tok.turn_fallbacks)) if chat else None
+    n = batch.num_rows
+    step = cfg.batch_rows if tok is not None else max(n, 1)
+    parts = []
+    for s in range(0, max(n, 1), step):
+        parts.append(check_batch(batch.slice(s, step), path, row0 + s, tok=tok,
+                                 text_column=cfg.text_column, has_labels=cfg.has_labels,
+                                 seq_len=cfg.seq_len, overflow=cfg.overflow))
+    too_large = sum(p.too_large for p in parts)
+    counts: dict[str, Any] = {"rows_too_large": too_large} if too_large else {}
+    if before is not None:
+        for name, now, was in (("fallback_rows", tok.fallbacks, before[0]),
+                               ("fallback_turns", tok.turn_fallbacks, before[1])):
+            more = {r: c - was.get(r, 0) for r, c in now.items() if c != was.get(r, 0)}
+            if more:
+                counts[name] = more
+    if len(parts) == 1:
+        return CheckedUnit(batch, parts[0].work, parts[0].lens, counts)
+    work = {c: _joined([p.work[c] for p in parts]) for c in parts[0].work}
+    return CheckedUnit(batch, work, np.concatenate([p.lens for p in parts]), counts)
+
+
+def _joined(arrays: list[pa.Array]) -> pa.Array | pa.ChunkedArray:
+    """The token columns of consecutive slices as one column (large_list throughout when a
+    slice needed it)."""
+    if len({a.type for a in arrays}) > 1:
+        arrays = [a.cast(pa.large_list(pa.int32())) for a in arrays]
+    return pa.chunked_array(arrays)
