@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A Python leg of .ci/run: fastaxo built from its sdist on one Python and the quick suite
-# (FASTAXO_SUITE=quick, tests/conftest.py: everything but what needs Axolotl, torch, TRL,
-# Ray or a second C compiler, which the main leg runs) against the installed wheel.
+# A Python leg of .ci/run: fastaxo built from its sdist on one Python and the compatibility
+# suite (FASTAXO_SUITE=compat, tests/conftest.py: the tests whose code paths differ between
+# Python, numpy and pyarrow versions; the main leg runs everything) against the installed
+# wheel. FASTAXO_SUITE=quick in the environment runs the larger quick suite instead.
 #
 #   bash scripts/min_deps.sh [PYTHON] [--latest] [--axolotl X.Y] [PYTEST-ARGS...]
 #
@@ -11,7 +12,8 @@
 # at versions that accept those floors. --latest: the newest numpy and pyarrow that pip picks
 # for that Python instead (the 3.12 and 3.13 legs). --axolotl X.Y: afterwards, the same wheel
 # with the `axolotl` extra in a fresh venv and the plugin's tests (scripts/axolotl_leg.sh
-# --no-chat; X.Y: the Axolotl minor pip must resolve for that Python).
+# --no-chat; X.Y: the Axolotl minor pip must resolve for that Python; not in .ci/run, where
+# 3.12's Axolotl 0.21 would pull torch's CUDA build).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PY=$HOME/.pyenv/versions/3.10.13/bin/python
@@ -61,11 +63,13 @@ got = {"numpy": numpy.__version__, "pyarrow": pyarrow.__version__}
 print("  installed:", got)
 assert all(Version(got[k]) == Version(v) for k, v in want.items()), f"expected {want}, got {got}"
 PYEOF
-echo "==> pytest, the quick suite (FASTAXO_SUITE=quick: Axolotl, torch, TRL and Ray are the main leg's)"
+SUITE=${FASTAXO_SUITE:-compat}
+echo "==> pytest, the $SUITE suite (FASTAXO_SUITE=$SUITE: the main leg runs everything)"
 cd "$ROOT"
 env -u CI FASTAXO_HYPOTHESIS=ci FASTAXO_REQUIRE_EXTENSION=1 FASTAXO_EXPECT_OPENMP=1 \
     FASTAXO_SOURCE_TREE="$ROOT" FASTAXO_EXPECT_AXOLOTL=0 \
-    FASTAXO_SUITE=quick "$WORK/venv/bin/pytest" -p no:cacheprovider -q tests \
+    FASTAXO_SUITE=$SUITE "$WORK/venv/bin/pytest" -p no:cacheprovider -q tests \
+    -n "$(n=$(nproc 2>/dev/null || echo 1); echo $((n < 4 ? n : 4)))" --dist loadfile --durations=15 \
     "$@"
 if [ -n "$AXOLOTL" ]; then
     echo "==> the same wheel with the axolotl extra: scripts/axolotl_leg.sh (Axolotl $AXOLOTL)"

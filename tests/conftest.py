@@ -23,11 +23,20 @@ REPO = Path(__file__).resolve().parent.parent
 EXT = _backend.ext
 
 # FASTAXO_SUITE=quick: the suite without what only the main leg installs (Axolotl, torch,
-# TRL, Ray, a second C compiler). The minimum-dependencies leg, the other Python versions'
-# legs and the wheels' own tests run it; the main leg (scripts/test.sh) runs everything.
+# TRL, Ray, a second C compiler); the wheels' own tests run it.
+# FASTAXO_SUITE=compat: the part of the quick suite whose code paths differ between CPython,
+# numpy and pyarrow versions (the kernels and their NumPy/Arrow doors, the reader, files,
+# prepare, the CLI, forks and threads, the tokenizer): the other Pythons' legs and the
+# minimum-dependencies leg (scripts/min_deps.sh) run it. The main leg (scripts/test.sh) runs
+# everything.
 QUICK_LEAVES_OUT_FILES = ("test_axolotl.py", "test_axolotl_inprocess.py", "test_chat_axolotl.py",
                           "test_collator.py", "test_ray.py", "test_transformers.py",
                           "test_train_recipes.py")
+COMPAT_LEAVES_OUT_FILES = QUICK_LEAVES_OUT_FILES + (
+    # the same on any Python: the repository's own gates, benchmarks' CLIs, docs, the C build
+    # with a second compiler, the generated tables and the chat engine's pure-Python proofs
+    "test_bench_cli.py", "test_build.py", "test_layout.py", "test_readme.py", "test_progress.py",
+    "test_memory.py", "test_chat_bounds.py", "test_chat_encoder.py", "test_unicode_tables.py")
 QUICK_LEAVES_OUT_TESTS = (
     "test_safety.py::test_with_torch_loaded_first_fastaxo_still_waits_passively",
     "test_mistakes.py::test_torch_tensor_names_the_fix",
@@ -36,6 +45,9 @@ QUICK_LEAVES_OUT_TESTS = (
     # the all-code-point sweep (minutes): the main leg runs it, on the same tables
     "test_tokenizer.py::test_every_code_point_in_context",
 )
+SUITE = os.environ.get("FASTAXO_SUITE") or "full"
+if SUITE not in ("full", "quick", "compat"):
+    raise RuntimeError(f"FASTAXO_SUITE must be full, quick or compat, not {SUITE!r}")
 
 
 def main_leg_only(missing: BaseException | None, what: str) -> None:
@@ -51,13 +63,14 @@ def main_leg_only(missing: BaseException | None, what: str) -> None:
 
 
 def pytest_ignore_collect(collection_path, config):
-    if os.environ.get("FASTAXO_SUITE") == "quick" and collection_path.name in QUICK_LEAVES_OUT_FILES:
+    leaves_out = {"quick": QUICK_LEAVES_OUT_FILES, "compat": COMPAT_LEAVES_OUT_FILES}.get(SUITE, ())
+    if collection_path.name in leaves_out:
         return True
     return None
 
 
 def pytest_collection_modifyitems(config, items):
-    if os.environ.get("FASTAXO_SUITE") != "quick":
+    if SUITE == "full":
         return
     out = [it for it in items
            if any(it.nodeid.split("[")[0].endswith(t) for t in QUICK_LEAVES_OUT_TESTS)]
