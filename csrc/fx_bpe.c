@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fx_compat.h"
 #include "fx_unicode.h"
 #include "fx_utf8.h"
 
@@ -42,12 +43,63 @@ static size_t table_size(size_t n)
     return t;
 }
 
+/* A short piece (2 to KEY_MAX bytes) as a key of three words: its bytes, zero after its
+ * end, in memory order. Made with three loads and masks where the machine is little-endian
+ * and the text goes on for KEY_MAX bytes, else copied byte by byte: the same key either way.
+ * It is what the direct table and the word cache compare and hash, no memcmp. */
+#define KEY_MAX 24
+
+#if FX_LITTLE
+static const uint64_t low_bytes[9] = { /* low_bytes[v]: the first v bytes (little-endian) */
+    0, 0xffull, 0xffffull, 0xffffffull, 0xffffffffull, 0xffffffffffull, 0xffffffffffffull,
+    0xffffffffffffffull, ~0ull};
+#endif
+
+/* Key of p[0..n) (2 <= n <= KEY_MAX), where p[0..room) may be read (room >= n). */
+static inline void make_key(const uint8_t *p, size_t n, size_t room, uint64_t k[3])
+{
+#if FX_LITTLE
+    if (room >= KEY_MAX) {
+        memcpy(k, p, KEY_MAX);
+        k[0] &= low_bytes[n < 8 ? n : 8];
+        k[1] &= low_bytes[n <= 8 ? 0 : n < 16 ? n - 8 : 8];
+        k[2] &= low_bytes[n <= 16 ? 0 : n - 16];
+        return;
+    }
+#endif
+    (void)room;
+    uint8_t b[KEY_MAX] = {0};
+    memcpy(b, p, n);
+    memcpy(k, b, KEY_MAX);
+}
+
+static inline uint64_t key_hash(const uint64_t k[3], size_t n)
+{
+    uint64_t h = (k[0] ^ (uint64_t)n) * 0x9e3779b97f4a7c15ull;
+    h ^= k[1] * 0xc2b2ae3d27d4eb4full;
+    h ^= k[2] * 0x165667b19e3779f9ull;
+    return h ^ (h << 29); /* (the tables index by the top bits) */
+}
+
+static inline int key_eq(const uint64_t a[3], const uint64_t b[3])
+{
+    return ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2])) == 0;
+}
+
 /* -- the model ---------------------------------------------------------------------------- */
 
 typedef struct {
     uint64_t key; /* (left << 32) | right; 0 with rank < 0: empty */
     int32_t rank, merged;
 } merge_slot;
+
+/* The direct table: every token of 2 to KEY_MAX bytes that a piece equal to it encodes to
+ * (ignore_merges, or whole[id]); len 0: an empty slot. 32 bytes, two to a cache line. */
+typedef struct {
+    uint64_t k[3];
+    int32_t id;
+    uint32_t len;
+} direct_slot;
 
 typedef struct { /* a trie over added-token bytes: first child, next sibling */
     int32_t child, sibling, token; /* token: index into the added arrays, or -1 */
@@ -68,6 +120,9 @@ struct fx_bpe {
     merge_slot *merges;
     size_t merge_mask;
     uint8_t *whole;    /* whole[id]: BPE of the token's own bytes is the token itself */
+    direct_slot *direct;
+    size_t direct_mask;
+    unsigned direct_shift; /* index: key_hash >> direct_shift */
     int32_t byte_id[256];
     int32_t n_added;
     uint8_t *added_bytes;
@@ -110,6 +165,20 @@ static inline const merge_slot *merge_find(const fx_bpe *m, int32_t a, int32_t b
         if (s->key == key)
             return s;
         i = (i + 1) & m->merge_mask;
+    }
+}
+
+/* The id a piece with key k of n bytes (hash h) encodes to when it is one token, or -1. */
+static inline int32_t direct_find(const fx_bpe *m, const uint64_t k[3], size_t n, uint64_t h)
+{
+    size_t i = (size_t)(h >> m->direct_shift);
+    for (;;) {
+        const direct_slot *d = &m->direct[i];
+        if (d->len == n && key_eq(d->k, k))
+            return d->id;
+        if (d->len == 0)
+            return -1;
+        i = (i + 1) & m->direct_mask;
     }
 }
 
@@ -176,6 +245,7 @@ void fx_bpe_free(fx_bpe *m)
     free(m->vocab_slots);
     free(m->merges);
     free(m->whole);
+    free(m->direct);
     free(m->added_bytes);
     free(m->added_off);
     free(m->added_ids);
@@ -338,6 +408,34 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
             m->whole[id] = got == 1 && scratch[maxlen + 1] == (int32_t)id;
         }
         free(scratch);
+    }
+    /* the direct table: at most 2/3 full */
+    {
+        size_t count = 0, bits = 4;
+        for (size_t id = 0; id < nv; id++) {
+            size_t n = (size_t)(m->tok_off[id + 1] - m->tok_off[id]);
+            count += n >= 2 && n <= KEY_MAX && (m->ignore_merges || m->whole[id]);
+        }
+        while (((size_t)1 << bits) < count + count / 2 + 1)
+            bits++;
+        m->direct = calloc((size_t)1 << bits, sizeof(direct_slot));
+        if (!m->direct) {
+            *status = FX_BPE_ENOMEM;
+            goto fail;
+        }
+        m->direct_mask = ((size_t)1 << bits) - 1;
+        m->direct_shift = 64 - (unsigned)bits;
+        for (size_t id = 0; id < nv; id++) {
+            size_t n = (size_t)(m->tok_off[id + 1] - m->tok_off[id]);
+            if (n < 2 || n > KEY_MAX || !(m->ignore_merges || m->whole[id]))
+                continue;
+            uint64_t k[3];
+            make_key(m->tok_bytes + m->tok_off[id], n, n, k);
+            size_t i = (size_t)(key_hash(k, n) >> m->direct_shift);
+            while (m->direct[i].len)
+                i = (i + 1) & m->direct_mask;
+            m->direct[i] = (direct_slot){{k[0], k[1], k[2]}, (int32_t)id, (uint32_t)n};
+        }
     }
     *status = FX_BPE_OK;
     return m;
@@ -512,21 +610,36 @@ static int merge_ids(const fx_bpe *m, const uint8_t *p, size_t n, int32_t *ids, 
 
 /* -- the word cache ----------------------------------------------------------------------- */
 
-/* Direct-mapped, 64-byte slots (one cache line), 2^16 of them: 4 MB per thread. 2^13 held too
- * few of a corpus's words (warm ran no faster than cold); 2^17 was no faster than 2^16. */
+/* Two-way sets of 64-byte slots (one cache line each), 2^16 slots: 4 MB per thread. It holds
+ * the pieces of 2 to KEY_MAX bytes that are not one token (those the direct table gives) and
+ * merge into at most CACHE_IDS ids. */
 #define CACHE_BITS 16
-#define CACHE_KEY 26 /* pieces up to this many bytes are cached (with up to CACHE_IDS ids) */
 #define CACHE_IDS 8
 
 typedef struct {
-    uint32_t h;
-    uint8_t klen, nids; /* klen 0: empty */
-    uint8_t key[CACHE_KEY];
+    uint64_t k[3];
+    uint8_t len, nids; /* len 0: empty */
     int32_t ids[CACHE_IDS];
 } cache_slot;
 
+/* Longer pieces (KEY_MAX + 1 to LONG_KEY bytes, at most LONG_IDS ids: words of scripts with
+ * two or three bytes a letter) in a second direct-mapped table of 2^LONG_BITS 256-byte slots
+ * (1 MB), keyed by hash_bytes and checked by memcmp. */
+#define LONG_BITS 12
+#define LONG_IDS 21
+#define LONG_KEY 160
+
+typedef struct {
+    uint64_t h;
+    uint16_t len, nids; /* len 0: empty */
+    int32_t ids[LONG_IDS];
+    uint8_t key[LONG_KEY];
+} long_slot;
+
 struct fx_bpe_cache {
-    cache_slot slots[(size_t)1 << CACHE_BITS];
+    cache_slot *slots; /* in raw, aligned to 64 bytes */
+    void *raw;
+    long_slot *longs;
     uint8_t *norm; /* NFC scratch: the normalized segment and its source offsets */
     int64_t *norm_src;
     size_t norm_cap, norm_src_cap;
@@ -534,12 +647,30 @@ struct fx_bpe_cache {
 
 fx_bpe_cache *fx_bpe_cache_new(void)
 {
-    return calloc(1, sizeof(fx_bpe_cache));
+    fx_bpe_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->raw = calloc(((size_t)1 << CACHE_BITS) + 1, sizeof(cache_slot));
+    if (!c->raw) {
+        free(c);
+        return NULL;
+    }
+    c->longs = calloc((size_t)1 << LONG_BITS, sizeof(long_slot));
+    if (!c->longs) {
+        free(c->raw);
+        free(c);
+        return NULL;
+    }
+    uintptr_t a = (uintptr_t)c->raw;
+    c->slots = (cache_slot *)(void *)((char *)c->raw + ((64 - a % 64) % 64));
+    return c;
 }
 
 void fx_bpe_cache_free(fx_bpe_cache *c)
 {
     if (c) {
+        free(c->raw);
+        free(c->longs);
         free(c->norm);
         free(c->norm_src);
     }
@@ -578,61 +709,112 @@ static int reserve(fx_ids *out, size_t more)
     return FX_BPE_OK;
 }
 
-/* Append the ids of one piece p[0..n) (n >= 1). */
-static int encode_piece(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *p, size_t n,
-                        fx_ids *out)
+/* Merge p[0..n) into dst (room for n ids): the count of ids, or -(an FX_BPE_* error). */
+static int64_t merge_piece(const fx_bpe *m, const uint8_t *p, size_t n, int32_t *dst)
 {
-    int rc = reserve(out, n);
-    if (rc)
-        return rc;
-    int32_t *dst = out->ids + out->n;
-    if (n == 1) {
-        dst[0] = m->byte_id[p[0]];
-        out->n += 1;
-        return FX_BPE_OK;
-    }
-    uint64_t h = hash_bytes(p, n);
-    cache_slot *slot = NULL;
-    if (cache && n <= CACHE_KEY) {
-        slot = &cache->slots[h >> (64 - CACHE_BITS)];
-        if (slot->klen == n && slot->h == (uint32_t)h && memcmp(slot->key, p, n) == 0) {
-            memcpy(dst, slot->ids, slot->nids * sizeof(int32_t));
-            out->n += slot->nids;
-            return FX_BPE_OK;
-        }
-    }
-    int32_t id = vocab_find_h(m, p, n, h);
-    if (id >= 0 && (m->ignore_merges || m->whole[id])) {
-        dst[0] = id;
-        out->n += 1;
-        if (slot) {
-            slot->h = (uint32_t)h;
-            slot->klen = (uint8_t)n;
-            slot->nids = 1;
-            memcpy(slot->key, p, n);
-            slot->ids[0] = id;
-        }
-        return FX_BPE_OK;
-    }
     int32_t stack[2 * SHORT_PIECE];
     int32_t *scratch = n <= SHORT_PIECE ? stack : malloc(n * sizeof(int32_t));
     if (!scratch)
-        return FX_BPE_ENOMEM;
-    size_t k;
-    rc = merge_ids(m, p, n, scratch, dst, &k);
+        return -FX_BPE_ENOMEM;
+    size_t got;
+    int rc = merge_ids(m, p, n, scratch, dst, &got);
     if (scratch != stack)
         free(scratch);
-    if (rc)
-        return rc;
-    out->n += (int64_t)k;
-    if (slot && k <= CACHE_IDS) {
-        slot->h = (uint32_t)h;
-        slot->klen = (uint8_t)n;
-        slot->nids = (uint8_t)k;
-        memcpy(slot->key, p, n);
-        memcpy(slot->ids, dst, k * sizeof(int32_t));
+    return rc ? -rc : (int64_t)got;
+}
+
+/* The long-piece slot of p[0..n) (whose hash is h) when it holds that piece, else NULL. */
+static inline const long_slot *long_hit(const fx_bpe_cache *c, const uint8_t *p, size_t n,
+                                        uint64_t h)
+{
+    const long_slot *ls = &c->longs[h >> (64 - LONG_BITS)];
+    return ls->h == h && ls->len == n && memcmp(ls->key, p, n) == 0 ? ls : NULL;
+}
+
+/* Keep the ids dst[0..got) of p[0..n) (hash h) in the long-piece table, if they fit. */
+static void long_put(fx_bpe_cache *c, const uint8_t *p, size_t n, uint64_t h,
+                     const int32_t *dst, int64_t got)
+{
+    if (n > LONG_KEY || got < 1 || got > LONG_IDS)
+        return;
+    long_slot *ls = &c->longs[h >> (64 - LONG_BITS)];
+    ls->h = h;
+    ls->len = (uint16_t)n;
+    ls->nids = (uint16_t)got;
+    memcpy(ls->key, p, n);
+    memcpy(ls->ids, dst, (size_t)got * sizeof(int32_t));
+}
+
+/* A short piece not in the direct table: its two-way set of the word cache (the most recent
+ * in way 0), then the long-piece table (a result of more than CACHE_IDS ids), then merging. */
+static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, size_t n,
+                            const uint64_t k[3], uint64_t h, int32_t *dst)
+{
+    if (!c)
+        return merge_piece(m, p, n, dst);
+    cache_slot *set = &c->slots[(h >> (64 - CACHE_BITS)) & ~(uint64_t)1];
+    for (int w = 0; w < 2; w++) {
+        if (set[w].len == n && key_eq(set[w].k, k)) {
+            size_t got = set[w].nids;
+            for (size_t j = 0; j < got; j++)
+                dst[j] = set[w].ids[j];
+            return (int64_t)got;
+        }
     }
-    return FX_BPE_OK;
+    const long_slot *ls = long_hit(c, p, n, h);
+    if (ls) {
+        memcpy(dst, ls->ids, ls->nids * sizeof(int32_t));
+        return ls->nids;
+    }
+    int64_t got = merge_piece(m, p, n, dst);
+    if (got > CACHE_IDS) {
+        long_put(c, p, n, h, dst, got);
+    } else if (got > 0) {
+        if (set[0].len)
+            set[1] = set[0];
+        memcpy(set[0].k, k, sizeof set[0].k);
+        set[0].len = (uint8_t)n;
+        set[0].nids = (uint8_t)got;
+        memcpy(set[0].ids, dst, (size_t)got * sizeof(int32_t));
+    }
+    return got;
+}
+
+/* The ids of one piece p[0..n) (n >= 1; p[0..room) may be read) into dst (room for n ids):
+ * their count, or -(an FX_BPE_* error). */
+static inline int64_t encode_piece(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *p,
+                                   size_t n, size_t room, int32_t *dst)
+{
+    if (n == 1) {
+        dst[0] = m->byte_id[p[0]];
+        return 1;
+    }
+    if (n <= KEY_MAX) {
+        uint64_t k[3];
+        make_key(p, n, room, k);
+        uint64_t h = key_hash(k, n);
+        int32_t id = direct_find(m, k, n, h);
+        if (id >= 0) {
+            dst[0] = id;
+            return 1;
+        }
+        return cached_short(m, cache, p, n, k, h, dst);
+    }
+    uint64_t h = hash_bytes(p, n);
+    int32_t id = vocab_find_h(m, p, n, h);
+    if (id >= 0 && (m->ignore_merges || m->whole[id])) {
+        dst[0] = id;
+        return 1;
+    }
+    const long_slot *ls = cache && n <= LONG_KEY ? long_hit(cache, p, n, h) : NULL;
+    if (ls) {
+        memcpy(dst, ls->ids, ls->nids * sizeof(int32_t));
+        return ls->nids;
+    }
+    int64_t got = merge_piece(m, p, n, dst);
+    if (cache)
+        long_put(cache, p, n, h, dst, got);
+    return got;
 }
 
 /* Offsets of the ids out->ids[first..out->n) that came from text[0..n) starting at byte `at`
@@ -670,15 +852,27 @@ static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s
         text = cache->norm;
         src = out->want_offsets ? cache->norm_src : NULL;
     }
+    /* a piece of b bytes gives at most b ids: room for the segment at once, or (a fixed
+     * output that NFC made too short for the normalized bytes) piece by piece */
+    int rc = reserve(out, len), per_piece = rc == FX_BPE_EBIG && out->fixed;
+    if (rc && !per_piece)
+        return rc;
+    size_t ends[64];
     for (size_t i = 0; i < len;) {
-        size_t e = fx_pretok_next(text, len, i, m->pretok);
-        int64_t first = out->n;
-        int rc = encode_piece(m, cache, text + i, e - i, out);
-        if (rc)
-            return rc;
-        if (out->want_offsets)
-            set_offsets(m, out, first, i, len, src, (int64_t)n, base);
-        i = e;
+        size_t np = fx_pretok_split(text, len, i, m->pretok, ends, 64);
+        for (size_t q = 0; q < np; q++) {
+            size_t e = ends[q];
+            int64_t first = out->n;
+            if (per_piece && (rc = reserve(out, e - i)) != 0)
+                return rc;
+            int64_t got = encode_piece(m, cache, text + i, e - i, len - i, out->ids + first);
+            if (got < 0)
+                return (int)-got;
+            out->n = first + got;
+            if (out->want_offsets)
+                set_offsets(m, out, first, i, len, src, (int64_t)n, base);
+            i = e;
+        }
     }
     return FX_BPE_OK;
 }
