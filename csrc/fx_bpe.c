@@ -1,24 +1,16 @@
-/* fx_bpe: the model, the merges and the encode driver (fx_bpe.h has the contract). */
+/* fx_bpe: the model, the word caches and the encode driver (fx_bpe.h has the contract;
+ * fx_bpe_merge.c merges a piece). */
 #include "fx_bpe.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "fx_bpe_int.h"
 #include "fx_compat.h"
 #include "fx_unicode.h"
 #include "fx_utf8.h"
 
 /* -- hashing ------------------------------------------------------------------------------ */
-
-static inline uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 32;
-    x *= 0xd6e8feb86659fd93ull;
-    x ^= x >> 32;
-    x *= 0xd6e8feb86659fd93ull;
-    x ^= x >> 32;
-    return x;
-}
 
 static uint64_t hash_bytes(const uint8_t *p, size_t n)
 {
@@ -88,52 +80,6 @@ static inline int key_eq(const uint64_t a[3], const uint64_t b[3])
 
 /* -- the model ---------------------------------------------------------------------------- */
 
-typedef struct {
-    uint64_t key; /* (left << 32) | right; 0 with rank < 0: empty */
-    int32_t rank, merged;
-} merge_slot;
-
-/* The direct table: every token of 2 to KEY_MAX bytes that a piece equal to it encodes to
- * (ignore_merges, or whole[id]); len 0: an empty slot. 32 bytes, two to a cache line. */
-typedef struct {
-    uint64_t k[3];
-    int32_t id;
-    uint32_t len;
-} direct_slot;
-
-typedef struct { /* a trie over added-token bytes: first child, next sibling */
-    int32_t child, sibling, token; /* token: index into the added arrays, or -1 */
-    uint8_t byte;
-} trie_node;
-
-typedef struct {
-    trie_node *nodes;
-    int32_t n_nodes, root[256];
-} trie;
-
-struct fx_bpe {
-    int32_t n_vocab;
-    uint8_t *tok_bytes;
-    int64_t *tok_off;
-    int32_t *vocab_slots; /* open addressing on token bytes: id, or -1 */
-    size_t vocab_mask;
-    merge_slot *merges;
-    size_t merge_mask;
-    uint8_t *whole;    /* whole[id]: BPE of the token's own bytes is the token itself */
-    direct_slot *direct;
-    size_t direct_mask;
-    unsigned direct_shift; /* index: key_hash >> direct_shift */
-    int32_t byte_id[256];
-    int32_t n_added;
-    uint8_t *added_bytes;
-    int64_t *added_off;
-    int32_t *added_ids;
-    uint8_t *added_flags;
-    trie added;
-    int added_first; /* the one first byte of every added token (memchr finds them), or -1 */
-    int32_t pretok, ignore_merges, nfc, bos_id;
-};
-
 /* The id of the bytes p[0..n) (whose hash_bytes is h), or -1. */
 static int32_t vocab_find_h(const fx_bpe *m, const uint8_t *p, size_t n, uint64_t h)
 {
@@ -152,20 +98,6 @@ static int32_t vocab_find_h(const fx_bpe *m, const uint8_t *p, size_t n, uint64_
 static int32_t vocab_find(const fx_bpe *m, const uint8_t *p, size_t n)
 {
     return vocab_find_h(m, p, n, hash_bytes(p, n));
-}
-
-static inline const merge_slot *merge_find(const fx_bpe *m, int32_t a, int32_t b)
-{
-    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-    size_t i = (size_t)mix64(key) & m->merge_mask;
-    for (;;) {
-        const merge_slot *s = &m->merges[i];
-        if (s->rank < 0)
-            return NULL;
-        if (s->key == key)
-            return s;
-        i = (i + 1) & m->merge_mask;
-    }
 }
 
 /* The id a piece with key k of n bytes (hash h) encodes to when it is one token, or -1. */
@@ -266,9 +198,6 @@ static void *dup(const void *p, size_t n)
         memcpy(q, p, n);
     return q;
 }
-
-static int merge_ids(const fx_bpe *m, const uint8_t *p, size_t n, int32_t *ids, int32_t *out,
-                     size_t *n_out);
 
 fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
 {
@@ -399,8 +328,8 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
             size_t n = (size_t)(m->tok_off[id + 1] - m->tok_off[id]), got;
             if (n == 0)
                 continue;
-            if (merge_ids(m, m->tok_bytes + m->tok_off[id], n, scratch, scratch + maxlen + 1,
-                          &got) != FX_BPE_OK) {
+            if (fx_bpe_merge_ids(m, m->tok_bytes + m->tok_off[id], n, scratch,
+                                 scratch + maxlen + 1, &got) != FX_BPE_OK) {
                 free(scratch);
                 *status = FX_BPE_ENOMEM;
                 goto fail;
@@ -442,170 +371,6 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
 fail:
     fx_bpe_free(m);
     return NULL;
-}
-
-/* -- merging one piece -------------------------------------------------------------------- */
-
-/* Short pieces: repeatedly merge the adjacent pair of lowest rank, leftmost first (HF's heap
- * order), keeping each pair's rank in rank[] so a merge re-probes two pairs only. */
-#define SHORT_PIECE 64
-
-typedef struct {
-    int32_t id, rank, merged; /* the symbol, and the merge of it with the next one */
-} sym;
-
-static inline void pair_at(const fx_bpe *m, sym *v, size_t i)
-{
-    const merge_slot *s = merge_find(m, v[i].id, v[i + 1].id);
-    v[i].rank = s ? s->rank : INT32_MAX;
-    v[i].merged = s ? s->merged : -1;
-}
-
-static void merge_short(const fx_bpe *m, int32_t *ids, size_t n, size_t *n_out)
-{
-    sym v[SHORT_PIECE];
-    for (size_t i = 0; i < n; i++)
-        v[i].id = ids[i];
-    v[n - 1].rank = INT32_MAX;
-    for (size_t i = 0; i + 1 < n; i++)
-        pair_at(m, v, i);
-    while (n > 1) {
-        size_t best = 0;
-        for (size_t i = 1; i + 1 < n; i++)
-            if (v[i].rank < v[best].rank)
-                best = i;
-        if (v[best].rank == INT32_MAX)
-            break;
-        v[best].id = v[best].merged;
-        memmove(v + best + 1, v + best + 2, (n - best - 2) * sizeof *v);
-        n--;
-        if (best + 1 < n)
-            pair_at(m, v, best);
-        else
-            v[best].rank = INT32_MAX;
-        if (best)
-            pair_at(m, v, best - 1);
-    }
-    for (size_t i = 0; i < n; i++)
-        ids[i] = v[i].id;
-    *n_out = n;
-}
-
-/* Long pieces: a binary heap of candidate merges ordered by (rank, position) over a linked
- * list of symbols; a popped candidate whose symbols changed since it was pushed is skipped.
- * O(n log n) for a piece of n bytes. */
-typedef struct {
-    int32_t rank, pos, left, right;
-} cand;
-
-static inline int cand_less(const cand *a, const cand *b)
-{
-    return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
-}
-
-static void heap_push(cand *h, size_t *n, cand c)
-{
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!cand_less(&c, &h[p]))
-            break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = c;
-}
-
-static cand heap_pop(cand *h, size_t *n)
-{
-    cand top = h[0], last = h[--*n];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, best = i;
-        const cand *bc = &last;
-        if (l < *n && cand_less(&h[l], bc))
-            best = l, bc = &h[l];
-        if (l + 1 < *n && cand_less(&h[l + 1], bc))
-            best = l + 1;
-        if (best == i)
-            break;
-        h[i] = h[best];
-        i = best;
-    }
-    if (*n)
-        h[i] = last;
-    return top;
-}
-
-static int merge_long(const fx_bpe *m, int32_t *ids, size_t n, size_t *n_out)
-{
-    /* each symbol: its id, prev and next (positions are the original byte indices) */
-    int32_t *prev = malloc(n * sizeof(int32_t)), *next = malloc(n * sizeof(int32_t));
-    cand *heap = malloc(2 * n * sizeof(cand)); /* n - 1 pairs + one new pair per merge */
-    if (!prev || !next || !heap) {
-        free(prev);
-        free(next);
-        free(heap);
-        return FX_BPE_ENOMEM;
-    }
-    size_t hn = 0;
-    for (size_t i = 0; i < n; i++) {
-        prev[i] = (int32_t)i - 1;
-        next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
-    }
-    for (size_t i = 0; i + 1 < n; i++) {
-        const merge_slot *s = merge_find(m, ids[i], ids[i + 1]);
-        if (s)
-            heap_push(heap, &hn, (cand){s->rank, (int32_t)i, ids[i], ids[i + 1]});
-    }
-    while (hn) {
-        cand c = heap_pop(heap, &hn);
-        int32_t i = c.pos, j = next[i];
-        if (ids[i] != c.left || j < 0 || ids[j] != c.right)
-            continue; /* stale: a symbol changed or went */
-        /* removed symbols have ids[] = -1 so stale candidates fail the check above */
-        const merge_slot *s = merge_find(m, c.left, c.right);
-        ids[i] = s->merged;
-        ids[j] = -1;
-        next[i] = next[j];
-        if (next[j] >= 0)
-            prev[next[j]] = i;
-        if (prev[i] >= 0) {
-            const merge_slot *t = merge_find(m, ids[prev[i]], ids[i]);
-            if (t)
-                heap_push(heap, &hn, (cand){t->rank, prev[i], ids[prev[i]], ids[i]});
-        }
-        if (next[i] >= 0) {
-            const merge_slot *t = merge_find(m, ids[i], ids[next[i]]);
-            if (t)
-                heap_push(heap, &hn, (cand){t->rank, i, ids[i], ids[next[i]]});
-        }
-    }
-    size_t k = 0;
-    for (int32_t i = 0; i >= 0; i = next[i])
-        ids[k++] = ids[i];
-    *n_out = k;
-    free(prev);
-    free(next);
-    free(heap);
-    return FX_BPE_OK;
-}
-
-/* The BPE of the bytes p[0..n) (n >= 1) into out (room for n ids; ids: room for n, scratch). */
-static int merge_ids(const fx_bpe *m, const uint8_t *p, size_t n, int32_t *ids, int32_t *out,
-                     size_t *n_out)
-{
-    for (size_t i = 0; i < n; i++)
-        ids[i] = m->byte_id[p[i]];
-    size_t k;
-    if (n <= SHORT_PIECE) {
-        merge_short(m, ids, n, &k);
-    } else if (merge_long(m, ids, n, &k) != FX_BPE_OK) {
-        return FX_BPE_ENOMEM;
-    }
-    memcpy(out, ids, k * sizeof *ids);
-    *n_out = k;
-    return FX_BPE_OK;
 }
 
 /* -- the word cache ----------------------------------------------------------------------- */
@@ -717,7 +482,7 @@ static int64_t merge_piece(const fx_bpe *m, const uint8_t *p, size_t n, int32_t 
     if (!scratch)
         return -FX_BPE_ENOMEM;
     size_t got;
-    int rc = merge_ids(m, p, n, scratch, dst, &got);
+    int rc = fx_bpe_merge_ids(m, p, n, scratch, dst, &got);
     if (scratch != stack)
         free(scratch);
     return rc ? -rc : (int64_t)got;
