@@ -1,23 +1,16 @@
-/* fx_bpe: the model, the merges and the encode driver (fx_bpe.h has the contract). */
+/* fx_bpe: the model, the word caches and the encode driver (fx_bpe.h has the contract;
+ * fx_bpe_merge.c merges a piece). */
 #include "fx_bpe.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "fx_bpe_int.h"
+#include "fx_compat.h"
 #include "fx_unicode.h"
 #include "fx_utf8.h"
 
 /* -- hashing ------------------------------------------------------------------------------ */
-
-static inline uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 32;
-    x *= 0xd6e8feb86659fd93ull;
-    x ^= x >> 32;
-    x *= 0xd6e8feb86659fd93ull;
-    x ^= x >> 32;
-    return x;
-}
 
 static uint64_t hash_bytes(const uint8_t *p, size_t n)
 {
@@ -42,42 +35,50 @@ static size_t table_size(size_t n)
     return t;
 }
 
+/* A short piece (2 to KEY_MAX bytes) as a key of three words: its bytes, zero after its
+ * end, in memory order. Made with three loads and masks where the machine is little-endian
+ * and the text goes on for KEY_MAX bytes, else copied byte by byte: the same key either way.
+ * It is what the direct table and the word cache compare and hash, no memcmp. */
+#define KEY_MAX 24
+
+#if FX_LITTLE
+static const uint64_t low_bytes[9] = { /* low_bytes[v]: the first v bytes (little-endian) */
+    0, 0xffull, 0xffffull, 0xffffffull, 0xffffffffull, 0xffffffffffull, 0xffffffffffffull,
+    0xffffffffffffffull, ~0ull};
+#endif
+
+/* Key of p[0..n) (2 <= n <= KEY_MAX), where p[0..room) may be read (room >= n). */
+static inline void make_key(const uint8_t *p, size_t n, size_t room, uint64_t k[3])
+{
+#if FX_LITTLE
+    if (room >= KEY_MAX) {
+        memcpy(k, p, KEY_MAX);
+        k[0] &= low_bytes[n < 8 ? n : 8];
+        k[1] &= low_bytes[n <= 8 ? 0 : n < 16 ? n - 8 : 8];
+        k[2] &= low_bytes[n <= 16 ? 0 : n - 16];
+        return;
+    }
+#endif
+    (void)room;
+    uint8_t b[KEY_MAX] = {0};
+    memcpy(b, p, n);
+    memcpy(k, b, KEY_MAX);
+}
+
+static inline uint64_t key_hash(const uint64_t k[3], size_t n)
+{
+    uint64_t h = (k[0] ^ (uint64_t)n) * 0x9e3779b97f4a7c15ull;
+    h ^= k[1] * 0xc2b2ae3d27d4eb4full;
+    h ^= k[2] * 0x165667b19e3779f9ull;
+    return h ^ (h << 29); /* (the tables index by the top bits) */
+}
+
+static inline int key_eq(const uint64_t a[3], const uint64_t b[3])
+{
+    return ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2])) == 0;
+}
+
 /* -- the model ---------------------------------------------------------------------------- */
-
-typedef struct {
-    uint64_t key; /* (left << 32) | right; 0 with rank < 0: empty */
-    int32_t rank, merged;
-} merge_slot;
-
-typedef struct { /* a trie over added-token bytes: first child, next sibling */
-    int32_t child, sibling, token; /* token: index into the added arrays, or -1 */
-    uint8_t byte;
-} trie_node;
-
-typedef struct {
-    trie_node *nodes;
-    int32_t n_nodes, root[256];
-} trie;
-
-struct fx_bpe {
-    int32_t n_vocab;
-    uint8_t *tok_bytes;
-    int64_t *tok_off;
-    int32_t *vocab_slots; /* open addressing on token bytes: id, or -1 */
-    size_t vocab_mask;
-    merge_slot *merges;
-    size_t merge_mask;
-    uint8_t *whole;    /* whole[id]: BPE of the token's own bytes is the token itself */
-    int32_t byte_id[256];
-    int32_t n_added;
-    uint8_t *added_bytes;
-    int64_t *added_off;
-    int32_t *added_ids;
-    uint8_t *added_flags;
-    trie added;
-    int added_first; /* the one first byte of every added token (memchr finds them), or -1 */
-    int32_t pretok, ignore_merges, nfc, bos_id;
-};
 
 /* The id of the bytes p[0..n) (whose hash_bytes is h), or -1. */
 static int32_t vocab_find_h(const fx_bpe *m, const uint8_t *p, size_t n, uint64_t h)
@@ -99,17 +100,17 @@ static int32_t vocab_find(const fx_bpe *m, const uint8_t *p, size_t n)
     return vocab_find_h(m, p, n, hash_bytes(p, n));
 }
 
-static inline const merge_slot *merge_find(const fx_bpe *m, int32_t a, int32_t b)
+/* The id a piece with key k of n bytes (hash h) encodes to when it is one token, or -1. */
+static inline int32_t direct_find(const fx_bpe *m, const uint64_t k[3], size_t n, uint64_t h)
 {
-    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-    size_t i = (size_t)mix64(key) & m->merge_mask;
+    size_t i = (size_t)(h >> m->direct_shift);
     for (;;) {
-        const merge_slot *s = &m->merges[i];
-        if (s->rank < 0)
-            return NULL;
-        if (s->key == key)
-            return s;
-        i = (i + 1) & m->merge_mask;
+        const direct_slot *d = &m->direct[i];
+        if (d->len == n && key_eq(d->k, k))
+            return d->id;
+        if (d->len == 0)
+            return -1;
+        i = (i + 1) & m->direct_mask;
     }
 }
 
@@ -176,6 +177,7 @@ void fx_bpe_free(fx_bpe *m)
     free(m->vocab_slots);
     free(m->merges);
     free(m->whole);
+    free(m->direct);
     free(m->added_bytes);
     free(m->added_off);
     free(m->added_ids);
@@ -196,9 +198,6 @@ static void *dup(const void *p, size_t n)
         memcpy(q, p, n);
     return q;
 }
-
-static int merge_ids(const fx_bpe *m, const uint8_t *p, size_t n, int32_t *ids, int32_t *out,
-                     size_t *n_out);
 
 fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
 {
@@ -329,8 +328,8 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
             size_t n = (size_t)(m->tok_off[id + 1] - m->tok_off[id]), got;
             if (n == 0)
                 continue;
-            if (merge_ids(m, m->tok_bytes + m->tok_off[id], n, scratch, scratch + maxlen + 1,
-                          &got) != FX_BPE_OK) {
+            if (fx_bpe_merge_ids(m, m->tok_bytes + m->tok_off[id], n, scratch,
+                                 scratch + maxlen + 1, &got) != FX_BPE_OK) {
                 free(scratch);
                 *status = FX_BPE_ENOMEM;
                 goto fail;
@@ -339,6 +338,34 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
         }
         free(scratch);
     }
+    /* the direct table: at most 2/3 full */
+    {
+        size_t count = 0, bits = 4;
+        for (size_t id = 0; id < nv; id++) {
+            size_t n = (size_t)(m->tok_off[id + 1] - m->tok_off[id]);
+            count += n >= 2 && n <= KEY_MAX && (m->ignore_merges || m->whole[id]);
+        }
+        while (((size_t)1 << bits) < count + count / 2 + 1)
+            bits++;
+        m->direct = calloc((size_t)1 << bits, sizeof(direct_slot));
+        if (!m->direct) {
+            *status = FX_BPE_ENOMEM;
+            goto fail;
+        }
+        m->direct_mask = ((size_t)1 << bits) - 1;
+        m->direct_shift = 64 - (unsigned)bits;
+        for (size_t id = 0; id < nv; id++) {
+            size_t n = (size_t)(m->tok_off[id + 1] - m->tok_off[id]);
+            if (n < 2 || n > KEY_MAX || !(m->ignore_merges || m->whole[id]))
+                continue;
+            uint64_t k[3];
+            make_key(m->tok_bytes + m->tok_off[id], n, n, k);
+            size_t i = (size_t)(key_hash(k, n) >> m->direct_shift);
+            while (m->direct[i].len)
+                i = (i + 1) & m->direct_mask;
+            m->direct[i] = (direct_slot){{k[0], k[1], k[2]}, (int32_t)id, (uint32_t)n};
+        }
+    }
     *status = FX_BPE_OK;
     return m;
 fail:
@@ -346,187 +373,38 @@ fail:
     return NULL;
 }
 
-/* -- merging one piece -------------------------------------------------------------------- */
-
-/* Short pieces: repeatedly merge the adjacent pair of lowest rank, leftmost first (HF's heap
- * order), keeping each pair's rank in rank[] so a merge re-probes two pairs only. */
-#define SHORT_PIECE 64
-
-typedef struct {
-    int32_t id, rank, merged; /* the symbol, and the merge of it with the next one */
-} sym;
-
-static inline void pair_at(const fx_bpe *m, sym *v, size_t i)
-{
-    const merge_slot *s = merge_find(m, v[i].id, v[i + 1].id);
-    v[i].rank = s ? s->rank : INT32_MAX;
-    v[i].merged = s ? s->merged : -1;
-}
-
-static void merge_short(const fx_bpe *m, int32_t *ids, size_t n, size_t *n_out)
-{
-    sym v[SHORT_PIECE];
-    for (size_t i = 0; i < n; i++)
-        v[i].id = ids[i];
-    v[n - 1].rank = INT32_MAX;
-    for (size_t i = 0; i + 1 < n; i++)
-        pair_at(m, v, i);
-    while (n > 1) {
-        size_t best = 0;
-        for (size_t i = 1; i + 1 < n; i++)
-            if (v[i].rank < v[best].rank)
-                best = i;
-        if (v[best].rank == INT32_MAX)
-            break;
-        v[best].id = v[best].merged;
-        memmove(v + best + 1, v + best + 2, (n - best - 2) * sizeof *v);
-        n--;
-        if (best + 1 < n)
-            pair_at(m, v, best);
-        else
-            v[best].rank = INT32_MAX;
-        if (best)
-            pair_at(m, v, best - 1);
-    }
-    for (size_t i = 0; i < n; i++)
-        ids[i] = v[i].id;
-    *n_out = n;
-}
-
-/* Long pieces: a binary heap of candidate merges ordered by (rank, position) over a linked
- * list of symbols; a popped candidate whose symbols changed since it was pushed is skipped.
- * O(n log n) for a piece of n bytes. */
-typedef struct {
-    int32_t rank, pos, left, right;
-} cand;
-
-static inline int cand_less(const cand *a, const cand *b)
-{
-    return a->rank < b->rank || (a->rank == b->rank && a->pos < b->pos);
-}
-
-static void heap_push(cand *h, size_t *n, cand c)
-{
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!cand_less(&c, &h[p]))
-            break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = c;
-}
-
-static cand heap_pop(cand *h, size_t *n)
-{
-    cand top = h[0], last = h[--*n];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, best = i;
-        const cand *bc = &last;
-        if (l < *n && cand_less(&h[l], bc))
-            best = l, bc = &h[l];
-        if (l + 1 < *n && cand_less(&h[l + 1], bc))
-            best = l + 1;
-        if (best == i)
-            break;
-        h[i] = h[best];
-        i = best;
-    }
-    if (*n)
-        h[i] = last;
-    return top;
-}
-
-static int merge_long(const fx_bpe *m, int32_t *ids, size_t n, size_t *n_out)
-{
-    /* each symbol: its id, prev and next (positions are the original byte indices) */
-    int32_t *prev = malloc(n * sizeof(int32_t)), *next = malloc(n * sizeof(int32_t));
-    cand *heap = malloc(2 * n * sizeof(cand)); /* n - 1 pairs + one new pair per merge */
-    if (!prev || !next || !heap) {
-        free(prev);
-        free(next);
-        free(heap);
-        return FX_BPE_ENOMEM;
-    }
-    size_t hn = 0;
-    for (size_t i = 0; i < n; i++) {
-        prev[i] = (int32_t)i - 1;
-        next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
-    }
-    for (size_t i = 0; i + 1 < n; i++) {
-        const merge_slot *s = merge_find(m, ids[i], ids[i + 1]);
-        if (s)
-            heap_push(heap, &hn, (cand){s->rank, (int32_t)i, ids[i], ids[i + 1]});
-    }
-    while (hn) {
-        cand c = heap_pop(heap, &hn);
-        int32_t i = c.pos, j = next[i];
-        if (ids[i] != c.left || j < 0 || ids[j] != c.right)
-            continue; /* stale: a symbol changed or went */
-        /* removed symbols have ids[] = -1 so stale candidates fail the check above */
-        const merge_slot *s = merge_find(m, c.left, c.right);
-        ids[i] = s->merged;
-        ids[j] = -1;
-        next[i] = next[j];
-        if (next[j] >= 0)
-            prev[next[j]] = i;
-        if (prev[i] >= 0) {
-            const merge_slot *t = merge_find(m, ids[prev[i]], ids[i]);
-            if (t)
-                heap_push(heap, &hn, (cand){t->rank, prev[i], ids[prev[i]], ids[i]});
-        }
-        if (next[i] >= 0) {
-            const merge_slot *t = merge_find(m, ids[i], ids[next[i]]);
-            if (t)
-                heap_push(heap, &hn, (cand){t->rank, i, ids[i], ids[next[i]]});
-        }
-    }
-    size_t k = 0;
-    for (int32_t i = 0; i >= 0; i = next[i])
-        ids[k++] = ids[i];
-    *n_out = k;
-    free(prev);
-    free(next);
-    free(heap);
-    return FX_BPE_OK;
-}
-
-/* The BPE of the bytes p[0..n) (n >= 1) into out (room for n ids; ids: room for n, scratch). */
-static int merge_ids(const fx_bpe *m, const uint8_t *p, size_t n, int32_t *ids, int32_t *out,
-                     size_t *n_out)
-{
-    for (size_t i = 0; i < n; i++)
-        ids[i] = m->byte_id[p[i]];
-    size_t k;
-    if (n <= SHORT_PIECE) {
-        merge_short(m, ids, n, &k);
-    } else if (merge_long(m, ids, n, &k) != FX_BPE_OK) {
-        return FX_BPE_ENOMEM;
-    }
-    memcpy(out, ids, k * sizeof *ids);
-    *n_out = k;
-    return FX_BPE_OK;
-}
-
 /* -- the word cache ----------------------------------------------------------------------- */
 
-/* Direct-mapped, 64-byte slots (one cache line), 2^16 of them: 4 MB per thread. 2^13 held too
- * few of a corpus's words (warm ran no faster than cold); 2^17 was no faster than 2^16. */
+/* Two-way sets of 64-byte slots (one cache line each), 2^16 slots: 4 MB per thread. It holds
+ * the pieces of 2 to KEY_MAX bytes that are not one token (those the direct table gives) and
+ * merge into at most CACHE_IDS ids. */
 #define CACHE_BITS 16
-#define CACHE_KEY 26 /* pieces up to this many bytes are cached (with up to CACHE_IDS ids) */
 #define CACHE_IDS 8
 
 typedef struct {
-    uint32_t h;
-    uint8_t klen, nids; /* klen 0: empty */
-    uint8_t key[CACHE_KEY];
+    uint64_t k[3];
+    uint8_t len, nids; /* len 0: empty */
     int32_t ids[CACHE_IDS];
 } cache_slot;
 
+/* Longer pieces (KEY_MAX + 1 to LONG_KEY bytes, at most LONG_IDS ids: words of scripts with
+ * two or three bytes a letter) in a second direct-mapped table of 2^LONG_BITS 256-byte slots
+ * (1 MB), keyed by hash_bytes and checked by memcmp. */
+#define LONG_BITS 12
+#define LONG_IDS 21
+#define LONG_KEY 160
+
+typedef struct {
+    uint64_t h;
+    uint16_t len, nids; /* len 0: empty */
+    int32_t ids[LONG_IDS];
+    uint8_t key[LONG_KEY];
+} long_slot;
+
 struct fx_bpe_cache {
-    cache_slot slots[(size_t)1 << CACHE_BITS];
+    cache_slot *slots; /* in raw, aligned to 64 bytes */
+    void *raw;
+    long_slot *longs;
     uint8_t *norm; /* NFC scratch: the normalized segment and its source offsets */
     int64_t *norm_src;
     size_t norm_cap, norm_src_cap;
@@ -534,12 +412,30 @@ struct fx_bpe_cache {
 
 fx_bpe_cache *fx_bpe_cache_new(void)
 {
-    return calloc(1, sizeof(fx_bpe_cache));
+    fx_bpe_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->raw = calloc(((size_t)1 << CACHE_BITS) + 1, sizeof(cache_slot));
+    if (!c->raw) {
+        free(c);
+        return NULL;
+    }
+    c->longs = calloc((size_t)1 << LONG_BITS, sizeof(long_slot));
+    if (!c->longs) {
+        free(c->raw);
+        free(c);
+        return NULL;
+    }
+    uintptr_t a = (uintptr_t)c->raw;
+    c->slots = (cache_slot *)(void *)((char *)c->raw + ((64 - a % 64) % 64));
+    return c;
 }
 
 void fx_bpe_cache_free(fx_bpe_cache *c)
 {
     if (c) {
+        free(c->raw);
+        free(c->longs);
         free(c->norm);
         free(c->norm_src);
     }
@@ -578,61 +474,112 @@ static int reserve(fx_ids *out, size_t more)
     return FX_BPE_OK;
 }
 
-/* Append the ids of one piece p[0..n) (n >= 1). */
-static int encode_piece(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *p, size_t n,
-                        fx_ids *out)
+/* Merge p[0..n) into dst (room for n ids): the count of ids, or -(an FX_BPE_* error). */
+static int64_t merge_piece(const fx_bpe *m, const uint8_t *p, size_t n, int32_t *dst)
 {
-    int rc = reserve(out, n);
-    if (rc)
-        return rc;
-    int32_t *dst = out->ids + out->n;
-    if (n == 1) {
-        dst[0] = m->byte_id[p[0]];
-        out->n += 1;
-        return FX_BPE_OK;
-    }
-    uint64_t h = hash_bytes(p, n);
-    cache_slot *slot = NULL;
-    if (cache && n <= CACHE_KEY) {
-        slot = &cache->slots[h >> (64 - CACHE_BITS)];
-        if (slot->klen == n && slot->h == (uint32_t)h && memcmp(slot->key, p, n) == 0) {
-            memcpy(dst, slot->ids, slot->nids * sizeof(int32_t));
-            out->n += slot->nids;
-            return FX_BPE_OK;
-        }
-    }
-    int32_t id = vocab_find_h(m, p, n, h);
-    if (id >= 0 && (m->ignore_merges || m->whole[id])) {
-        dst[0] = id;
-        out->n += 1;
-        if (slot) {
-            slot->h = (uint32_t)h;
-            slot->klen = (uint8_t)n;
-            slot->nids = 1;
-            memcpy(slot->key, p, n);
-            slot->ids[0] = id;
-        }
-        return FX_BPE_OK;
-    }
     int32_t stack[2 * SHORT_PIECE];
     int32_t *scratch = n <= SHORT_PIECE ? stack : malloc(n * sizeof(int32_t));
     if (!scratch)
-        return FX_BPE_ENOMEM;
-    size_t k;
-    rc = merge_ids(m, p, n, scratch, dst, &k);
+        return -FX_BPE_ENOMEM;
+    size_t got;
+    int rc = fx_bpe_merge_ids(m, p, n, scratch, dst, &got);
     if (scratch != stack)
         free(scratch);
-    if (rc)
-        return rc;
-    out->n += (int64_t)k;
-    if (slot && k <= CACHE_IDS) {
-        slot->h = (uint32_t)h;
-        slot->klen = (uint8_t)n;
-        slot->nids = (uint8_t)k;
-        memcpy(slot->key, p, n);
-        memcpy(slot->ids, dst, k * sizeof(int32_t));
+    return rc ? -rc : (int64_t)got;
+}
+
+/* The long-piece slot of p[0..n) (whose hash is h) when it holds that piece, else NULL. */
+static inline const long_slot *long_hit(const fx_bpe_cache *c, const uint8_t *p, size_t n,
+                                        uint64_t h)
+{
+    const long_slot *ls = &c->longs[h >> (64 - LONG_BITS)];
+    return ls->h == h && ls->len == n && memcmp(ls->key, p, n) == 0 ? ls : NULL;
+}
+
+/* Keep the ids dst[0..got) of p[0..n) (hash h) in the long-piece table, if they fit. */
+static void long_put(fx_bpe_cache *c, const uint8_t *p, size_t n, uint64_t h,
+                     const int32_t *dst, int64_t got)
+{
+    if (n > LONG_KEY || got < 1 || got > LONG_IDS)
+        return;
+    long_slot *ls = &c->longs[h >> (64 - LONG_BITS)];
+    ls->h = h;
+    ls->len = (uint16_t)n;
+    ls->nids = (uint16_t)got;
+    memcpy(ls->key, p, n);
+    memcpy(ls->ids, dst, (size_t)got * sizeof(int32_t));
+}
+
+/* A short piece not in the direct table: its two-way set of the word cache (the most recent
+ * in way 0), then the long-piece table (a result of more than CACHE_IDS ids), then merging. */
+static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, size_t n,
+                            const uint64_t k[3], uint64_t h, int32_t *dst)
+{
+    if (!c)
+        return merge_piece(m, p, n, dst);
+    cache_slot *set = &c->slots[(h >> (64 - CACHE_BITS)) & ~(uint64_t)1];
+    for (int w = 0; w < 2; w++) {
+        if (set[w].len == n && key_eq(set[w].k, k)) {
+            size_t got = set[w].nids;
+            for (size_t j = 0; j < got; j++)
+                dst[j] = set[w].ids[j];
+            return (int64_t)got;
+        }
     }
-    return FX_BPE_OK;
+    const long_slot *ls = long_hit(c, p, n, h);
+    if (ls) {
+        memcpy(dst, ls->ids, ls->nids * sizeof(int32_t));
+        return ls->nids;
+    }
+    int64_t got = merge_piece(m, p, n, dst);
+    if (got > CACHE_IDS) {
+        long_put(c, p, n, h, dst, got);
+    } else if (got > 0) {
+        if (set[0].len)
+            set[1] = set[0];
+        memcpy(set[0].k, k, sizeof set[0].k);
+        set[0].len = (uint8_t)n;
+        set[0].nids = (uint8_t)got;
+        memcpy(set[0].ids, dst, (size_t)got * sizeof(int32_t));
+    }
+    return got;
+}
+
+/* The ids of one piece p[0..n) (n >= 1; p[0..room) may be read) into dst (room for n ids):
+ * their count, or -(an FX_BPE_* error). */
+static inline int64_t encode_piece(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *p,
+                                   size_t n, size_t room, int32_t *dst)
+{
+    if (n == 1) {
+        dst[0] = m->byte_id[p[0]];
+        return 1;
+    }
+    if (n <= KEY_MAX) {
+        uint64_t k[3];
+        make_key(p, n, room, k);
+        uint64_t h = key_hash(k, n);
+        int32_t id = direct_find(m, k, n, h);
+        if (id >= 0) {
+            dst[0] = id;
+            return 1;
+        }
+        return cached_short(m, cache, p, n, k, h, dst);
+    }
+    uint64_t h = hash_bytes(p, n);
+    int32_t id = vocab_find_h(m, p, n, h);
+    if (id >= 0 && (m->ignore_merges || m->whole[id])) {
+        dst[0] = id;
+        return 1;
+    }
+    const long_slot *ls = cache && n <= LONG_KEY ? long_hit(cache, p, n, h) : NULL;
+    if (ls) {
+        memcpy(dst, ls->ids, ls->nids * sizeof(int32_t));
+        return ls->nids;
+    }
+    int64_t got = merge_piece(m, p, n, dst);
+    if (cache)
+        long_put(cache, p, n, h, dst, got);
+    return got;
 }
 
 /* Offsets of the ids out->ids[first..out->n) that came from text[0..n) starting at byte `at`
@@ -670,15 +617,27 @@ static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s
         text = cache->norm;
         src = out->want_offsets ? cache->norm_src : NULL;
     }
+    /* a piece of b bytes gives at most b ids: room for the segment at once, or (a fixed
+     * output that NFC made too short for the normalized bytes) piece by piece */
+    int rc = reserve(out, len), per_piece = rc == FX_BPE_EBIG && out->fixed;
+    if (rc && !per_piece)
+        return rc;
+    size_t ends[64];
     for (size_t i = 0; i < len;) {
-        size_t e = fx_pretok_next(text, len, i, m->pretok);
-        int64_t first = out->n;
-        int rc = encode_piece(m, cache, text + i, e - i, out);
-        if (rc)
-            return rc;
-        if (out->want_offsets)
-            set_offsets(m, out, first, i, len, src, (int64_t)n, base);
-        i = e;
+        size_t np = fx_pretok_split(text, len, i, m->pretok, ends, 64);
+        for (size_t q = 0; q < np; q++) {
+            size_t e = ends[q];
+            int64_t first = out->n;
+            if (per_piece && (rc = reserve(out, e - i)) != 0)
+                return rc;
+            int64_t got = encode_piece(m, cache, text + i, e - i, len - i, out->ids + first);
+            if (got < 0)
+                return (int)-got;
+            out->n = first + got;
+            if (out->want_offsets)
+                set_offsets(m, out, first, i, len, src, (int64_t)n, base);
+            i = e;
+        }
     }
     return FX_BPE_OK;
 }

@@ -117,4 +117,9 @@ int fx_utf8_valid(const uint8_t *s, size_t n);
  * pattern `pretok` (FX_PRETOK_*). Exposed for tests. */
 size_t fx_pretok_next(const uint8_t *seg, size_t n, size_t i, int pretok);
 
+/* The ends of up to max pre-tokens from byte i of seg[0..n), one after another, into ends;
+ * returns how many (0 only when i == n or max == 0). fx_pretok_next in a loop, in one call. */
+size_t fx_pretok_split(const uint8_t *seg, size_t n, size_t i, int pretok, size_t *ends,
+                       size_t max);
+
 #endif /* FX_BPE_H */

@@ -44,4 +44,33 @@
 #define FX_FORCE_INLINE inline
 #endif
 
+/* FX_LITTLE: 1 where words load little-endian (byte 0 lowest), known at compile time;
+ * 0 elsewhere (code that needs it then takes its byte-by-byte path). */
+#if FX_GNUC && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define FX_LITTLE 1
+#elif FX_MSVC /* every target of MSVC is little-endian */
+#define FX_LITTLE 1
+#else
+#define FX_LITTLE 0
+#endif
+
+/* FX_CTZ64(x): the count of trailing zero bits of x != 0, where there is a builtin for it
+ * (FX_HAVE_CTZ64 1); code without it takes a byte-by-byte path. */
+#if FX_GNUC
+#define FX_HAVE_CTZ64 1
+#define FX_CTZ64(x) ((unsigned)__builtin_ctzll(x))
+#elif FX_MSVC && defined(_M_X64)
+#include <intrin.h>
+#define FX_HAVE_CTZ64 1
+static __forceinline unsigned fx_ctz64_msvc(unsigned __int64 x)
+{
+    unsigned long i;
+    _BitScanForward64(&i, x);
+    return (unsigned)i;
+}
+#define FX_CTZ64(x) fx_ctz64_msvc(x)
+#else
+#define FX_HAVE_CTZ64 0
+#endif
+
 #endif /* FX_COMPAT_H */

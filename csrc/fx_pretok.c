@@ -6,7 +6,10 @@
  * alternative of these patterns). Character classes come from fx_unicode (Unicode 16.0, the
  * tables of HF's Oniguruma). Invalid UTF-8 bytes are taken one at a time, in no class.
  */
+#include <string.h>
+
 #include "fx_bpe.h"
+#include "fx_compat.h"
 #include "fx_unicode.h"
 #include "fx_utf8.h"
 
@@ -23,6 +26,21 @@ static const uint8_t ascii_cls[128] = {
      1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  0,  0,  0,  0,  0,
 };
 
+/* The class of any byte: ascii_cls below 0x80, HI (decode the code point) from 0x80 up. */
+#define HI 0x40u
+#define HI16 HI, HI, HI, HI, HI, HI, HI, HI, HI, HI, HI, HI, HI, HI, HI, HI
+static const uint8_t byte_cls[256] = {
+     0,  0,  0,  0,  0,  0,  0,  0,  0,  4, 20,  4,  4, 20,  0,  0,
+     0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,
+     4,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,
+     2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  0,  0,  0,  0,  0,  0,
+     0,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  0,  0,  0,  0,  0,
+     0,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
+     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  0,  0,  0,  0,  0,
+    HI16, HI16, HI16, HI16, HI16, HI16, HI16, HI16,
+};
+
 static inline unsigned cls(uint32_t c)
 {
     return c < 0x80 ? ascii_cls[c] : c == FX_UTF8_BAD ? 0u : fx_uclass(c);
@@ -34,43 +52,70 @@ static inline unsigned cls(uint32_t c)
 /* [^\s\p{L}\p{N}] */
 #define IS_P(k) (!((k) & (FX_UC_L | FX_UC_N | FX_UC_WS)))
 
+/* The class of the code point at s[i] (i < n), its length in *len. */
+static inline unsigned cls_at(const uint8_t *s, size_t n, size_t i, size_t *len)
+{
+    unsigned k = byte_cls[s[i]];
+    if (!(k & HI)) {
+        *len = 1;
+        return k;
+    }
+    return cls(fx_utf8_at(s, n, i, len));
+}
+
 /* End of the run of code points of class mask `want` starting at i (at most `max` of them). */
 static size_t run(const uint8_t *s, size_t n, size_t i, unsigned want, size_t max)
 {
-    size_t got = 0;
+    size_t got = 0, len;
     while (i < n && got < max) {
-        if (s[i] < 0x80) {
-            if (!(ascii_cls[s[i]] & want))
-                break;
-            i++;
-        } else {
-            size_t len;
-            if (!(cls(fx_utf8_at(s, n, i, &len)) & want))
-                break;
-            i += len;
-        }
+        if (!(cls_at(s, n, i, &len) & want))
+            break;
+        i += len;
         got++;
     }
     return i;
 }
 
+/* End of the run of \p{L} from i: ASCII letters a byte at a time, the rest decoded. */
+static inline size_t letters(const uint8_t *s, size_t n, size_t i)
+{
+    for (;;) {
+#if FX_LITTLE && FX_HAVE_CTZ64
+        /* eight bytes at a time: a byte is an ASCII letter when, lowercased by | 0x20, it is
+         * in 0x61..0x7A (bytes from 0x80 up carry into the next byte's sums, but only the
+         * first non-letter counts, and the bytes below it are all under 0x80) */
+        while (i + 8 <= n) {
+            uint64_t w, x, hi = 0x8080808080808080ull;
+            memcpy(&w, s + i, 8);
+            x = w | 0x2020202020202020ull;
+            uint64_t letter = (x + 0x1f1f1f1f1f1f1f1full) & ~(x + 0x0505050505050505ull) & ~w & hi;
+            if (letter != hi) {
+                i += FX_CTZ64(~letter & hi) >> 3;
+                break;
+            }
+            i += 8;
+        }
+#endif
+        while (i < n && (byte_cls[s[i]] & FX_UC_L))
+            i++;
+        size_t len;
+        if (i >= n || s[i] < 0x80 || !(cls(fx_utf8_at(s, n, i, &len)) & FX_UC_L))
+            return i;
+        i += len;
+    }
+}
+
 /* End of a run of [^\s\p{L}\p{N}] from i. */
 static size_t run_p(const uint8_t *s, size_t n, size_t i)
 {
-    while (i < n) {
-        if (s[i] < 0x80) {
-            if (!IS_P(ascii_cls[s[i]]))
-                break;
+    for (;;) {
+        while (i < n && !(byte_cls[s[i]] & (FX_UC_L | FX_UC_N | FX_UC_WS | HI)))
             i++;
-            continue;
-        }
         size_t len;
-        uint32_t c = fx_utf8_at(s, n, i, &len);
-        if (!IS_P(cls(c)))
-            break;
+        if (i >= n || s[i] < 0x80 || !IS_P(cls(fx_utf8_at(s, n, i, &len))))
+            return i;
         i += len;
     }
-    return i;
 }
 
 static inline int lower_is(uint32_t c, char want)
@@ -109,13 +154,13 @@ static size_t spaces(const uint8_t *s, size_t n, size_t i, int crlf_alt)
     size_t j = i, last_nl = 0, last_start = i, count = 0;
     while (j < n) {
         size_t len;
-        uint32_t c = fx_utf8_at(s, n, j, &len);
-        if (!IS_WS(cls(c)))
+        unsigned k = cls_at(s, n, j, &len);
+        if (!IS_WS(k))
             break;
         last_start = j;
         j += len;
         count++;
-        if (c == '\r' || c == '\n')
+        if (k & FX_UC_CRLF)
             last_nl = j;
     }
     if (crlf_alt && last_nl)
@@ -127,18 +172,39 @@ static size_t spaces(const uint8_t *s, size_t n, size_t i, int crlf_alt)
 
 /* (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}| ?[^\s\p{L}\p{N}]+[\r\n]*|
  * \s*[\r\n]+|\s+(?!\S)|\s+ */
-static size_t next_llama3(const uint8_t *s, size_t n, size_t i, size_t digits)
+static FX_FORCE_INLINE size_t next_llama3(const uint8_t *s, size_t n, size_t i, size_t digits)
 {
     size_t len, len2, e;
+    unsigned b = s[i], kb = byte_cls[b];
+    /* ASCII first: the common cases (a word, a space or symbol then a word, one digit run,
+     * a symbol run) without decoding; the rest, and anything non-ASCII, below */
+    if (kb & FX_UC_L)
+        return letters(s, n, i + 1);
+    if (!(kb & HI) && b != '\'') {
+        unsigned kn = i + 1 < n ? byte_cls[s[i + 1]] : 0;
+        if (!(kb & (FX_UC_N | FX_UC_CRLF)) && (kn & FX_UC_L))
+            return letters(s, n, i + 2);
+        if (!(kn & HI)) {
+            if (kb & FX_UC_N)
+                return run(s, n, i, FX_UC_N, digits);
+            if (IS_P(kb) || (b == ' ' && i + 1 < n && IS_P(kn))) {
+                e = run_p(s, n, b == ' ' ? i + 1 : i);
+                while (e < n && (s[e] == '\r' || s[e] == '\n'))
+                    e++;
+                return e;
+            }
+            return spaces(s, n, i, 1); /* \s, then no letter and no symbol */
+        }
+    }
     uint32_t c = fx_utf8_at(s, n, i, &len);
     unsigned k = cls(c);
     if (c == '\'' && (e = contraction(s, n, i, 1)) != 0)
         return e;
     if (IS_L(k))
-        return run(s, n, i + len, FX_UC_L, SIZE_MAX);
+        return letters(s, n, i + len);
     if (c != '\r' && c != '\n' && !IS_N(k) && i + len < n &&
         IS_L(cls(fx_utf8_at(s, n, i + len, &len2))))
-        return run(s, n, i + len + len2, FX_UC_L, SIZE_MAX);
+        return letters(s, n, i + len + len2);
     if (IS_N(k))
         return run(s, n, i + len, FX_UC_N, digits - 1);
     if (IS_P(k) || (c == ' ' && i + 1 < n && IS_P(cls(fx_utf8_at(s, n, i + 1, &len2))))) {
@@ -167,12 +233,36 @@ static size_t next_gpt2(const uint8_t *s, size_t n, size_t i)
         j = i + 1;
     }
     if (IS_L(k))
-        return run(s, n, j + len, FX_UC_L, SIZE_MAX);
+        return letters(s, n, j + len);
     if (IS_N(k))
         return run(s, n, j + len, FX_UC_N, SIZE_MAX);
     if (IS_P(k))
         return run_p(s, n, j + len);
     return spaces(s, n, i, 0);
+}
+
+size_t fx_pretok_split(const uint8_t *seg, size_t n, size_t i, int pretok, size_t *ends,
+                       size_t max)
+{
+    size_t k = 0;
+    switch (pretok) {
+    case FX_PRETOK_LLAMA3:
+        for (; k < max && i < n; k++)
+            ends[k] = i = next_llama3(seg, n, i, 3);
+        break;
+    case FX_PRETOK_QWEN2:
+        for (; k < max && i < n; k++)
+            ends[k] = i = next_llama3(seg, n, i, 1);
+        break;
+    case FX_PRETOK_GPT2:
+        for (; k < max && i < n; k++)
+            ends[k] = i = next_gpt2(seg, n, i);
+        break;
+    default:
+        if (max && i < n)
+            ends[k++] = n;
+    }
+    return k;
 }
 
 size_t fx_pretok_next(const uint8_t *seg, size_t n, size_t i, int pretok)

@@ -143,6 +143,27 @@ def test_a_long_word_takes_linear_time(pair):
     assert t[1] < 8 * t[0] + 0.5, t
 
 
+def test_word_caches_warm_and_evicted(pair):
+    """Many distinct words, encoded twice by one new tokenizer (the second time from its word
+    caches, after evictions): words of 2 to 24 bytes that are no token, words of more than 8
+    ids, words of 25 to 160 bytes and longer ones, in scripts of 1 to 3 bytes a letter."""
+    import random
+
+    _, hf = pair
+    ours = Tokenizer.from_hf(hf)
+    rng = random.Random(11)
+    alphabets = ["abcdefghijklmnopqrstuvwxyz", "абвгдежзийклмнопрстуфхцчшщъыьэюя",
+                 "αβγδεζηθικλμνξοπρστυφχψω", "ᚠᚢᚦᚨᚱᚲᚷᚹᚺᚾᛁᛃ", "ㄅㄆㄇㄈㄉㄊㄋㄌㄍㄎㄏㄐ"]
+    words = []
+    for i in range(16_000):
+        n = rng.choice((2, 3, 4, 5, 6, 8, 10, 12, 14, 20, 30, 45, 60, 90))
+        words.append("".join(rng.choice(alphabets[i % 5]) for _ in range(n)))
+    texts = [" ".join(words[i:i + 250]) for i in range(0, len(words), 250)]
+    want = [e.ids for e in hf.encode_batch_fast(texts)]
+    for _ in range(2):
+        assert ours.encode_batch(texts).to_pylist() == want
+
+
 # -- API ----------------------------------------------------------------------------------
 
 def test_encode_offsets_and_types(pair):

@@ -1,0 +1,89 @@
+/* fx_bpe_int: what fx_bpe.c (the model, caches, driver) and fx_bpe_merge.c (merging a piece)
+ * share: the model's layout and its merge lookup. Internal: not part of fx_bpe.h's contract. */
+#ifndef FX_BPE_INT_H
+#define FX_BPE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fx_bpe.h"
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ull;
+    x ^= x >> 32;
+    x *= 0xd6e8feb86659fd93ull;
+    x ^= x >> 32;
+    return x;
+}
+
+typedef struct {
+    uint64_t key; /* (left << 32) | right; 0 with rank < 0: empty */
+    int32_t rank, merged;
+} merge_slot;
+
+/* The direct table: every token of 2 to KEY_MAX bytes that a piece equal to it encodes to
+ * (ignore_merges, or whole[id]); len 0: an empty slot. 32 bytes, two to a cache line. */
+typedef struct {
+    uint64_t k[3];
+    int32_t id;
+    uint32_t len;
+} direct_slot;
+
+typedef struct { /* a trie over added-token bytes: first child, next sibling */
+    int32_t child, sibling, token; /* token: index into the added arrays, or -1 */
+    uint8_t byte;
+} trie_node;
+
+typedef struct {
+    trie_node *nodes;
+    int32_t n_nodes, root[256];
+} trie;
+
+struct fx_bpe {
+    int32_t n_vocab;
+    uint8_t *tok_bytes;
+    int64_t *tok_off;
+    int32_t *vocab_slots; /* open addressing on token bytes: id, or -1 */
+    size_t vocab_mask;
+    merge_slot *merges;
+    size_t merge_mask;
+    uint8_t *whole;    /* whole[id]: BPE of the token's own bytes is the token itself */
+    direct_slot *direct;
+    size_t direct_mask;
+    unsigned direct_shift; /* index: key_hash >> direct_shift */
+    int32_t byte_id[256];
+    int32_t n_added;
+    uint8_t *added_bytes;
+    int64_t *added_off;
+    int32_t *added_ids;
+    uint8_t *added_flags;
+    trie added;
+    int added_first; /* the one first byte of every added token (memchr finds them), or -1 */
+    int32_t pretok, ignore_merges, nfc, bos_id;
+};
+
+static inline const merge_slot *merge_find(const fx_bpe *m, int32_t a, int32_t b)
+{
+    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+    size_t i = (size_t)mix64(key) & m->merge_mask;
+    for (;;) {
+        const merge_slot *s = &m->merges[i];
+        if (s->rank < 0)
+            return NULL;
+        if (s->key == key)
+            return s;
+        i = (i + 1) & m->merge_mask;
+    }
+}
+
+/* Pieces up to this many bytes merge by a scan of their pairs, longer ones through a heap. */
+#define SHORT_PIECE 64
+
+/* The BPE of the bytes p[0..n) (n >= 1) into out (room for n ids; ids: room for n, scratch):
+ * FX_BPE_OK with the count in *n_out, or FX_BPE_ENOMEM. */
+int fx_bpe_merge_ids(const fx_bpe *m, const uint8_t *p, size_t n, int32_t *ids, int32_t *out,
+                     size_t *n_out);
+
+#endif /* FX_BPE_INT_H */
