@@ -1,6 +1,7 @@
 """Private packing and padding kernels (fastaxo._pack). The public API is fastaxo.packing and
 fastaxo.padding; these trust their callers for types but re-check memory invariants."""
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -79,3 +80,8 @@ def chat_row_bytes(
     eot_mode: int, eos_mode: int, pool: list[int] | None = ...,
 ) -> tuple[list[int] | None, list[int] | None, int]: ...
 def json_too_deep(block: memoryview | bytes | bytearray, limit: int) -> int: ...
+def render_getattr(
+    slow: Callable[[Any, Any], Any], safe: dict[tuple[type, str], bool] | None = ...,
+) -> Callable[[Any, Any], Any]: ...
+def render_binop(slow: Callable[..., Any], max_chars: int) -> Callable[..., Any]: ...
+def render_call(slow: Callable[..., Any], max_chars: int) -> Callable[..., Any]: ...

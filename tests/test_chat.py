@@ -238,6 +238,9 @@ def test_prepare_chat_rows_are_tokenize_chats(tmp_path, qwen, fmt):
     assert rep.rows_in == 41 and rep.duplicates == 1 and rep.labels
     assert rep.tokenizer_settings["fallback_rows"] == {}
     assert rep.tokenizer_settings["one_pass"] is True
+    # the report names the encoder of the ids, as on the text path
+    assert rep.tokenizer_settings["encoder"] == "fastaxo"
+    assert f"encoder            {rep.tokenizer_settings['encoder_detail']}" in str(rep)
 
 
 def test_prepare_chat_options_and_cli(tmp_path, qwen):

@@ -325,3 +325,47 @@ def test_think_turns_equal_axolotls_algorithm(spec):
     for c, g in zip(convs, got, strict=True):
         assert g == ref.tokenize_conversation(c, spec), c
     assert sum(engine.turn_counts.values()) < sum(len(c) for c in convs) // 4
+
+
+# -- the renderer's hooks in C: the same texts and the same bounds as the Python ones ----------
+
+HOOKS = [
+    # each exercises a case _pack.render_getattr / render_binop / render_call answer, or one
+    # they must hand back to the Python hooks
+    "{% for m in messages %}{{ m.role + ':' + m.content + '|' }}{% endfor %}",
+    "{% for m in messages %}{{ m.missing is defined }}{{ m.get('role') }}{{ m.items()|list|length }}"
+    "{% endfor %}",
+    "{% set ns = namespace(n=0, s='') %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
+    "{% set ns.s = ns.s + m.content[:1] %}{{ loop.index0 }}{{ loop.last }}{% endfor %}"
+    "{{ ns.n }}{{ ns.s }}",
+    "{% for m in messages %}{{ m.content.startswith('he') }}{{ m.content.split('l') }}"
+    "{{ m.content.split('l', 1) }}{{ m.content.strip('h') }}{{ m.content.upper() }}"
+    "{{ m.content.center(9, '*') }}{{ '{}-{}'.format(m.role, m.content) }}"
+    "{{ m.content.replace('l', 'L') }}{{ m.content.find('o') }}{% endfor %}",
+    "{{ messages[0].content.index('zz') }}",
+    "{{ (messages|map(attribute='content')|list) + ['x'] }}{{ 1 + 2 }}{{ [1] * 3 }}",
+]
+
+
+@pytest.mark.parametrize("template", HOOKS, ids=range(len(HOOKS)))
+def test_the_renderers_hooks_in_c_render_as_the_python_ones(qwen, template, monkeypatch):
+    from fastaxo._core import backend
+
+    # the last is too large for the row (ß.upper() is SS): refused alike
+    convs = [_conv("hello", "world"), _conv("héllo wörld", "ß" * 40, ""), _conv("ß" * 1500)]
+    in_c = ChatSpec.create(qwen, template, max_row_bytes=4000)
+    assert in_c._fast_render().hooks == "_pack"
+    with monkeypatch.context() as m:
+        m.setattr(backend, "pack_ext", None)
+        in_py = ChatSpec.create(qwen, template, max_row_bytes=4000)
+        assert in_py._fast_render().hooks == "python"
+    for conv in convs:
+        got = []
+        for s in (in_c, in_py):
+            try:
+                got.append(s.render([conv]))
+            except Exception as e:  # noqa: BLE001 - the two must fail alike too
+                got.append((type(e), str(e)))
+        assert got[0] == got[1]
+        if isinstance(got[0], list):
+            assert got[0] == in_c._render_hf([conv])

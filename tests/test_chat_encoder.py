@@ -12,7 +12,7 @@ import json
 import unicodedata
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fastaxo._core import backend
@@ -274,10 +274,14 @@ _HYP = settings(max_examples=80, deadline=None,
 
 @_HYP
 @given(convs=st.lists(unicode_conversation(), min_size=1, max_size=4))
+# the reasoning Qwen3's template leaves out held the only text NFC changes: the row's text is
+# NFC-stable and takes fastaxo's ids although a message is not
+@example(convs=[[{"role": "user", "content": ""}, {"role": "assistant", "content": "A\u0300</think>"},
+                 {"role": "user", "content": ""}]])
 def test_rows_equal_hfs_hypothesis_qwen3(spec, convs, monkeypatch):
     counts = _same_rows(spec, convs, monkeypatch)
-    nfc_stable = sum(all(unicodedata.is_normalized("NFC", t["content"]) for t in c)
-                     for c in convs)
+    # NFC-stable rendered texts: the messages as the template writes them
+    nfc_stable = sum(unicodedata.is_normalized("NFC", spec.render([c])[0]) for c in convs)
     # every row whose text is NFC-stable has fastaxo's ids (fallbacks aside)
     assert counts.get("fastaxo", 0) <= nfc_stable
 

@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from fastaxo._core import backend
 from fastaxo.errors import ChatTemplateError, TemplateLimitError
 
 __all__ = ["DEFAULT_MAX_STEPS", "OutputTooLarge", "compile_renderer",
@@ -59,7 +60,9 @@ def compile_renderer(env: Any, source: str, variables: dict[str, Any], *, max_st
                      max_chars: int) -> Callable[..., str]:
     """``render(conversation, **extra) -> str`` for ``source`` in a bounded overlay of the
     sandboxed environment ``env`` (transformers' compiled template's). ``variables`` are passed
-    to every render (the tokenizer's special tokens, chat_template_kwargs).
+    to every render (the tokenizer's special tokens, chat_template_kwargs). With the compiled
+    extension the environment's ``getattr``, ``call_binop`` and ``call`` answer their common
+    cases in C (``_pack.render_*``; ``render.hooks`` says which: ``"_pack"`` or ``"python"``).
 
     Raises :class:`~fastaxo.errors.ChatTemplateError` if the template does not compile."""
     from jinja2 import nodes
@@ -88,8 +91,9 @@ def compile_renderer(env: Any, source: str, variables: dict[str, Any], *, max_st
         limit.before_call(obj, args, kwargs)
         return limit.after(sandbox_call(benv, context, obj, *args, **kwargs))
 
-    benv.call_binop = call_binop
-    benv.call = call
+    fast = backend.pack_ext
+    benv.call_binop = call_binop if fast is None else fast.render_binop(call_binop, max_chars)
+    benv.call = call if fast is None or not _plain_call(env) else fast.render_call(call, max_chars)
     benv.filters = {name: (_bounded_filter(f, limit) if _may_grow(f) else f)
                     for name, f in env.filters.items()}
     try:
@@ -149,6 +153,7 @@ def compile_renderer(env: Any, source: str, variables: dict[str, Any], *, max_st
             raise ChatTemplateError(f"chat_template: {_one_line(e)}") from e
         return "".join(out)
 
+    render.hooks = "python" if fast is None else "_pack"  # type: ignore[attr-defined]
     return render
 
 
@@ -487,6 +492,8 @@ def _bound_getattr(fast_env: Any, env: Any) -> None:
                 return obj[attribute]
             except KeyError:
                 pass
+            if memo:  # the sandbox's getattr fails, then the subscript: Undefined
+                return fast_env.undefined(obj=obj, name=attribute)
             return sandbox_getattr(fast_env, obj, attribute)
         if not memo:
             return sandbox_getattr(fast_env, obj, attribute)
@@ -503,7 +510,21 @@ def _bound_getattr(fast_env: Any, env: Any) -> None:
             ok = safe[key] = bool(fast_env.is_safe_attribute(obj, attribute, value))
         return value if ok else fast_env.unsafe_undefined(obj, attribute)
 
-    fast_env.getattr = getattr_
+    fast = backend.pack_ext
+    fast_env.getattr = getattr_ if fast is None else fast.render_getattr(
+        getattr_, safe if memo else None)
+
+
+def _plain_call(env: Any) -> bool:
+    """Whether ``env`` calls as Jinja's sandbox does (its ``call``, ``is_safe_callable`` and
+    context class): then ``_pack.render_call`` may answer a str method itself."""
+    from jinja2.runtime import Context
+    from jinja2.sandbox import SandboxedEnvironment
+
+    cls = type(env)
+    return (isinstance(env, SandboxedEnvironment) and cls.call is SandboxedEnvironment.call
+            and cls.is_safe_callable is SandboxedEnvironment.is_safe_callable
+            and env.context_class is Context)
 
 
 _DICT_ATTRS = frozenset(dir(dict))

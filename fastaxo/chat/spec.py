@@ -234,6 +234,12 @@ class ChatSpec:
         """Why :attr:`encoder` is ``"hf"`` (None when it is ``"fastaxo"``)."""
         return self._fastaxo()[1]
 
+    @property
+    def fastaxo_tokenizer(self) -> Any:
+        """The :class:`fastaxo.Tokenizer` that makes the ids when :attr:`encoder` is
+        ``"fastaxo"``, else None."""
+        return self._fastaxo()[0]
+
     def _fastaxo(self) -> tuple[Any, str | None]:
         """(fastaxo Tokenizer, None), or (None, why HF's ids are used); once per
         ``FASTAXO_TOKENIZER`` value."""

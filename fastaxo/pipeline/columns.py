@@ -469,10 +469,17 @@ class ChatTokenizer:
         self.eos_id = None  # the template writes the end-of-turn tokens
 
     def settings(self) -> dict[str, Any]:
+        one_pass = self.spec.problem() is None
+        # the encoder of the one-pass path's ids (rows that need HF's character offsets, and
+        # every row when the path cannot run, are HF's)
+        fast, why = ((self.spec.fastaxo_tokenizer, self.spec.encoder_reason) if one_pass
+                     else (None, "the configuration takes Axolotl's algorithm"))
         return {"file": self.path, "chat_template": self.template_source, **self.options,
-                "one_pass": self.spec.problem() is None,
+                "one_pass": one_pass,
                 "fallback_rows": dict(self.fallbacks),
-                "fallback_turns": dict(self.turn_fallbacks)}
+                "fallback_turns": dict(self.turn_fallbacks),
+                "encoder": "hf" if fast is None else "fastaxo",
+                "encoder_detail": describe_encoder(fast, why), "encoder_reason": why}
 
 
 def chat_tokenizer(path: str, chat: Any, *, max_row_bytes: int = MAX_ROW_BYTES,

@@ -79,12 +79,15 @@ class ReportCounts:
         if "chat_template" in s:  # the chat path (ChatTokenizer.settings)
             fb = s.get("fallback_rows") or {}
             opts = ", ".join(f"{k} {v}" for k, v in s.items()
-                             if k not in ("file", "chat_template", "one_pass", "fallback_rows"))
+                             if k not in ("file", "chat_template", "one_pass", "fallback_rows",
+                                          "encoder", "encoder_detail", "encoder_reason"))
             line = (f"  chat template      {s['file']} ({s['chat_template']}): Axolotl's "
                     f"chat_template masking{', ' + opts if opts else ''}; "
                     + (f"{sum(fb.values()):,} rows by Axolotl's algorithm ("
                        + "; ".join(f"{n:,} {r}" for r, n in fb.items()) + ")" if fb
                        else "every row in one pass"))
+            if s.get("encoder_detail"):  # the ids' encoder (reports before it: none)
+                return [line, f"  encoder            {s['encoder_detail']}"]
             return [line]
         line = (f"  tokenizer          {s['file']}: whole rows, special tokens "
                 f"{'on' if s['add_special_tokens'] else 'off'}, "
