@@ -234,7 +234,13 @@ def test_non_str_text_goes_to_axolotl(tok):
         strat.tokenize_prompt({"text": ["a", None]})
     with pytest.raises(type(got.value)):
         strat.tokenize_prompt({"text": ["a", None]})
-    assert counts("pretrain", before) == {"fallback: a text that is not a str": 2}
+    assert counts("pretrain", before) == {"fallback: no text column, or a text that is not a str": 2}
+    strat = strategy("completion", tok, 64)
+    before = row_counts("completion")
+    with patched(parts=("completion",)), pytest.raises(KeyError):  # Axolotl's own error
+        strat.tokenize_prompt({"other": ["a"]})
+    assert counts("completion", before) == {
+        "fallback: no text column, or a text that is not a str": 1}
 
 
 def test_tokenizer_changed_in_place_is_checked_again():

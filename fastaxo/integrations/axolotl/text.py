@@ -169,12 +169,11 @@ def _make(tok: Any) -> tuple[Encoder | None, str | None]:
 def _texts(batch: Any, column: str, none_is_empty: bool) -> Any:
     """The ``column`` of ``batch`` as a pyarrow string array (from a LazyBatch's Arrow table
     without making a str per row) or a list of str; None when a value is not a str (None is
-    "" where ``none_is_empty``): Axolotl's own code decides what such a batch means."""
-    try:
-        from datasets.formatting.formatting import LazyBatch
-    except ImportError:  # pragma: no cover - Axolotl needs datasets
-        LazyBatch = ()  # noqa: N806
-    if isinstance(batch, LazyBatch) and column in batch.keys_to_format:
+    "" where ``none_is_empty``) or the column is missing: Axolotl's own code decides what such
+    a batch means."""
+    if column not in batch:
+        return None
+    if _is_map_batch(batch) and column in batch.keys_to_format:
         col = batch.pa_table.column(column)
         if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
             return None
@@ -257,7 +256,7 @@ def _plan(event: str, batch: Any, column: str, none_is_empty: bool, tokenizer: A
     if why is None:
         texts = _texts(batch, column, none_is_empty)
         if texts is None:
-            why = "a text that is not a str"
+            why = "no text column, or a text that is not a str"
     if why is not None or enc is None:
         fallback(event, _batch_len(batch), str(why))
         return None
