@@ -255,3 +255,36 @@ def test_tokenizer_changed_in_place_is_checked_again():
     want = strat.tokenize_prompt(dict(batch))
     assert_same(want, got)
     assert tok.convert_tokens_to_ids("<|my_token|>") in got["input_ids"][0]
+
+
+def test_axolotl_preprocess_with_plugin_identical(tmp_path):
+    """A real `axolotl preprocess` of a `type: completion` JSONL dataset (Qwen3's tokenizer,
+    rows longer than sequence_len, empty and special-token texts), without and with the
+    plugin: the same prepared dataset, every row fastaxo's."""
+    import json
+
+    import axolotl_harness as ah
+
+    tok = chat_data.qwen3_tokenizer()
+    model = ah.make_model(tmp_path / "model", tok, hidden_size=16, intermediate_size=32,
+                          num_attention_heads=2, num_key_value_heads=1)
+    data = tmp_path / "text.jsonl"
+    docs = texts(seed=21, n=150)
+    data.write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in docs))
+    common = dict(model_dir=model, datasets=[{"path": str(data), "type": "completion"}],
+                  sequence_len=256, sample_packing=False, pad_to_sequence_len=False,
+                  dataset_num_proc=1, special_tokens={"pad_token": "<|endoftext|>"})
+    report = tmp_path / "report.jsonl"
+    base = ah.write_config(tmp_path / "base", **common)
+    plug = ah.write_config(tmp_path / "plug", **common, **ah.plugin_overrides(report))
+    for c in (base, plug):
+        ah.run_axolotl("preprocess", c, timeout=900, check=True)
+    want = ah.load_prepared(tmp_path / "base" / "prepared")
+    got = ah.load_prepared(tmp_path / "plug" / "prepared")
+    assert want.column_names == got.column_names and len(want) == len(got) > 150
+    assert want.features == got.features
+    for col in want.column_names:
+        assert want[col] == got[col], col
+    ev = ah.events(ah.read_report(report), "completion")
+    assert ev and sum(e["fast"] for e in ev) == len(docs)
+    assert all(e["fallbacks"] == {} for e in ev)
