@@ -68,6 +68,12 @@ Sections:
            compared; --chat-e2e adds real `axolotl preprocess` runs of a 64-turn chat dataset
            with and without the plugin (bench/_bench_chat.py has the details).
            `--sections chat` runs it alone (no tokenized dataset, no e2e train runs).
+  text     Axolotl's completion / pretrain strategies (through Dataset.map, as
+           TokenizedPromptDataset runs them) and encode_streaming without and with
+           `patched(parts=("completion",))`, on --text-mb MB each of English, code and
+           multilingual text, Qwen3's and Llama 3.2's tokenizers, interleaved, CPU time and wall
+           medians, outputs compared (bench/_bench_text.py has the details). `--sections text`
+           (or `chat,text`) runs it alone like chat.
 
 Output: a text report (stdout and <--out>.txt) and one JSON record per result (<--out>.jsonl),
 default bench/results/bench_axolotl.{txt,jsonl}. Peak memory = VmHWM over the RSS before the
@@ -1294,11 +1300,13 @@ def main() -> None:
     p.add_argument("--out", default=str(HERE / "results" / "bench_axolotl"),
                    help="output prefix: <out>.txt and <out>.jsonl (default bench/results/bench_axolotl)")
     p.add_argument("--keep-tmp", action="store_true", help="keep the temp dir (printed)")
-    p.add_argument("--sections", default="dedupe,sampler,pack,collate,chat",
+    p.add_argument("--sections", default="dedupe,sampler,pack,collate,chat,text",
                    help="in-process sections to run, comma-separated (default: all of dedupe,sampler,pack,collate,"
                         "chat; the e2e runs are governed by --skip-e2e). Without dedupe, the later sections get the "
                         "deduplicated dataset from the plugin's dedupe (the same rows, as the tests check). "
-                        "--sections chat alone skips the tokenized dataset and its e2e runs")
+                        "--sections chat and/or text alone skip the tokenized dataset and its e2e runs")
+    p.add_argument("--text-mb", type=float, default=2.0, help="text: MB of each kind of text (default 2)")
+    p.add_argument("--text-reps", type=int, default=3, help="text: interleaved rounds per cell")
     p.add_argument("--chat-reps", type=int, default=3, help="chat: interleaved rounds per cell")
     p.add_argument("--chat-tokens", type=int, default=400_000, help="chat: about this many tokens per cell's batch")
     p.add_argument("--chat-max-turns", type=int, default=0, help="chat: skip cells with more turns (0: none)")
@@ -1312,9 +1320,10 @@ def main() -> None:
     p.add_argument("--chat-e2e-packing", action="store_true", help="chat e2e: sample_packing on")
     a = p.parse_args()
     a.sections = [x for x in a.sections.split(",") if x]
-    bad = sorted(set(a.sections) - {"dedupe", "sampler", "pack", "collate", "chat"})
+    bad = sorted(set(a.sections) - {"dedupe", "sampler", "pack", "collate", "chat", "text"})
     if bad:
-        p.error(f"--sections: unknown section(s) {', '.join(bad)}; choose from dedupe,sampler,pack,collate,chat")
+        p.error(f"--sections: unknown section(s) {', '.join(bad)}; choose from dedupe,sampler,pack,collate,chat,"
+                "text")
     if a.quick:
         a.rows = min(a.rows, 10_000) if "--rows" not in sys.argv else a.rows
         a.reps = min(a.reps, 2)
@@ -1360,7 +1369,7 @@ def main() -> None:
                 "machine": machine(), "nproc": os.cpu_count(), "fastaxo_file": fastaxo.__file__,
                 "fastaxo_threads": fastaxo.default_num_threads(), "installed_differs": diff})
 
-    if a.sections == ["chat"]:
+    if set(a.sections) <= {"chat", "text"}:
         chat_only(a, tmp, tmp_obj, rec, hdr, t_run)
         return
 
@@ -1421,6 +1430,8 @@ def main() -> None:
     chat_lines: list[str] = []
     if "chat" in a.sections:
         chat_lines = chat_sections(a, tmp, rec)
+    if "text" in a.sections:
+        chat_lines += text_sections(a, rec)
     if e2e is not None:
         results["e2e_summary"] = e2e_summarize(e2e, results.get("dedupe"))
         es = results["e2e_summary"]
@@ -1469,8 +1480,20 @@ def chat_sections(a: argparse.Namespace, tmp: Path, rec: JsonRecorder) -> list[s
     return lines
 
 
+def text_sections(a: argparse.Namespace, rec: JsonRecorder) -> list[str]:
+    """The completion / pretraining cells (bench/_bench_text.py)."""
+    import _bench_text
+
+    with section("text"):
+        res = _bench_text.run_cells(a, rec, log)
+    return _bench_text.report(res)
+
+
 def chat_only(a: argparse.Namespace, tmp: Path, tmp_obj: Any, rec: JsonRecorder, hdr: list[str], t_run: float) -> None:
-    lines = chat_sections(a, tmp, rec)
+    """The sections that need no tokenized dataset (chat, text), alone."""
+    lines = chat_sections(a, tmp, rec) if "chat" in a.sections else []
+    if "text" in a.sections:
+        lines += text_sections(a, rec)
     total = time.perf_counter() - t_run
     hdr.append(f"# total run time: {total / 60:.1f} min; sections (wall, 1-min loadavg start -> end; 2 cores, "
                "others' jobs included): " + "; ".join(f"{n} {fs(t)}, {l0:.1f} -> {l1:.1f}" for n, t, l0, l1 in SECTIONS))

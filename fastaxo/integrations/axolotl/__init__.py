@@ -21,6 +21,12 @@ turns on, with Axolotl's results kept exactly:
   ``input_ids`` / ``labels`` / ``attention_mask``; a row fastaxo cannot prove (tools, reasoning
   fields, a template that rewrites message text, ...) is tokenized by Axolotl's own code,
   counted, and the reason said once in the log.
+- ``fastaxo_completion`` (default on): ``type: completion`` datasets and pretraining data
+  (``pretraining_dataset``, ``type: pretrain``) are tokenized by fastaxo's C encoder, one call
+  per batch, the rows cut and assembled in NumPy: Axolotl's rows exactly (truncation, EOS,
+  pieces of ``sequence_len``, overflowing windows, streaming concatenation). A tokenizer the
+  encoder does not reproduce, or a batch it cannot prove, is tokenized by Axolotl's own code,
+  counted, and the reason said once in the log.
 - ``fastaxo_length_filter`` (default on): Axolotl's drop of rows outside ``[min_sample_len,
   sequence_len]`` reads the lengths from the Arrow offsets (the same rows kept, the same error
   for an over-long row with ``excess_length_strategy: raise``).
@@ -73,7 +79,8 @@ PLUGIN_NAME = "fastaxo.integrations.axolotl.FastaxoPlugin"
 # Python; CI runs the plugin's tests on each: scripts/axolotl_leg.sh and the main leg)
 SUPPORTED = ((0, 19), (0, 21))
 _DEFAULT_ON = ("fastaxo_dedupe", "fastaxo_packing", "fastaxo_chat_template",
-               "fastaxo_length_filter", "fastaxo_collator", "fastaxo_loader_health")
+               "fastaxo_completion", "fastaxo_length_filter", "fastaxo_collator",
+               "fastaxo_loader_health")
 
 
 def _key(description: str, **bounds: Any) -> Any:
@@ -93,6 +100,10 @@ class FastaxoArgs(BaseModel):
     fastaxo_chat_template: bool | None = _key(
         "Tokenize type: chat_template datasets in one pass per batch (Axolotl's exact rows; "
         "rows it cannot prove go to Axolotl's code, counted). Default on.")
+    fastaxo_completion: bool | None = _key(
+        "Tokenize type: completion and pretraining datasets with fastaxo's C encoder (Axolotl's "
+        "exact rows; tokenizers or batches it cannot prove go to Axolotl's code, counted). "
+        "Default on.")
     fastaxo_length_filter: bool | None = _key(
         "Drop rows outside [min_sample_len, sequence_len] from the Arrow offsets (Axolotl's rows "
         "and error) instead of a filter over every row as Python lists. Default on.")
@@ -190,7 +201,7 @@ class FastaxoPlugin(BasePlugin):
         check_prepacked(cfg)  # before anything is patched: a refused config changes nothing
         self.settings = Settings.from_cfg(cfg)
         use(self.settings)
-        names = ("dedupe", "packing", "chat_template", "length_filter")
+        names = ("dedupe", "packing", "chat_template", "completion", "length_filter")
         parts = [p for p in names if getattr(self.settings, p)]
         done = patch_axolotl(parts)
         LOG.info("fastaxo %s: plugin active (%s)", fastaxo.__version__, ", ".join(

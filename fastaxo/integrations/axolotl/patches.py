@@ -13,6 +13,11 @@ from fastaxo.integrations.axolotl.dedupe import make_deduplicate_dataset
 from fastaxo.integrations.axolotl.filters import make_drop_outside_range
 from fastaxo.integrations.axolotl.packer import make_generate_batches, make_pack_parallel
 from fastaxo.integrations.axolotl.settings import Settings, say_once, use
+from fastaxo.integrations.axolotl.text import (
+    make_completion_tokenize_prompt,
+    make_encode_streaming,
+    make_pretrain_tokenize_prompt,
+)
 
 __all__ = ["patch_axolotl", "patched", "unpatch_axolotl"]
 
@@ -29,6 +34,14 @@ _TARGETS: dict[str, list[tuple[str, str, Any, tuple[str, ...]]]] = {
                       ("axolotl.datasets", "tokenize_with_work_queue",
                        make_tokenize_with_work_queue,
                        ("prompt_tokenizer", "dataset", "num_proc", "keep_in_memory"))],
+    "completion": [("axolotl.prompt_strategies.completion",
+                    "CompletionPromptTokenizingStrategy.tokenize_prompt",
+                    make_completion_tokenize_prompt, ("self", "prompt")),
+                   ("axolotl.prompt_strategies.pretrain",
+                    "PretrainTokenizationStrategy.tokenize_prompt",
+                    make_pretrain_tokenize_prompt, ("self", "prompt")),
+                   ("axolotl.utils.data.streaming", "encode_streaming", make_encode_streaming,
+                    ("examples", "tokenizer", "max_tokens", "text_column", "concatenate"))],
     "length_filter": [("axolotl.utils.data.utils", "_drop_outside_range", make_drop_outside_range,
                        ("dataset", "max_len", "min_len", "raise_on_long", "filter_kwargs"))],
 }
@@ -41,7 +54,8 @@ _originals: dict[tuple[str, str], tuple[Any, str, Any]] = {}
 _IMPORT_FIRST = {"axolotl.datasets": "axolotl.utils.data"}
 
 
-def patch_axolotl(parts=("dedupe", "packing", "chat_template", "length_filter")) -> list[str]:
+def patch_axolotl(parts=("dedupe", "packing", "chat_template", "completion", "length_filter")
+                  ) -> list[str]:
     """Replace Axolotl's functions for ``parts``; returns the parts replaced. A function whose
     signature is not the one fastaxo was built against is left alone (said once in the log)."""
     import importlib
@@ -88,10 +102,11 @@ def unpatch_axolotl() -> None:
 
 
 @contextlib.contextmanager
-def patched(parts=("dedupe", "packing", "chat_template", "length_filter"), **settings: Any):
-    """``with patched(): ...`` runs Axolotl with fastaxo's dedupe, packer and chat-template
-    tokenization (``parts`` picks some), e.g. around a script that calls a strategy's
-    ``tokenize_prompt`` itself."""
+def patched(parts=("dedupe", "packing", "chat_template", "completion", "length_filter"),
+            **settings: Any):
+    """``with patched(): ...`` runs Axolotl with fastaxo's dedupe, packer, chat-template and
+    completion/pretraining tokenization (``parts`` picks some), e.g. around a script that calls
+    a strategy's ``tokenize_prompt`` itself."""
     old = use(Settings(**settings)) if settings else None
     patch_axolotl(parts)
     try:

@@ -9,6 +9,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ import numpy as np
 from fastaxo._core.threads import forked_child, resolve_num_threads
 from fastaxo.errors import FastaxoError
 
-__all__ = ["LOG", "Settings", "current", "report", "say_once", "use"]
+__all__ = ["LOG", "Settings", "count_rows", "current", "report", "row_counts", "say_once", "use"]
 
 LOG = logging.getLogger("fastaxo.axolotl")
 
@@ -27,6 +28,7 @@ class Settings:
     dedupe: bool = True
     packing: bool = True
     chat_template: bool = True
+    completion: bool = True
     length_filter: bool = True
     collator: bool = True
     streaming: bool = False
@@ -49,6 +51,7 @@ class Settings:
             dedupe=flag("fastaxo_dedupe", True),
             packing=flag("fastaxo_packing", True),
             chat_template=flag("fastaxo_chat_template", True),
+            completion=flag("fastaxo_completion", True),
             length_filter=flag("fastaxo_length_filter", True),
             collator=flag("fastaxo_collator", True),
             streaming=flag("fastaxo_streaming", False),
@@ -65,6 +68,8 @@ class Settings:
 _current = Settings()
 _said: set[str] = set()
 _report_lock = threading.Lock()
+_counts: dict[str, Counter[str]] = {}
+_counts_lock = threading.Lock()
 
 
 def current() -> Settings:
@@ -83,6 +88,28 @@ def say_once(key: str, msg: str, level: int = logging.WARNING) -> None:
     if key not in _said:
         _said.add(key)
         LOG.log(level, "fastaxo: %s", msg)
+
+
+def count_rows(event: str, rows: int, fast: int, fallbacks: dict[str, int]) -> None:
+    """A batch of ``event`` (e.g. "completion") done: ``fast`` of its ``rows`` by fastaxo,
+    ``fallbacks`` (reason -> rows) by Axolotl's own code. Each reason is said once in the log,
+    the rows are counted (:func:`row_counts`) and the batch is one report line."""
+    for reason in fallbacks:
+        say_once(f"{event}-fallback-{reason}", f"{event}: rows go to Axolotl's own "
+                 f"tokenization: {reason} (each such row is counted, see fastaxo_report)")
+    with _counts_lock:
+        c = _counts.setdefault(event, Counter())
+        c["fast"] += fast
+        for reason, n in fallbacks.items():
+            c[f"fallback: {reason}"] += n
+    report(event, rows=rows, fast=fast, fallbacks=dict(fallbacks))
+
+
+def row_counts(event: str) -> dict[str, int]:
+    """Rows of ``event`` counted in this process so far: ``fast``, and ``fallback: <reason>``
+    per reason."""
+    with _counts_lock:
+        return dict(_counts.get(event, ()))
 
 
 def report(event: str, path: str | None = None, **fields: Any) -> None:
