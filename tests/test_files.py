@@ -171,7 +171,9 @@ def _long_run(tmp_path, cmd: str) -> list[str]:
         pq.write_table(_table(180_000, seed=3), src, row_group_size=500)
     out = str(tmp_path / "out.parquet")
     if cmd == "dedupe":
-        return ["dedupe", str(src), "-o", out, "--batch-rows", "200", "--threads", "1"]
+        # -q: the error must be the only line even when a busy machine makes the run slow
+        # enough for a progress line (after 1 s)
+        return ["dedupe", str(src), "-o", out, "--batch-rows", "200", "-q", "--threads", "1"]
     return ["prepare", str(src), "-o", out, "--max-length", "128", "--batch-rows", "200",
             "--pack-window", "200", "-q", "--threads", "1"]
 
