@@ -66,7 +66,7 @@ PYEOF
 SUITE=${FASTAXO_SUITE:-compat}
 echo "==> pytest, the $SUITE suite (FASTAXO_SUITE=$SUITE: the main leg runs everything)"
 cd "$ROOT"
-env -u CI FASTAXO_HYPOTHESIS=ci FASTAXO_REQUIRE_EXTENSION=1 FASTAXO_EXPECT_OPENMP=1 \
+env -u CI FASTAXO_HYPOTHESIS=compat FASTAXO_HYPOTHESIS_EXAMPLES=60 FASTAXO_REQUIRE_EXTENSION=1 FASTAXO_EXPECT_OPENMP=1 \
     FASTAXO_SOURCE_TREE="$ROOT" FASTAXO_EXPECT_AXOLOTL=0 \
     FASTAXO_SUITE=$SUITE "$WORK/venv/bin/pytest" -p no:cacheprovider -q tests \
     -n "$(n=$(nproc 2>/dev/null || echo 1); echo $((n < 4 ? n : 4)))" --dist loadfile --durations=15 \

@@ -15,6 +15,9 @@ settings.register_profile(
     "fastaxo", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
 )
 settings.register_profile("ci", parent=settings.get_profile("fastaxo"), max_examples=100, derandomize=True)
+# the other Pythons' legs (scripts/min_deps.sh): the same properties, fewer examples (the main
+# leg runs the "ci" profile; these legs check versions, not depth)
+settings.register_profile("compat", parent=settings.get_profile("ci"), max_examples=30)
 # FASTAXO_HYPOTHESIS=thorough pytest ...: a long bug hunt before a change lands
 settings.register_profile("thorough", parent=settings.get_profile("fastaxo"), max_examples=3000)
 settings.load_profile(os.environ.get("FASTAXO_HYPOTHESIS") or ("ci" if os.environ.get("CI") else "fastaxo"))
