@@ -14,19 +14,8 @@
 #include "fx_utf8.h"
 
 
-/* fx_uclass of the ASCII range (checked against it by tests/test_tokenizer.py's sweep). */
-static const uint8_t ascii_cls[128] = {
-     0,  0,  0,  0,  0,  0,  0,  0,  0,  4, 20,  4,  4, 20,  0,  0,
-     0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,
-     4,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,
-     2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  0,  0,  0,  0,  0,  0,
-     0,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
-     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  0,  0,  0,  0,  0,
-     0,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,
-     1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  1,  0,  0,  0,  0,  0,
-};
-
-/* The class of any byte: ascii_cls below 0x80, HI (decode the code point) from 0x80 up. */
+/* The class of any byte: fx_uclass below 0x80 (checked against it by tests/test_tokenizer.py's
+ * sweep), HI (decode the code point) from 0x80 up. */
 #define HI 0x40u
 #define HI16 HI, HI, HI, HI, HI, HI, HI, HI, HI, HI, HI, HI, HI, HI, HI, HI
 static const uint8_t byte_cls[256] = {
@@ -43,7 +32,7 @@ static const uint8_t byte_cls[256] = {
 
 static inline unsigned cls(uint32_t c)
 {
-    return c < 0x80 ? ascii_cls[c] : c == FX_UTF8_BAD ? 0u : fx_uclass(c);
+    return c < 0x80 ? byte_cls[c] : c == FX_UTF8_BAD ? 0u : fx_uclass(c);
 }
 
 #define IS_L(k) ((k) & FX_UC_L)
