@@ -49,7 +49,7 @@ cd "$ROOT"
 env PATH="$VENV/bin:$PATH" CUDA_VISIBLE_DEVICES="" FASTAXO_HYPOTHESIS=ci \
     FASTAXO_REQUIRE_EXTENSION=1 FASTAXO_SOURCE_TREE="$ROOT" FASTAXO_EXPECT_AXOLOTL=1 \
     "$VENV/bin/pytest" -p no:cacheprovider -q \
-    tests/test_axolotl_inprocess.py $CHAT \
+    tests/test_axolotl_inprocess.py tests/test_axolotl_text.py $CHAT \
     tests/test_axolotl.py::test_baseline_preprocess_and_train \
     tests/test_axolotl.py::test_plugin_preprocess_same_rows \
     tests/test_axolotl.py::test_plugin_train \

@@ -32,6 +32,7 @@ import tokenizer_data  # noqa: E402
 
 from fastaxo.integrations.axolotl import patched  # noqa: E402
 from fastaxo.integrations.axolotl.settings import row_counts  # noqa: E402
+from fastaxo.integrations.axolotl.text import encoder_for  # noqa: E402
 
 pytestmark = pytest.mark.axolotl
 datasets.disable_progress_bars()
@@ -51,14 +52,20 @@ def no_hashing(monkeypatch):
     """datasets fingerprints each map by pickling the mapped method with its tokenizer (~2.5 s
     of CPU for Qwen3's, the same with and without fastaxo): a random fingerprint instead.
     The rows do not depend on it."""
-    import axolotl.utils.data.work_queue as wq
-    import datasets.arrow_dataset as ad
+    import importlib
+
     import datasets.fingerprint as fp
 
     def random_fingerprint(*args, **kwargs):
         return fp.generate_random_fingerprint()
 
-    for mod in (fp, ad, wq):
+    # Axolotl 0.19 has no work queue
+    for name in ("datasets.fingerprint", "datasets.arrow_dataset",
+                 "axolotl.utils.data.work_queue"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
         monkeypatch.setattr(mod, "update_fingerprint", random_fingerprint)
 
 
@@ -113,7 +120,43 @@ def test_strategy_batches_identical(tok, kind, seq):
         got = [strat.tokenize_prompt(dict(b)) for b in batches]
     for w, g in zip(want, got, strict=True):
         assert_same(w, g)
-    assert counts(kind, before) == {"fast": len(data)}
+    # transformers 5.16 (Axolotl 0.19's) returns each text's first window only: Axolotl's code
+    why = encoder_for(tok)[0].windows if kind == "pretrain" else None
+    assert counts(kind, before) == ({"fast": len(data)} if why is None
+                                    else {f"fallback: {why}": len(data)})
+
+
+def test_first_window_only_goes_to_axolotl(monkeypatch):
+    """A tokenizer whose overflowing call returns each text's first window only (transformers
+    5.16's, what Axolotl 0.19 installs) must not get fastaxo's windows: its rows are Axolotl's."""
+    from transformers import PreTrainedTokenizerFast as Fast
+
+    call = Fast.__call__
+
+    def first_windows(self, *args, **kwargs):
+        out = call(self, *args, **kwargs)
+        if kwargs.get("return_overflowing_tokens") and "overflow_to_sample_mapping" in out:
+            which, keep = out["overflow_to_sample_mapping"], []
+            for i, w in enumerate(which):
+                if i == 0 or which[i - 1] != w:
+                    keep.append(i)
+            for key in list(out.keys()):
+                out[key] = [out[key][i] for i in keep]
+        return out
+
+    monkeypatch.setattr(Fast, "__call__", first_windows)
+    tok = chat_data.qwen3_tokenizer()  # a new object: its encoder check runs again
+    strat = strategy("pretrain", tok, 16)
+    batch = {"text": texts(seed=5, n=20)}
+    want = strat.tokenize_prompt(dict(batch))
+    assert len(want["input_ids"]) == len(batch["text"])  # the simulation holds
+    before = row_counts("pretrain")
+    with patched(parts=("completion",)):
+        got = strat.tokenize_prompt(dict(batch))
+    assert_same(want, got)
+    assert counts("pretrain", before) == {
+        "fallback: the tokenizer's overflowing windows are not HF's (all windows of each "
+        "text)": len(batch["text"])}
 
 
 @pytest.mark.parametrize(("kind", "num_proc"), [("completion", 1), ("pretrain", 1),

@@ -52,11 +52,14 @@ _PROBE = ("  Héllo wörld,\tit's 2024!\n\n  数据 模型 🙂🚀 naïve x=1; 
 
 @dataclass(frozen=True)
 class Encoder:
-    """fastaxo's encoder for one HF tokenizer as it is now: ``tok`` (a fastaxo.Tokenizer) and
-    ``prefix``, the ids the post-processor puts before a text (the BOS, or none)."""
+    """fastaxo's encoder for one HF tokenizer as it is now: ``tok`` (a fastaxo.Tokenizer),
+    ``prefix``, the ids the post-processor puts before a text (the BOS, or none), and
+    ``windows``: None where the tokenizer's overflowing windows are the ones fastaxo cuts, else
+    why not (transformers 5.16 returns only the first window of each text)."""
 
     tok: Any
     prefix: np.ndarray
+    windows: str | None = None
 
 
 # HF tokenizer -> (its state, Encoder or None, why not); beside the tokenizer so that a
@@ -160,7 +163,40 @@ def _make(tok: Any) -> tuple[Encoder | None, str | None]:
         got = prefix.tolist() + fast.encode(text, add_special_tokens=False).tolist()
         if got != want:
             return refuse("fastaxo's ids differ from HF's on a probe text")
-    return Encoder(fast, prefix), None
+    return Encoder(fast, prefix, _windows_problem(tok, fast, prefix)), None
+
+
+def _windows(ntok: np.ndarray, width: int, stride: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """HF's overflowing windows (tokenizers' Encoding::truncate, from the right) of texts of
+    ``ntok`` ids: ``width`` ids, a new one every ``width - stride`` ids, until one ends at the
+    end of its text; per window its text, its first id within the text and its length."""
+    step = width - stride
+    count = 1 + np.where(ntok > width, -(-(ntok - width) // step), 0)
+    which = np.repeat(np.arange(len(ntok)), count)
+    j = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
+    return which, j * step, np.minimum(width, ntok[which] - j * step)
+
+
+def _windows_problem(tok: Any, fast: Any, prefix: np.ndarray) -> str | None:
+    """Why ``tok``'s overflowing windows (the call Axolotl's pretrain strategy makes) are not
+    :func:`_windows` of fastaxo's ids, or None: checked on probe texts, since the windows are
+    the transformers version's (5.16 returns each text's first window only)."""
+    limit, stride = 8 + len(prefix), 3
+    texts = [_PROBE, "", "a b"]
+    try:
+        want = tok(texts, truncation=True, max_length=limit, add_special_tokens=True,
+                   return_overflowing_tokens=True, stride=stride)
+        want = (list(want["input_ids"]), list(want["overflow_to_sample_mapping"]))
+    except Exception as e:  # noqa: BLE001 - any failure: Axolotl's code decides
+        return f"the tokenizer's overflowing windows fail on a probe ({type(e).__name__})"
+    vals, offs = _encode(Encoder(fast, prefix), texts)
+    which, start, length = _windows(np.diff(offs), limit - len(prefix), stride)
+    got = [prefix.tolist() + vals[a:a + n].tolist()
+           for a, n in zip((offs[:-1][which] + start).tolist(), length.tolist(), strict=True)]
+    if (got, which.tolist()) != want:
+        return "the tokenizer's overflowing windows are not HF's (all windows of each text)"
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -380,26 +416,21 @@ def pretrain_tokenize_prompt(self: Any, prompt: Any) -> Any:
     if plan is None:
         return original(self, prompt)
     enc, texts = plan
-    # HF's overflowing windows (tokenizers' Encoding::truncate, from the right): ``width`` ids
-    # (the BOS is added to each after), a new one every ``width - stride`` ids, until one ends
-    # at the end of the text
+    # windows of ``width`` content ids (the BOS is added to each after)
     width = self.max_length - 1 - len(enc.prefix)
     stride = min(256, (self.max_length - 1) // 2)
     n = len(texts)
-    if width <= stride or not n:  # (HF refuses the one, fails on the other)
+    why = enc.windows or (f"windows of {width} ids with a stride of {stride}"
+                          if width <= stride else None)
+    if why is not None or not n:  # (HF refuses a stride this wide, fails on an empty batch)
         if n:
-            fallback("pretrain", n, f"windows of {width} ids with a stride of {stride}")
+            fallback("pretrain", n, why)  # type: ignore[arg-type]
         return original(self, prompt)
     vals, offs = _encode(enc, texts)
-    ntok = np.diff(offs)
-    step = width - stride
-    count = 1 + np.where(ntok > width, -(-(ntok - width) // step), 0)
-    which = np.repeat(np.arange(n), count)
-    j = np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)
-    start = offs[:-1][which] + j * step
-    length = np.minimum(width, ntok[which] - j * step)
+    which, start, length = _windows(np.diff(offs), width, stride)
     eos = self.tokenizer.eos_token_id
-    values, lens = _assemble(vals, start, length, enc.prefix, eos, np.ones(len(start), np.int8))
+    values, lens = _assemble(vals, offs[:-1][which] + start, length, enc.prefix, eos,
+                             np.ones(len(which), np.int8))
     count_rows("pretrain", n, n, {})
     from transformers import BatchEncoding
 
