@@ -176,6 +176,7 @@ void fx_bpe_free(fx_bpe *m)
     free(m->tok_off);
     free(m->vocab_slots);
     free(m->merges);
+    free(m->merge_to);
     free(m->whole);
     free(m->direct);
     free(m->added_bytes);
@@ -230,10 +231,19 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
     m->tok_off = dup(sp->tok_off, (nv + 1) * sizeof(int64_t));
     size_t vt = table_size(nv);
     m->vocab_slots = malloc(vt * sizeof(int32_t));
-    size_t mt = table_size((size_t)sp->n_merges);
-    m->merges = malloc(mt * sizeof(merge_slot));
+    if (sp->n_vocab > ((int32_t)1 << MERGE_ID_BITS) ||
+        sp->n_merges >= ((int32_t)1 << MERGE_RANK_BITS) - 1) {
+        *what = "more than 2^21 vocabulary ids or 2^22 - 2 merges";
+        goto fail;
+    }
+    size_t mt = 16;
+    while (mt < (size_t)sp->n_merges + (size_t)sp->n_merges * 3 / 5 + 1)
+        mt <<= 1; /* at most 5/8 full */
+    m->merges = calloc(mt, sizeof(uint64_t));
+    m->merge_to = malloc(((size_t)sp->n_merges + 1) * sizeof(int32_t));
     m->whole = calloc(nv, 1);
-    if (!m->tok_bytes || !m->tok_off || !m->vocab_slots || !m->merges || !m->whole) {
+    if (!m->tok_bytes || !m->tok_off || !m->vocab_slots || !m->merges || !m->merge_to ||
+        !m->whole) {
         *status = FX_BPE_ENOMEM;
         goto fail;
     }
@@ -262,19 +272,18 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
         }
     }
     m->merge_mask = mt - 1;
-    for (size_t i = 0; i < mt; i++)
-        m->merges[i] = (merge_slot){0, -1, -1};
     for (int32_t r = 0; r < sp->n_merges; r++) {
         int32_t a = sp->merges[3 * r], b = sp->merges[3 * r + 1], c = sp->merges[3 * r + 2];
         if (a < 0 || b < 0 || c < 0 || a >= m->n_vocab || b >= m->n_vocab || c >= m->n_vocab) {
             *what = "a merge names an id outside the vocabulary";
             goto fail;
         }
-        uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-        size_t i = (size_t)mix64(key) & m->merge_mask;
-        while (m->merges[i].rank >= 0 && m->merges[i].key != key)
+        uint64_t key = merge_key(a, b);
+        size_t i = merge_home(m, key);
+        while (m->merges[i] != 0 && (m->merges[i] & ~MERGE_RANK_MASK) != key)
             i = (i + 1) & m->merge_mask;
-        m->merges[i] = (merge_slot){key, r, c}; /* a repeated pair: the last rank */
+        m->merges[i] = key | ((uint64_t)r + 1); /* a repeated pair: the last rank */
+        m->merge_to[r] = c;
     }
     m->n_added = sp->n_added;
     size_t na = (size_t)sp->n_added;
@@ -693,7 +702,7 @@ int fx_bpe_encode(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t
         } else if (m->added.root[s[i]] < 0) {
             continue;
         }
-        size_t e;
+        size_t e = i;
         int32_t k = trie_longest(&m->added, s, n, i, &e);
         if (k < 0)
             continue;
