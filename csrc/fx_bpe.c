@@ -519,6 +519,12 @@ static void long_put(fx_bpe_cache *c, const uint8_t *p, size_t n, uint64_t h,
     memcpy(ls->ids, dst, (size_t)got * sizeof(int32_t));
 }
 
+/* The two-way set of the word cache for a piece of hash h. */
+static inline cache_slot *cache_set(const fx_bpe_cache *c, uint64_t h)
+{
+    return &c->slots[(h >> (64 - CACHE_BITS)) & ~(uint64_t)1];
+}
+
 /* A short piece not in the direct table: its two-way set of the word cache (the most recent
  * in way 0), then the long-piece table (a result of more than CACHE_IDS ids), then merging. */
 static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, size_t n,
@@ -526,7 +532,7 @@ static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, 
 {
     if (!c)
         return merge_piece(m, p, n, dst);
-    cache_slot *set = &c->slots[(h >> (64 - CACHE_BITS)) & ~(uint64_t)1];
+    cache_slot *set = cache_set(c, h);
     for (int w = 0; w < 2; w++) {
         if (set[w].len == n && key_eq(set[w].k, k)) {
             size_t got = set[w].nids;
@@ -554,26 +560,11 @@ static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, 
     return got;
 }
 
-/* The ids of one piece p[0..n) (n >= 1; p[0..room) may be read) into dst (room for n ids):
- * their count, or -(an FX_BPE_* error). */
-static inline int64_t encode_piece(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *p,
-                                   size_t n, size_t room, int32_t *dst)
+/* The ids of a piece p[0..n) of more than KEY_MAX bytes into dst (room for n ids): their
+ * count, or -(an FX_BPE_* error). */
+static int64_t encode_long(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *p, size_t n,
+                           int32_t *dst)
 {
-    if (n == 1) {
-        dst[0] = m->byte_id[p[0]];
-        return 1;
-    }
-    if (n <= KEY_MAX) {
-        uint64_t k[3];
-        make_key(p, n, room, k);
-        uint64_t h = key_hash(k, n);
-        int32_t id = direct_find(m, k, n, h);
-        if (id >= 0) {
-            dst[0] = id;
-            return 1;
-        }
-        return cached_short(m, cache, p, n, k, h, dst);
-    }
     uint64_t h = hash_bytes(p, n);
     int32_t id = vocab_find_h(m, p, n, h);
     if (id >= 0 && (m->ignore_merges || m->whole[id])) {
@@ -610,6 +601,17 @@ static void set_offsets(const fx_bpe *m, fx_ids *out, int64_t first, size_t at, 
     }
 }
 
+/* Pieces the pre-tokenizer gives per call, looked up as a batch: the table slots of all of
+ * them are fetched before the first is read, so their cache misses overlap. */
+#define BATCH 64
+
+/* A piece of a batch: its key and hash (2 to KEY_MAX bytes), and its id when the direct
+ * table (or the byte table) gives one, else -1. */
+typedef struct {
+    uint64_t k[3], h;
+    int32_t id;
+} batch_key;
+
 /* A segment between added tokens: normalize, pre-tokenize, merge. */
 static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t n,
                           int64_t base, fx_ids *out)
@@ -631,15 +633,46 @@ static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s
     int rc = reserve(out, len), per_piece = rc == FX_BPE_EBIG && out->fixed;
     if (rc && !per_piece)
         return rc;
-    size_t ends[64];
+    size_t ends[BATCH];
+    batch_key bk[BATCH];
     for (size_t i = 0; i < len;) {
-        size_t np = fx_pretok_split(text, len, i, m->pretok, ends, 64);
+        size_t np = fx_pretok_split(text, len, i, m->pretok, ends, BATCH);
+        /* 1: the keys, and the direct table's slots fetched */
+        for (size_t q = 0, a = i; q < np; a = ends[q++]) {
+            size_t pn = ends[q] - a;
+            if (pn >= 2 && pn <= KEY_MAX) {
+                make_key(text + a, pn, len - a, bk[q].k);
+                bk[q].h = key_hash(bk[q].k, pn);
+                FX_PREFETCH(&m->direct[bk[q].h >> m->direct_shift]);
+            }
+        }
+        /* 2: the direct table (and single bytes); a short piece not there has its word
+         * cache set fetched */
+        for (size_t q = 0, a = i; q < np; a = ends[q++]) {
+            size_t pn = ends[q] - a;
+            bk[q].id = pn == 1 ? m->byte_id[text[a]] : -1;
+            if (pn >= 2 && pn <= KEY_MAX) {
+                bk[q].id = direct_find(m, bk[q].k, pn, bk[q].h);
+                if (bk[q].id < 0 && cache) {
+                    const cache_slot *set = cache_set(cache, bk[q].h);
+                    FX_PREFETCH(set);
+                    FX_PREFETCH(set + 1);
+                }
+            }
+        }
+        /* 3: the ids, in order */
         for (size_t q = 0; q < np; q++) {
-            size_t e = ends[q];
-            int64_t first = out->n;
-            if (per_piece && (rc = reserve(out, e - i)) != 0)
+            size_t e = ends[q], pn = e - i;
+            int64_t first = out->n, got = 1;
+            if (per_piece && (rc = reserve(out, pn)) != 0)
                 return rc;
-            int64_t got = encode_piece(m, cache, text + i, e - i, len - i, out->ids + first);
+            int32_t *dst = out->ids + first;
+            if (bk[q].id >= 0)
+                dst[0] = bk[q].id;
+            else if (pn <= KEY_MAX)
+                got = cached_short(m, cache, text + i, pn, bk[q].k, bk[q].h, dst);
+            else
+                got = encode_long(m, cache, text + i, pn, dst);
             if (got < 0)
                 return (int)-got;
             out->n = first + got;
