@@ -525,8 +525,8 @@ static inline cache_slot *cache_set(const fx_bpe_cache *c, uint64_t h)
     return &c->slots[(h >> (64 - CACHE_BITS)) & ~(uint64_t)1];
 }
 
-/* A short piece not in the direct table: its two-way set of the word cache (the most recent
- * in way 0), then the long-piece table (a result of more than CACHE_IDS ids), then merging. */
+/* A short piece not in the direct table: its two-way set of the word cache (the most recently
+ * hit in way 0), then the long-piece table (a result of more than CACHE_IDS ids), then merging. */
 static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, size_t n,
                             const uint64_t k[3], uint64_t h, int32_t *dst)
 {
@@ -538,6 +538,11 @@ static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, 
             size_t got = set[w].nids;
             for (size_t j = 0; j < got; j++)
                 dst[j] = set[w].ids[j];
+            if (w) { /* a hit in way 1 moves to way 0 */
+                cache_slot t = set[0];
+                set[0] = set[1];
+                set[1] = t;
+            }
             return (int64_t)got;
         }
     }
@@ -550,12 +555,15 @@ static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, 
     if (got > CACHE_IDS) {
         long_put(c, p, n, h, dst, got);
     } else if (got > 0) {
-        if (set[0].len)
-            set[1] = set[0];
-        memcpy(set[0].k, k, sizeof set[0].k);
-        set[0].len = (uint8_t)n;
-        set[0].nids = (uint8_t)got;
-        memcpy(set[0].ids, dst, (size_t)got * sizeof(int32_t));
+        /* a new piece takes way 1 (way 0 when empty), evicting the older or less used one:
+         * way 0 keeps a piece that was asked for again, so pieces seen in turn that map to
+         * one full set evict each other (k - 1 of k miss) rather than all of them (first in,
+         * first out: all k miss on every pass) */
+        cache_slot *to = set[0].len ? &set[1] : &set[0];
+        memcpy(to->k, k, sizeof to->k);
+        to->len = (uint8_t)n;
+        to->nids = (uint8_t)got;
+        memcpy(to->ids, dst, (size_t)got * sizeof(int32_t));
     }
     return got;
 }
