@@ -176,6 +176,7 @@ void fx_bpe_free(fx_bpe *m)
     free(m->tok_off);
     free(m->vocab_slots);
     free(m->merges);
+    free(m->merge_to);
     free(m->whole);
     free(m->direct);
     free(m->added_bytes);
@@ -230,10 +231,19 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
     m->tok_off = dup(sp->tok_off, (nv + 1) * sizeof(int64_t));
     size_t vt = table_size(nv);
     m->vocab_slots = malloc(vt * sizeof(int32_t));
-    size_t mt = table_size((size_t)sp->n_merges);
-    m->merges = malloc(mt * sizeof(merge_slot));
+    if (sp->n_vocab > ((int32_t)1 << MERGE_ID_BITS) ||
+        sp->n_merges >= ((int32_t)1 << MERGE_RANK_BITS) - 1) {
+        *what = "more than 2^21 vocabulary ids or 2^22 - 2 merges";
+        goto fail;
+    }
+    size_t mt = 16;
+    while (mt < (size_t)sp->n_merges + (size_t)sp->n_merges * 3 / 5 + 1)
+        mt <<= 1; /* at most 5/8 full */
+    m->merges = calloc(mt, sizeof(uint64_t));
+    m->merge_to = malloc(((size_t)sp->n_merges + 1) * sizeof(int32_t));
     m->whole = calloc(nv, 1);
-    if (!m->tok_bytes || !m->tok_off || !m->vocab_slots || !m->merges || !m->whole) {
+    if (!m->tok_bytes || !m->tok_off || !m->vocab_slots || !m->merges || !m->merge_to ||
+        !m->whole) {
         *status = FX_BPE_ENOMEM;
         goto fail;
     }
@@ -262,19 +272,18 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
         }
     }
     m->merge_mask = mt - 1;
-    for (size_t i = 0; i < mt; i++)
-        m->merges[i] = (merge_slot){0, -1, -1};
     for (int32_t r = 0; r < sp->n_merges; r++) {
         int32_t a = sp->merges[3 * r], b = sp->merges[3 * r + 1], c = sp->merges[3 * r + 2];
         if (a < 0 || b < 0 || c < 0 || a >= m->n_vocab || b >= m->n_vocab || c >= m->n_vocab) {
             *what = "a merge names an id outside the vocabulary";
             goto fail;
         }
-        uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-        size_t i = (size_t)mix64(key) & m->merge_mask;
-        while (m->merges[i].rank >= 0 && m->merges[i].key != key)
+        uint64_t key = merge_key(a, b);
+        size_t i = merge_home(m, key);
+        while (m->merges[i] != 0 && (m->merges[i] & ~MERGE_RANK_MASK) != key)
             i = (i + 1) & m->merge_mask;
-        m->merges[i] = (merge_slot){key, r, c}; /* a repeated pair: the last rank */
+        m->merges[i] = key | ((uint64_t)r + 1); /* a repeated pair: the last rank */
+        m->merge_to[r] = c;
     }
     m->n_added = sp->n_added;
     size_t na = (size_t)sp->n_added;
@@ -510,19 +519,30 @@ static void long_put(fx_bpe_cache *c, const uint8_t *p, size_t n, uint64_t h,
     memcpy(ls->ids, dst, (size_t)got * sizeof(int32_t));
 }
 
-/* A short piece not in the direct table: its two-way set of the word cache (the most recent
- * in way 0), then the long-piece table (a result of more than CACHE_IDS ids), then merging. */
+/* The two-way set of the word cache for a piece of hash h. */
+static inline cache_slot *cache_set(const fx_bpe_cache *c, uint64_t h)
+{
+    return &c->slots[(h >> (64 - CACHE_BITS)) & ~(uint64_t)1];
+}
+
+/* A short piece not in the direct table: its two-way set of the word cache (the most recently
+ * hit in way 0), then the long-piece table (a result of more than CACHE_IDS ids), then merging. */
 static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, size_t n,
                             const uint64_t k[3], uint64_t h, int32_t *dst)
 {
     if (!c)
         return merge_piece(m, p, n, dst);
-    cache_slot *set = &c->slots[(h >> (64 - CACHE_BITS)) & ~(uint64_t)1];
+    cache_slot *set = cache_set(c, h);
     for (int w = 0; w < 2; w++) {
         if (set[w].len == n && key_eq(set[w].k, k)) {
             size_t got = set[w].nids;
             for (size_t j = 0; j < got; j++)
                 dst[j] = set[w].ids[j];
+            if (w) { /* a hit in way 1 moves to way 0 */
+                cache_slot t = set[0];
+                set[0] = set[1];
+                set[1] = t;
+            }
             return (int64_t)got;
         }
     }
@@ -535,36 +555,24 @@ static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, 
     if (got > CACHE_IDS) {
         long_put(c, p, n, h, dst, got);
     } else if (got > 0) {
-        if (set[0].len)
-            set[1] = set[0];
-        memcpy(set[0].k, k, sizeof set[0].k);
-        set[0].len = (uint8_t)n;
-        set[0].nids = (uint8_t)got;
-        memcpy(set[0].ids, dst, (size_t)got * sizeof(int32_t));
+        /* a new piece takes way 1 (way 0 when empty), evicting the older or less used one:
+         * way 0 keeps a piece that was asked for again, so pieces seen in turn that map to
+         * one full set evict each other (k - 1 of k miss) rather than all of them (first in,
+         * first out: all k miss on every pass) */
+        cache_slot *to = set[0].len ? &set[1] : &set[0];
+        memcpy(to->k, k, sizeof to->k);
+        to->len = (uint8_t)n;
+        to->nids = (uint8_t)got;
+        memcpy(to->ids, dst, (size_t)got * sizeof(int32_t));
     }
     return got;
 }
 
-/* The ids of one piece p[0..n) (n >= 1; p[0..room) may be read) into dst (room for n ids):
- * their count, or -(an FX_BPE_* error). */
-static inline int64_t encode_piece(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *p,
-                                   size_t n, size_t room, int32_t *dst)
+/* The ids of a piece p[0..n) of more than KEY_MAX bytes into dst (room for n ids): their
+ * count, or -(an FX_BPE_* error). */
+static int64_t encode_long(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *p, size_t n,
+                           int32_t *dst)
 {
-    if (n == 1) {
-        dst[0] = m->byte_id[p[0]];
-        return 1;
-    }
-    if (n <= KEY_MAX) {
-        uint64_t k[3];
-        make_key(p, n, room, k);
-        uint64_t h = key_hash(k, n);
-        int32_t id = direct_find(m, k, n, h);
-        if (id >= 0) {
-            dst[0] = id;
-            return 1;
-        }
-        return cached_short(m, cache, p, n, k, h, dst);
-    }
     uint64_t h = hash_bytes(p, n);
     int32_t id = vocab_find_h(m, p, n, h);
     if (id >= 0 && (m->ignore_merges || m->whole[id])) {
@@ -601,6 +609,17 @@ static void set_offsets(const fx_bpe *m, fx_ids *out, int64_t first, size_t at, 
     }
 }
 
+/* Pieces the pre-tokenizer gives per call, looked up as a batch: the table slots of all of
+ * them are fetched before the first is read, so their cache misses overlap. */
+#define BATCH 64
+
+/* A piece of a batch: its key and hash (2 to KEY_MAX bytes), and its id when the direct
+ * table (or the byte table) gives one, else -1. */
+typedef struct {
+    uint64_t k[3], h;
+    int32_t id;
+} batch_key;
+
 /* A segment between added tokens: normalize, pre-tokenize, merge. */
 static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t n,
                           int64_t base, fx_ids *out)
@@ -622,15 +641,46 @@ static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s
     int rc = reserve(out, len), per_piece = rc == FX_BPE_EBIG && out->fixed;
     if (rc && !per_piece)
         return rc;
-    size_t ends[64];
+    size_t ends[BATCH];
+    batch_key bk[BATCH];
     for (size_t i = 0; i < len;) {
-        size_t np = fx_pretok_split(text, len, i, m->pretok, ends, 64);
+        size_t np = fx_pretok_split(text, len, i, m->pretok, ends, BATCH);
+        /* 1: the keys, and the direct table's slots fetched */
+        for (size_t q = 0, a = i; q < np; a = ends[q++]) {
+            size_t pn = ends[q] - a;
+            if (pn >= 2 && pn <= KEY_MAX) {
+                make_key(text + a, pn, len - a, bk[q].k);
+                bk[q].h = key_hash(bk[q].k, pn);
+                FX_PREFETCH(&m->direct[bk[q].h >> m->direct_shift]);
+            }
+        }
+        /* 2: the direct table (and single bytes); a short piece not there has its word
+         * cache set fetched */
+        for (size_t q = 0, a = i; q < np; a = ends[q++]) {
+            size_t pn = ends[q] - a;
+            bk[q].id = pn == 1 ? m->byte_id[text[a]] : -1;
+            if (pn >= 2 && pn <= KEY_MAX) {
+                bk[q].id = direct_find(m, bk[q].k, pn, bk[q].h);
+                if (bk[q].id < 0 && cache) {
+                    const cache_slot *set = cache_set(cache, bk[q].h);
+                    FX_PREFETCH(set);
+                    FX_PREFETCH(set + 1);
+                }
+            }
+        }
+        /* 3: the ids, in order */
         for (size_t q = 0; q < np; q++) {
-            size_t e = ends[q];
-            int64_t first = out->n;
-            if (per_piece && (rc = reserve(out, e - i)) != 0)
+            size_t e = ends[q], pn = e - i;
+            int64_t first = out->n, got = 1;
+            if (per_piece && (rc = reserve(out, pn)) != 0)
                 return rc;
-            int64_t got = encode_piece(m, cache, text + i, e - i, len - i, out->ids + first);
+            int32_t *dst = out->ids + first;
+            if (bk[q].id >= 0)
+                dst[0] = bk[q].id;
+            else if (pn <= KEY_MAX)
+                got = cached_short(m, cache, text + i, pn, bk[q].k, bk[q].h, dst);
+            else
+                got = encode_long(m, cache, text + i, pn, dst);
             if (got < 0)
                 return (int)-got;
             out->n = first + got;
@@ -693,7 +743,7 @@ int fx_bpe_encode(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t
         } else if (m->added.root[s[i]] < 0) {
             continue;
         }
-        size_t e;
+        size_t e = i;
         int32_t k = trie_longest(&m->added, s, n, i, &e);
         if (k < 0)
             continue;

@@ -18,10 +18,13 @@ static inline uint64_t mix64(uint64_t x)
     return x;
 }
 
-typedef struct {
-    uint64_t key; /* (left << 32) | right; 0 with rank < 0: empty */
-    int32_t rank, merged;
-} merge_slot;
+/* The merge table: one 64-bit word a merge, left id << 43 | right id << 22 | rank + 1 (0: an
+ * empty slot), open addressing at most 5/8 full; the merged id is merge_to[rank]. A quarter
+ * of the bytes of a (key, rank, id) slot: the table's lines stay in the caches (its probes
+ * are most of merging's cost). Ids below 2^21, ranks below 2^22 - 1 (fx_bpe_new checks). */
+#define MERGE_ID_BITS 21
+#define MERGE_RANK_BITS 22
+#define MERGE_RANK_MASK ((UINT64_C(1) << MERGE_RANK_BITS) - 1)
 
 /* The direct table: every token of 2 to KEY_MAX bytes that a piece equal to it encodes to
  * (ignore_merges, or whole[id]); len 0: an empty slot. 32 bytes, two to a cache line. */
@@ -47,7 +50,8 @@ struct fx_bpe {
     int64_t *tok_off;
     int32_t *vocab_slots; /* open addressing on token bytes: id, or -1 */
     size_t vocab_mask;
-    merge_slot *merges;
+    uint64_t *merges;
+    int32_t *merge_to; /* merge_to[rank]: the id the merge of that rank makes */
     size_t merge_mask;
     uint8_t *whole;    /* whole[id]: BPE of the token's own bytes is the token itself */
     direct_slot *direct;
@@ -64,17 +68,28 @@ struct fx_bpe {
     int32_t pretok, ignore_merges, nfc, bos_id;
 };
 
-static inline const merge_slot *merge_find(const fx_bpe *m, int32_t a, int32_t b)
+static inline uint64_t merge_key(int32_t a, int32_t b)
 {
-    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-    size_t i = (size_t)mix64(key) & m->merge_mask;
-    for (;;) {
-        const merge_slot *s = &m->merges[i];
-        if (s->rank < 0)
-            return NULL;
-        if (s->key == key)
-            return s;
-        i = (i + 1) & m->merge_mask;
+    return (uint64_t)(uint32_t)a << (MERGE_ID_BITS + MERGE_RANK_BITS)
+           | (uint64_t)(uint32_t)b << MERGE_RANK_BITS;
+}
+
+/* The first slot to probe for key k (merge_key). */
+static inline size_t merge_home(const fx_bpe *m, uint64_t k)
+{
+    return (size_t)mix64(k) & m->merge_mask;
+}
+
+/* The rank of the merge of ids a and b, or INT32_MAX when there is none. */
+static inline int32_t merge_rank(const fx_bpe *m, int32_t a, int32_t b)
+{
+    uint64_t k = merge_key(a, b);
+    for (size_t i = merge_home(m, k);; i = (i + 1) & m->merge_mask) {
+        uint64_t e = m->merges[i];
+        if (e == 0)
+            return INT32_MAX;
+        if ((e & ~MERGE_RANK_MASK) == k)
+            return (int32_t)(e & MERGE_RANK_MASK) - 1;
     }
 }
 

@@ -6,47 +6,49 @@
 #include "fx_bpe_int.h"
 
 /* Short pieces (up to SHORT_PIECE bytes): repeatedly merge the adjacent pair of lowest rank,
- * leftmost first (HF's heap order), keeping each pair's rank in rank[] so a merge re-probes
- * two pairs only. */
-typedef struct {
-    int32_t id, rank, merged; /* the symbol, and the merge of it with the next one */
-} sym;
-
-static inline void pair_at(const fx_bpe *m, sym *v, size_t i)
-{
-    const merge_slot *s = merge_find(m, v[i].id, v[i + 1].id);
-    v[i].rank = s ? s->rank : INT32_MAX;
-    v[i].merged = s ? s->merged : -1;
-}
-
+ * leftmost first (HF's heap order). rank[i] is the rank of symbol i's pair with the next
+ * symbol still there (INT32_MAX: none, or symbol i merged away); symbols stay where they
+ * started, linked by next/prev, so a merge moves nothing and re-probes two pairs. Each step
+ * scans all n ranks: the same trip count every time and conditional moves, not branches
+ * that depend on the ranks. */
 static void merge_short(const fx_bpe *m, int32_t *ids, size_t n, size_t *n_out)
 {
-    sym v[SHORT_PIECE];
-    for (size_t i = 0; i < n; i++)
-        v[i].id = ids[i];
-    v[n - 1].rank = INT32_MAX;
-    for (size_t i = 0; i + 1 < n; i++)
-        pair_at(m, v, i);
-    while (n > 1) {
-        size_t best = 0;
-        for (size_t i = 1; i + 1 < n; i++)
-            if (v[i].rank < v[best].rank)
-                best = i;
-        if (v[best].rank == INT32_MAX)
-            break;
-        v[best].id = v[best].merged;
-        memmove(v + best + 1, v + best + 2, (n - best - 2) * sizeof *v);
-        n--;
-        if (best + 1 < n)
-            pair_at(m, v, best);
-        else
-            v[best].rank = INT32_MAX;
-        if (best)
-            pair_at(m, v, best - 1);
+    int32_t rank[SHORT_PIECE];
+    uint8_t next[SHORT_PIECE], prev[SHORT_PIECE];
+    for (size_t i = 0; i + 1 < n; i++) {
+        rank[i] = merge_rank(m, ids[i], ids[i + 1]);
+        next[i] = (uint8_t)(i + 1);
+        prev[i + 1] = (uint8_t)i;
     }
-    for (size_t i = 0; i < n; i++)
-        ids[i] = v[i].id;
-    *n_out = n;
+    rank[n - 1] = INT32_MAX;
+    next[n - 1] = (uint8_t)n;
+    for (;;) {
+        size_t best = 0;
+        int32_t low = rank[0];
+        for (size_t i = 1; i < n; i++) {
+            int32_t r = rank[i];
+            best = r < low ? i : best;
+            low = r < low ? r : low;
+        }
+        if (low == INT32_MAX)
+            break;
+        size_t gone = next[best], after = next[gone];
+        ids[best] = m->merge_to[low];
+        rank[gone] = INT32_MAX;
+        next[best] = (uint8_t)after;
+        if (after < n) {
+            prev[after] = (uint8_t)best;
+            rank[best] = merge_rank(m, ids[best], ids[after]);
+        } else {
+            rank[best] = INT32_MAX;
+        }
+        if (best) /* (symbol 0 is never merged away: best > 0 has a symbol before it) */
+            rank[prev[best]] = merge_rank(m, ids[prev[best]], ids[best]);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i = next[i])
+        ids[k++] = ids[i];
+    *n_out = k;
 }
 
 /* Long pieces: a binary heap of candidate merges ordered by (rank, position) over a linked
@@ -112,9 +114,9 @@ static int merge_long(const fx_bpe *m, int32_t *ids, size_t n, size_t *n_out)
         next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
     }
     for (size_t i = 0; i + 1 < n; i++) {
-        const merge_slot *s = merge_find(m, ids[i], ids[i + 1]);
-        if (s)
-            heap_push(heap, &hn, (cand){s->rank, (int32_t)i, ids[i], ids[i + 1]});
+        int32_t r = merge_rank(m, ids[i], ids[i + 1]);
+        if (r != INT32_MAX)
+            heap_push(heap, &hn, (cand){r, (int32_t)i, ids[i], ids[i + 1]});
     }
     while (hn) {
         cand c = heap_pop(heap, &hn);
@@ -122,21 +124,20 @@ static int merge_long(const fx_bpe *m, int32_t *ids, size_t n, size_t *n_out)
         if (ids[i] != c.left || j < 0 || ids[j] != c.right)
             continue; /* stale: a symbol changed or went */
         /* removed symbols have ids[] = -1 so stale candidates fail the check above */
-        const merge_slot *s = merge_find(m, c.left, c.right);
-        ids[i] = s->merged;
+        ids[i] = m->merge_to[c.rank];
         ids[j] = -1;
         next[i] = next[j];
         if (next[j] >= 0)
             prev[next[j]] = i;
         if (prev[i] >= 0) {
-            const merge_slot *t = merge_find(m, ids[prev[i]], ids[i]);
-            if (t)
-                heap_push(heap, &hn, (cand){t->rank, prev[i], ids[prev[i]], ids[i]});
+            int32_t r = merge_rank(m, ids[prev[i]], ids[i]);
+            if (r != INT32_MAX)
+                heap_push(heap, &hn, (cand){r, prev[i], ids[prev[i]], ids[i]});
         }
         if (next[i] >= 0) {
-            const merge_slot *t = merge_find(m, ids[i], ids[next[i]]);
-            if (t)
-                heap_push(heap, &hn, (cand){t->rank, i, ids[i], ids[next[i]]});
+            int32_t r = merge_rank(m, ids[i], ids[next[i]]);
+            if (r != INT32_MAX)
+                heap_push(heap, &hn, (cand){r, i, ids[i], ids[next[i]]});
         }
     }
     size_t k = 0;

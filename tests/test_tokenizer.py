@@ -295,6 +295,32 @@ def test_hostile_tokenizer_files_are_refused_with_a_reason(tmp_path, edit, says)
         Tokenizer.from_pretrained(path)
 
 
+def test_vocabularies_past_the_packed_merge_table_are_refused():
+    """The C model packs a merge into 64 bits (two 21-bit ids, a 22-bit rank): a larger
+    vocabulary is unsupported, with the reason, at both layers, never built with ids that
+    would alias in the table."""
+    import json
+
+    import numpy as np
+
+    from fastaxo import _tok
+    from fastaxo.tokenizer import _spec
+
+    doc = json.loads(data.gpt2_json().read_text(encoding="utf-8"))
+    vocab = doc["model"]["vocab"]
+    vocab.update((f"zz{i}", i) for i in range(len(vocab), 2**21 + 1))
+    with pytest.raises(_spec.Unsupported, match="2,097,153 tokens"):
+        _spec.build(doc)
+    n = 2**21 + 1
+    off = np.zeros(n + 1, np.int64)
+    off[1:257] = np.arange(1, 257)
+    off[257:] = 256
+    none8, none32, zero = np.zeros(0, np.uint8), np.zeros(0, np.int32), np.zeros(1, np.int64)
+    with pytest.raises(ValueError, match="more than 2\\^21 vocabulary ids"):
+        _tok.BPEModel(np.arange(256, dtype=np.uint8), off, none32, none8, zero, none32,
+                      none8, 0, False, False, -1)
+
+
 def test_added_token_ids_follow_hf_not_only_the_file(tmp_path):
     """Added tokens the vocabulary already holds take its ids, listed in any order, as HF
     gives them."""

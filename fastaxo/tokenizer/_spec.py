@@ -142,6 +142,9 @@ def _bos(post: Any, added: dict[str, int]) -> int:
 
 # ids are int32 in C; a hostile file must not make a list of 2**40 tokens either
 MAX_ID = 2**31 - 2
+# the C model packs a merge into 64 bits (csrc/fx_bpe_int.h): two ids of 21 bits, a rank of 22
+MAX_VOCAB = 2**21
+MAX_MERGES = 2**22 - 2
 
 
 def _is_id(x: Any) -> bool:
@@ -161,6 +164,9 @@ def _vocab(vocab: Any) -> dict[str, int]:
     if max(vocab.values()) != len(vocab) - 1:
         raise Unsupported(f"model.vocab: ids up to {max(vocab.values())} for {len(vocab)} "
                           f"tokens (expected ids from 0 without gaps)")
+    if len(vocab) > MAX_VOCAB:
+        raise Unsupported(f"model.vocab: {len(vocab):,} tokens (fastaxo's encoder holds up to "
+                          f"{MAX_VOCAB:,})")
     return vocab
 
 
@@ -242,6 +248,9 @@ def build(doc: Any) -> Spec:
     raw = model.get("merges") or []
     if not isinstance(raw, list):
         raise Unsupported(f"model.merges: expected a list, got {type(raw).__name__}")
+    if len(raw) > MAX_MERGES:
+        raise Unsupported(f"model.merges: {len(raw):,} merges (fastaxo's encoder holds up to "
+                          f"{MAX_MERGES:,})")
     pairs = [mg.split(" ") if isinstance(mg, str) else mg for mg in raw]
     try:
         merges = [(vocab[a], vocab[b], vocab[a + b]) for a, b in pairs]
