@@ -178,6 +178,7 @@ cdef class BPEModel:
         cdef uintptr_t[::1] cptr = np.asarray(caches, np.uintp)
         cdef const uint8_t *d0 = &data[0] if data.shape[0] else NULL
         cdef uint8_t empty = 0
+        cdef dict wide = {}  # chunk -> (ids, spans) of a chunk NFC made outgrow its region
         if d0 == NULL:
             d0 = &empty
         try:
@@ -189,6 +190,11 @@ cdef class BPEModel:
                         cstart[c + 1], specials, validate, &v[region[c]],
                         &sp[region[c], 0] if want_offsets else NULL,
                         region[c + 1] - region[c], &cnt[0], &used[c], &badrow[c])
+            for c in range(nchunks):
+                if status[c] == FX_BPE_EBIG:
+                    wide[c] = self._wide_chunk(d0, offsets, cstart[c], cstart[c + 1], specials,
+                                               validate, want_offsets, <fx_bpe_cache *>cptr[0],
+                                               cnt, &used[c], &badrow[c], &status[c])
         finally:
             self._give_caches(caches, owned)
         for c in range(nchunks):
@@ -199,6 +205,9 @@ cdef class BPEModel:
             if status[c] != FX_BPE_OK:
                 raise ValueError(f"texts: text {badrow[c]} could not be encoded "
                                  f"(status {status[c]})")
+        if wide:
+            return (_closed_up(vals, region, used, wide, 0, nchunks), counts,
+                    _closed_up(spans, region, used, wide, 1, nchunks) if want_offsets else None)
         # the regions, closed up in order
         pos = 0
         for c in range(nchunks):
@@ -212,3 +221,36 @@ cdef class BPEModel:
         if want_offsets:
             spans = spans[:pos].copy()
         return vals, counts, spans
+
+    cdef tuple _wide_chunk(self, const uint8_t *d0, const int64_t[::1] offsets, int64_t first,
+                           int64_t last, bint specials, bint validate, bint want_offsets,
+                           fx_bpe_cache *cache, int64_t[::1] cnt, int64_t *used, int64_t *bad,
+                           int8_t *status):
+        """Texts [first, last) again, into room for NFC's largest growth: NFC can make text up
+        to 3 times longer in UTF-8 (UAX #15's bound; e.g. U+1D160 -> 3 code points of 4
+        bytes), and ids can then outnumber the text's bytes (U+0F73: 3 bytes, 4 of Qwen3's
+        ids). Rare: only a chunk that outgrew its region comes here."""
+        import numpy as np
+        cdef int64_t room = 3 * (offsets[last] - offsets[first]) + (last - first) * (
+            1 if specials else 0)
+        vals = np.empty(max(room, 1), np.int32)
+        spans = np.empty((max(room, 1), 2), np.int64) if want_offsets else None
+        cdef int32_t[::1] v = vals
+        cdef int64_t[:, ::1] sp = spans if want_offsets else np.empty((1, 2), np.int64)
+        bad[0] = -1
+        with nogil:
+            status[0] = _encode_chunk(self.m, cache, d0, &offsets[0], first, last, specials,
+                                      validate, &v[0], &sp[0, 0] if want_offsets else NULL,
+                                      room, &cnt[0], used, bad)
+        return vals, spans
+
+
+cdef object _closed_up(object arr, const int64_t[::1] region, const int64_t[::1] used,
+                       dict wide, int which, int64_t nchunks):
+    """arr's regions closed up in order into a new array, a wide chunk's taken from its own
+    arrays (wide[c][which]: 0 the ids, 1 the spans)."""
+    import numpy as np
+    cdef int64_t c
+    parts = [wide[c][which][:used[c]] if c in wide else arr[region[c]:region[c] + used[c]]
+             for c in range(nchunks)]
+    return np.concatenate(parts) if parts else arr[:0].copy()

@@ -326,6 +326,20 @@ def test_nfc_texts(pair):
     _check(pair, texts)
 
 
+def test_nfc_that_outgrows_the_text(pair):
+    """Text NFC makes longer than its UTF-8 (U+0F73: 3 bytes, two code points of 3; U+1D160:
+    4 bytes, three of 4) can give more ids than bytes: alone, and among texts that make
+    several chunks (threads), the ids are HF's."""
+    texts = ["\u0f73", "\u0f73\u0301", "\U0001d160" * 50, "\u0f73" * 100_000,
+             "x" * 300_000, "e\u0301", "\u0344" * 1000]
+    _check(pair, texts)
+    _check(pair, texts, add_special_tokens=False)
+    ours, hf = pair
+    ids, spans = ours.encode_offsets("\u0f73" * 3, add_special_tokens=False)
+    assert ids.tolist() == hf.encode("\u0f73" * 3, add_special_tokens=False).ids
+    assert spans.tolist()[-1][1] == 9
+
+
 def test_tokenizer_files_that_are_not_json(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{nope")
     assert "not JSON" in Tokenizer.supported(tmp_path)
