@@ -592,17 +592,28 @@ static int64_t encode_long(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *
 
 /* Offsets of the ids out->ids[first..out->n) that came from text[0..n) starting at byte `at`
  * of that text: each id spans its token's byte length; src (or NULL for the identity) maps a
- * byte of text to its byte in the caller's text, base added. */
+ * byte of text to its byte in the segment seg[0..src_end) (the text before NFC), base added.
+ * FX_OFFSETS_CHARS: an id ends where the code point HF aligns its last byte to ends (the
+ * conversion to code points happens per text, in fx_bpe_encode). */
 static void set_offsets(const fx_bpe *m, fx_ids *out, int64_t first, size_t at, size_t n,
-                        const int64_t *src, int64_t src_end, int64_t base)
+                        const int64_t *src, const uint8_t *seg, int64_t src_end, int64_t base)
 {
     size_t pos = at;
     for (int64_t k = first; k < out->n; k++) {
         int32_t id = out->ids[k];
         size_t len = (size_t)(m->tok_off[id + 1] - m->tok_off[id]);
         size_t end = pos + len;
-        int64_t a = src ? src[pos] : (int64_t)pos, b = src ? (end < n ? src[end] : src_end)
-                                                           : (int64_t)end;
+        int64_t a = (int64_t)pos, b = (int64_t)end;
+        if (src && out->want_offsets == FX_OFFSETS_CHARS) {
+            size_t cl;
+            a = src[pos];
+            b = src[end - 1];
+            (void)fx_utf8_at(seg, (size_t)src_end, (size_t)b, &cl);
+            b += (int64_t)cl;
+        } else if (src) {
+            a = src[pos];
+            b = end < n ? src[end] : src_end;
+        }
         out->offsets[2 * k] = base + a;
         out->offsets[2 * k + 1] = base + b;
         pos = end;
@@ -619,6 +630,31 @@ typedef struct {
     uint64_t k[3], h;
     int32_t id;
 } batch_key;
+
+/* The byte offsets out->offsets[2 first .. 2 out->n) of text s[0..n) as HF's code point
+ * offsets: a start at the code point holding that byte, an end after the code point holding
+ * the byte before it. Starts and ends each never decrease within a text (tokens come in order,
+ * fx_nfc's offsets never decrease), so two cursors convert them in one pass. */
+static void bytes_to_chars(const uint8_t *s, size_t n, fx_ids *out, int64_t first)
+{
+    for (int w = 0; w < 2; w++) {
+        size_t b = 0;
+        int64_t c = 0; /* code points starting in s[0..b) */
+        for (int64_t k = first; k < out->n; k++) {
+            int64_t *o = &out->offsets[2 * k + w];
+            size_t t = *o < 0 ? 0 : (size_t)*o > n ? n : (size_t)*o;
+            if (t < b) { /* not expected (offsets are monotone); restart, never read out */
+                b = 0;
+                c = 0;
+            }
+            for (; b < t; b++)
+                c += (s[b] & 0xC0) != 0x80;
+            /* an end counts every code point started before it; a start inside a code point
+             * belongs to that code point */
+            *o = w == 1 || t >= n || (s[t] & 0xC0) != 0x80 ? c : c - 1;
+        }
+    }
+}
 
 /* A segment between added tokens: normalize, pre-tokenize, merge. */
 static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t n,
@@ -685,7 +721,7 @@ static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s
                 return (int)-got;
             out->n = first + got;
             if (out->want_offsets)
-                set_offsets(m, out, first, i, len, src, (int64_t)n, base);
+                set_offsets(m, out, first, i, len, src, s, (int64_t)n, base);
             i = e;
         }
     }
@@ -725,6 +761,7 @@ int fx_bpe_encode(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t
     if ((uint64_t)n >= ((uint64_t)1 << 62))
         return FX_BPE_EBIG;
     int rc;
+    int64_t first = out->n;
     if (with_specials && m->bos_id >= 0) {
         if ((rc = reserve(out, 1)) != 0)
             return rc;
@@ -767,6 +804,8 @@ int fx_bpe_encode(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t
     }
     if (seg < n && (rc = encode_segment(m, cache, s + seg, n - seg, (int64_t)seg, out)))
         return rc;
+    if (out->want_offsets == FX_OFFSETS_CHARS)
+        bytes_to_chars(s, n, out, first);
     return FX_BPE_OK;
 }
 

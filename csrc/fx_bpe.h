@@ -82,15 +82,26 @@ typedef struct fx_bpe_cache fx_bpe_cache;
 fx_bpe_cache *fx_bpe_cache_new(void);
 void fx_bpe_cache_free(fx_bpe_cache *c);
 
-/* Output: ids, and when want_offsets, per id its byte span [start, end) in the text given to
- * fx_bpe_encode (0 0 for the BOS). fx_bpe_encode appends. Two ways to hold it:
+/* What fx_ids.want_offsets asks for, per id (0 0 for the BOS):
+ *   FX_OFFSETS_BYTES: its byte span [start, end) in the UTF-8 text given to fx_bpe_encode;
+ *     the spans tile the text (a token holding part of a character spans the bytes it holds;
+ *     where NFC changed the text, a span runs between the source offsets fx_nfc gives).
+ *   FX_OFFSETS_CHARS: HF's Encoding.offsets (add_special_tokens aside): [start, end) in code
+ *     points of the text. A token holding part of a character covers the whole character;
+ *     where NFC changed the text, a token covers the input code points HF aligns its first
+ *     and last code point to (fx_nfc's src_of), whole. Computed in the byte referential, then
+ *     converted in one pass per text. */
+enum { FX_OFFSETS_NONE = 0, FX_OFFSETS_BYTES = 1, FX_OFFSETS_CHARS = 2 };
+
+/* Output: ids, and when want_offsets (FX_OFFSETS_*), per id its span. fx_bpe_encode appends.
+ * Two ways to hold it:
  *   growable (fixed == 0): zero-initialise, reuse across calls, free with fx_ids_free;
  *   fixed (fixed == 1): ids / offsets point at caller memory of cap entries, never grown or
  *     freed here (a text of n bytes gives at most n ids, plus one BOS: size cap so).
  * An encode that would pass a fixed cap returns FX_BPE_EBIG. */
 typedef struct {
     int32_t *ids;
-    int64_t *offsets; /* 2 per id, when want_offsets */
+    int64_t *offsets; /* 2 per id, when want_offsets (FX_OFFSETS_*) */
     int64_t n, cap;
     int want_offsets, fixed;
 } fx_ids;

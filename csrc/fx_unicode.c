@@ -206,16 +206,22 @@ static int emit_copy(sink *k, const uint8_t *s, size_t a, size_t b)
     return FX_UNI_OK;
 }
 
-/* A segment being normalized: code points, their NFC bytes and source offsets, and room for
- * the counting sort. Reused across the segments of one call. */
+/* A segment being normalized: code points, their NFC bytes and their changes, and room for
+ * the counting sort. Reused across the segments of one call.
+ *
+ * chg is the alignment "change" of HF's unicode-normalization-alignments: the first code
+ * point of a decomposition 0, the others 1; a composite the sum of its two parts' changes
+ * minus 1. HF's NormalizedString::transform turns the sequence of changes into alignments by
+ * walking the input (see emit_nfc); carrying the changes through the same reordering and
+ * composition gives its alignments exactly. */
 typedef struct {
     uint32_t *cp;
     uint8_t *nb;
-    size_t *src;
+    int32_t *chg;
     size_t n, cap;
     uint32_t *tcp;
     uint8_t *tnb;
-    size_t *tsrc;
+    int32_t *tchg;
     size_t tcap;
 } work;
 
@@ -223,10 +229,10 @@ static void work_free(work *w)
 {
     free(w->cp);
     free(w->nb);
-    free(w->src);
+    free(w->chg);
     free(w->tcp);
     free(w->tnb);
-    free(w->tsrc);
+    free(w->tchg);
 }
 
 static int work_reserve(work *w, size_t extra)
@@ -244,19 +250,19 @@ static int work_reserve(work *w, size_t extra)
     if (grow(&p, &c2, need, 1))
         return FX_UNI_ENOMEM;
     w->nb = (uint8_t *)p;
-    p = w->src;
-    if (grow(&p, &c3, need, sizeof(size_t)))
+    p = w->chg;
+    if (grow(&p, &c3, need, sizeof(int32_t)))
         return FX_UNI_ENOMEM;
-    w->src = (size_t *)p;
+    w->chg = (int32_t *)p;
     w->cap = c1;  /* grow() picks the same capacity for the same inputs */
     return FX_UNI_OK;
 }
 
-static inline void push(work *w, uint32_t c, size_t src)
+static inline void push(work *w, uint32_t c)
 {
     w->cp[w->n] = c;
     w->nb[w->n] = (uint8_t)nfc_byte(c);
-    w->src[w->n] = src;
+    w->chg[w->n] = 1; /* decompose() sets its first code point's to 0 */
     w->n++;
 }
 
@@ -274,26 +280,27 @@ static long find_decomp(uint32_t cp)
     return lo < FX_UC_NDECOMP && (fx_uc_decomp[lo] >> 42) == cp ? (long)lo : -1;
 }
 
-/* Appends the full canonical decomposition of c (room for FX_UC_DECOMP_MAX is reserved). */
-static void decompose(work *w, uint32_t c, size_t src)
+/* Appends the full canonical decomposition of c (room for FX_UC_DECOMP_MAX is reserved),
+ * changes 1 (the caller sets the first one's to 0). */
+static void decompose(work *w, uint32_t c)
 {
     uint32_t si = c - S_BASE;
     long at;
     if (si < S_COUNT) {
-        push(w, L_BASE + si / N_COUNT, src);
-        push(w, V_BASE + si % N_COUNT / T_COUNT, src);
+        push(w, L_BASE + si / N_COUNT);
+        push(w, V_BASE + si % N_COUNT / T_COUNT);
         if (si % T_COUNT)
-            push(w, T_BASE + si % T_COUNT, src);
+            push(w, T_BASE + si % T_COUNT);
         return;
     }
     if ((nfc_byte(c) & NB_DECOMP) && (at = find_decomp(c)) >= 0) {
         uint64_t e = fx_uc_decomp[at];
-        decompose(w, (uint32_t)(e >> 21 & LOW21), src);
+        decompose(w, (uint32_t)(e >> 21 & LOW21));
         if (e & LOW21)
-            decompose(w, (uint32_t)(e & LOW21), src);
+            decompose(w, (uint32_t)(e & LOW21));
         return;
     }
-    push(w, c, src);
+    push(w, c);
 }
 
 /* The primary composite of the pair (a, b), or 0. */
@@ -330,15 +337,15 @@ static int sort_run(work *w, size_t a, size_t b)
         for (i = a + 1; i < b; i++) {
             uint32_t c = w->cp[i];
             uint8_t v = w->nb[i];
-            size_t src = w->src[i];
+            int32_t chg = w->chg[i];
             for (j = i; j > a && w->nb[j - 1] >> 2 > v >> 2; j--) {
                 w->cp[j] = w->cp[j - 1];
                 w->nb[j] = w->nb[j - 1];
-                w->src[j] = w->src[j - 1];
+                w->chg[j] = w->chg[j - 1];
             }
             w->cp[j] = c;
             w->nb[j] = v;
-            w->src[j] = src;
+            w->chg[j] = chg;
         }
         return FX_UNI_OK;
     }
@@ -352,10 +359,10 @@ static int sort_run(work *w, size_t a, size_t b)
         if (grow(&p, &c2, b - a, 1))
             return FX_UNI_ENOMEM;
         w->tnb = (uint8_t *)p;
-        p = w->tsrc;
-        if (grow(&p, &c3, b - a, sizeof(size_t)))
+        p = w->tchg;
+        if (grow(&p, &c3, b - a, sizeof(int32_t)))
             return FX_UNI_ENOMEM;
-        w->tsrc = (size_t *)p;
+        w->tchg = (int32_t *)p;
         w->tcap = c1;
     }
     for (i = a; i < b; i++)
@@ -369,11 +376,11 @@ static int sort_run(work *w, size_t a, size_t b)
         j = count[w->nb[i] >> 2]++;
         w->tcp[j] = w->cp[i];
         w->tnb[j] = w->nb[i];
-        w->tsrc[j] = w->src[i];
+        w->tchg[j] = w->chg[i];
     }
     memcpy(w->cp + a, w->tcp, (b - a) * sizeof(uint32_t));
     memcpy(w->nb + a, w->tnb, b - a);
-    memcpy(w->src + a, w->tsrc, (b - a) * sizeof(size_t));
+    memcpy(w->chg + a, w->tchg, (b - a) * sizeof(int32_t));
     return FX_UNI_OK;
 }
 
@@ -391,7 +398,8 @@ static void compose_all(work *w)
         if (starter != SIZE_MAX && (v & 3u) == NB_MAYBE && (j == starter + 1 || last < r)) {
             uint32_t x = compose(w->cp[starter], c);
             if (x) {
-                w->cp[starter] = x;  /* keeps the starter's source offset */
+                w->cp[starter] = x;
+                w->chg[starter] += w->chg[i] - 1;  /* as the crate's Recompositions */
                 continue;
             }
         }
@@ -400,7 +408,7 @@ static void compose_all(work *w)
         last = r;
         w->cp[j] = c;
         w->nb[j] = (uint8_t)v;
-        w->src[j] = w->src[i];
+        w->chg[j] = w->chg[i];
         j++;
     }
     w->n = j;
@@ -417,7 +425,9 @@ static int emit_nfc(sink *k, work *w, const uint8_t *s, size_t a, size_t b)
         uint32_t c = utf8_decode(s, b, i, &len);
         if (work_reserve(w, FX_UC_DECOMP_MAX))
             return FX_UNI_ENOMEM;
-        decompose(w, c, i);
+        start = w->n;
+        decompose(w, c);
+        w->chg[start] = 0;
         i += len;
     }
     for (i = 0; i < w->n; i = start) {
@@ -429,21 +439,36 @@ static int emit_nfc(sink *k, work *w, const uint8_t *s, size_t a, size_t b)
             return FX_UNI_ENOMEM;
     }
     compose_all(w);
-    /* a mark that reordering moved before a mark of earlier source takes that mark's offset,
-     * so offsets never decrease (the segment's all lie in [a, b)) */
-    for (i = w->n; i-- > 1;)
-        if (w->src[i - 1] > w->src[i])
-            w->src[i - 1] = w->src[i];
     if (w->n > SIZE_MAX / 4 || reserve(k, w->n * 4))
         return FX_UNI_ENOMEM;
     o = *k->out + *k->len;
     d = k->src ? *k->src + *k->len : NULL;
+    /* HF's transform walk: pos runs over the input code points in order; an output code point
+     * of change <= 0 is aligned to the input code point at pos and consumes 1 - change of
+     * them, one of change 1 is aligned to the code point before pos and consumes none. The
+     * changes add up to (outputs - inputs), so the walk ends at b. */
+    size_t pos = a, at = a;
     for (i = 0; i < w->n; i++) {
         len = utf8_encode(w->cp[i], o);
         o += len;
-        if (d)
-            for (start = 0; start < len; start++)
-                *d++ = (int64_t)w->src[i];
+        if (!d)
+            continue;
+        if (w->chg[i] > 0) {
+            /* HF aligns this to (0, 0) at pos 0, which no decomposition reaches: the first
+             * output is the first part of a decomposition (they are in canonical order) */
+            for (at = pos ? pos - 1 : 0; at > 0 && pos - at < 4 && (s[at] & 0xC0) == 0x80;)
+                at--;
+        } else {
+            int64_t take = 1 - (int64_t)w->chg[i];
+            at = pos;
+            for (; take > 0 && pos < b; take--) {
+                size_t step;
+                (void)utf8_decode(s, b, pos, &step);
+                pos += step;
+            }
+        }
+        for (start = 0; start < len; start++)
+            *d++ = (int64_t)at;
     }
     *k->len = (size_t)(o - *k->out);
     return FX_UNI_OK;

@@ -52,11 +52,13 @@ int fx_nfc_is_quick(const uint8_t *s, size_t n);
  * output starts at (*out)[0]; it is never NUL-terminated.
  *
  * src_of may be NULL. Else (*src_of)[k] is, for output byte k, the offset in s of the first
- * byte of the input code point that output byte comes from: a decomposition's code points
- * come from the decomposed one, a composite from the first code point of the pair. One
- * exception keeps the offsets non-decreasing (a span of the output maps to a span of the
- * input): a mark that canonical reordering moved before marks of earlier source takes the
- * smallest offset among the code points after it in its segment.
+ * byte of the input code point HF aligns that output code point to (its NormalizedString
+ * alignment is that code point's whole span): HF walks the input in order, giving each output
+ * code point the input code point at the walk's position and moving past as many as it
+ * replaces (1, plus those a composition removed), while a code point a decomposition added
+ * takes the one before the position. So text NFC leaves alone maps to itself, a composite to
+ * the first input code point it consumes, and marks canonical reordering moved to positions,
+ * not to their sources (HF's convention, kept for exact offsets). The offsets never decrease.
  *
  * Returns FX_UNI_OK, or FX_UNI_ENOMEM when a buffer could not grow (the outputs are then
  * incomplete). Time is linear in n, however long a run of combining marks is. */

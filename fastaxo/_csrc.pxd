@@ -187,6 +187,7 @@ cdef extern from "fx_unicode.h" nogil:
 cdef extern from "fx_bpe.h" nogil:
     int FX_BPE_OK, FX_BPE_EINVAL, FX_BPE_ENOMEM, FX_BPE_EBIG, FX_BPE_EUTF8
     int FX_PRETOK_LLAMA3, FX_PRETOK_QWEN2, FX_PRETOK_GPT2, FX_PRETOK_NONE
+    int FX_OFFSETS_NONE, FX_OFFSETS_BYTES, FX_OFFSETS_CHARS
     ctypedef struct fx_bpe_spec:
         int32_t n_vocab
         const uint8_t *tok_bytes

@@ -79,6 +79,10 @@ def chat_row_bytes(
     token_bytes: np.ndarray, spans: np.ndarray, eot_ids: np.ndarray, eos_ids: np.ndarray,
     eot_mode: int, eos_mode: int, pool: list[int] | None = ...,
 ) -> tuple[list[int] | None, list[int] | None, int]: ...
+def chat_row_offsets(
+    ids: np.ndarray, offsets: np.ndarray, spans: np.ndarray, eot_ids: np.ndarray,
+    eos_ids: np.ndarray, eot_mode: int, eos_mode: int, pool: list[int] | None = ...,
+) -> tuple[list[int], list[int] | None, int]: ...
 def json_too_deep(block: memoryview | bytes | bytearray, limit: int) -> int: ...
 def render_getattr(
     slow: Callable[[Any, Any], Any], safe: dict[tuple[type, str], bool] | None = ...,

@@ -310,3 +310,54 @@ def chat_row_bytes(object ids, const uint8_t[::1] text, const int64_t[::1] token
         return ids_list, None, bad
     return (ids_list, _labels_of(ids_list, n, tok_arr, eot_ids, eos_ids, eot_mode, eos_mode,
                                  ids32), -1)
+
+
+cdef Py_ssize_t _bisect_pairs(const int64_t[:, ::1] offsets, Py_ssize_t n, int64_t x,
+                              Py_ssize_t which, bint right) noexcept:
+    # _bisect_offsets over an (n, 2) array: the same probes, so the same answer
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    cdef int64_t v
+    while lo < hi:
+        mid = (lo + hi) // 2
+        v = offsets[mid, which]
+        if (x < v) if right else (x <= v):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def chat_row_offsets(object ids, const int64_t[:, ::1] offsets, const int64_t[:, ::1] spans,
+                     const int64_t[::1] eot_ids, const int64_t[::1] eos_ids, int eot_mode,
+                     int eos_mode, list pool=None):
+    """:func:`chat_labels` for int32 ids (fastaxo's encoder) and their character offsets as
+    an ``(n, 2)`` int64 array (HF's ``Encoding.offsets``, from
+    ``fastaxo.Tokenizer.encode_batch_offsets``): the turns are bisected in the array, and the
+    row's list of ids is made from ``pool`` (item v is the int v) or new ints. Returns
+    ``(ids list, labels, -1)``, or ``(ids list, None, k)`` when turn k starts past the last
+    token.
+    """
+    cdef const int32_t[::1] ids32 = ids
+    cdef Py_ssize_t n = ids32.shape[0], i, k
+    if spans.shape[1] != 2:
+        raise ValueError(f"spans: expected shape (turns, 2), got {tuple(spans.shape)[:2]}")
+    if offsets.shape[0] != n or offsets.shape[1] != 2:
+        raise ValueError(f"offsets: expected shape ({n}, 2), got {tuple(offsets.shape)[:2]}")
+    cdef Py_ssize_t limit = PyList_GET_SIZE(pool) if pool is not None else 1 << 31
+    for i in range(n):
+        if ids32[i] < 0 or ids32[i] >= limit:
+            raise ValueError(f"ids: id {ids32[i]} at {i} is outside [0, {limit})")
+    ids_list = _pooled(ids32, pool) if pool is not None else np.asarray(ids32).tolist()
+    tok_arr = np.full((spans.shape[0], 2), -1, np.int64)
+    cdef int64_t[:, ::1] tok = tok_arr
+    for k in range(spans.shape[0]):
+        if spans[k, 1] <= spans[k, 0]:
+            _not_found(&tok[k, 0], &tok[k, 1], n)
+        else:
+            tok[k, 0] = _bisect_pairs(offsets, n, spans[k, 0], 1, True)
+            tok[k, 1] = _bisect_pairs(offsets, n, spans[k, 1], 0, False)
+            if tok[k, 0] >= n or tok[k, 1] > n:
+                return ids_list, None, k
+            _not_found(&tok[k, 0], &tok[k, 1], n)
+    return (ids_list, _labels_of(ids_list, n, tok, eot_ids, eos_ids, eot_mode, eos_mode, ids32),
+            -1)

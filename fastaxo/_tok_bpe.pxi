@@ -6,18 +6,24 @@
 # so a thread that loses its core to another process takes fewer).
 cdef int64_t BPE_CHUNK_BYTES = 1 << 18
 
+# encode_many's `offsets` modes (csrc/fx_bpe.h FX_OFFSETS_*)
+OFFSETS_NONE = FX_OFFSETS_NONE
+OFFSETS_BYTES = FX_OFFSETS_BYTES
+OFFSETS_CHARS = FX_OFFSETS_CHARS
+
 
 cdef int8_t _encode_chunk(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *data,
                           const int64_t *off, int64_t first, int64_t last, bint specials,
-                          bint validate, int32_t *ids, int64_t *spans, int64_t cap, int64_t *counts,
-                          int64_t *used, int64_t *bad) noexcept nogil:
-    """Texts [first, last) into ids[0..cap) (spans: 2 per id, or NULL)."""
+                          bint validate, int32_t *ids, int64_t *spans, int mode, int64_t cap,
+                          int64_t *counts, int64_t *used, int64_t *bad) noexcept nogil:
+    """Texts [first, last) into ids[0..cap) (spans: 2 per id in FX_OFFSETS_* mode, or
+    NULL)."""
     cdef fx_ids out
     out.ids = ids
     out.offsets = spans
     out.n = 0
     out.cap = cap
-    out.want_offsets = spans != NULL
+    out.want_offsets = mode if spans != NULL else FX_OFFSETS_NONE
     out.fixed = 1
     cdef int rc = fx_bpe_encode_many(m, cache, data + (off[first] - off[0]), off + first, 0,
                                      last - first, specials, validate, &out, counts + first,
@@ -130,13 +136,18 @@ cdef class BPEModel:
             self._caches = []
 
     def encode_many(self, const uint8_t[::1] data, const int64_t[::1] offsets, bint specials,
-                    int num_threads, bint want_offsets, bint validate=True):
-        """(values int32, counts int64 per text, token byte spans int64 (n, 2) or None) for
-        the texts data[offsets[i] - offsets[0] : offsets[i + 1] - offsets[0]]; validate: check
-        each is UTF-8 (ValueError naming the first that is not)."""
+                    int num_threads, int mode, bint validate=True):
+        """(values int32, counts int64 per text, token spans int64 (n, 2) or None) for the
+        texts data[offsets[i] - offsets[0] : offsets[i + 1] - offsets[0]]; mode: OFFSETS_NONE,
+        OFFSETS_BYTES (UTF-8 byte spans) or OFFSETS_CHARS (HF's code point offsets); validate:
+        check each is UTF-8 (ValueError naming the first that is not)."""
         import numpy as np
         cdef int64_t n = offsets.shape[0] - 1, i, c, nchunks, room, pos, k
         cdef int64_t base, nbytes
+        cdef bint want_offsets = mode != FX_OFFSETS_NONE
+        if mode not in (FX_OFFSETS_NONE, FX_OFFSETS_BYTES, FX_OFFSETS_CHARS):
+            raise ValueError(f"mode: expected OFFSETS_NONE, OFFSETS_BYTES or OFFSETS_CHARS, "
+                             f"got {mode}")
         if n < 0:
             raise ValueError("offsets: expected at least one entry")
         if num_threads < 1:
@@ -178,6 +189,7 @@ cdef class BPEModel:
         cdef uintptr_t[::1] cptr = np.asarray(caches, np.uintp)
         cdef const uint8_t *d0 = &data[0] if data.shape[0] else NULL
         cdef uint8_t empty = 0
+        cdef dict wide = {}  # chunk -> (ids, spans) of a chunk NFC made outgrow its region
         if d0 == NULL:
             d0 = &empty
         try:
@@ -187,8 +199,13 @@ cdef class BPEModel:
                     status[c] = _encode_chunk(
                         self.m, <fx_bpe_cache *>cptr[threadid()], d0, &offsets[0], cstart[c],
                         cstart[c + 1], specials, validate, &v[region[c]],
-                        &sp[region[c], 0] if want_offsets else NULL,
+                        &sp[region[c], 0] if want_offsets else NULL, mode,
                         region[c + 1] - region[c], &cnt[0], &used[c], &badrow[c])
+            for c in range(nchunks):
+                if status[c] == FX_BPE_EBIG:
+                    wide[c] = self._wide_chunk(d0, offsets, cstart[c], cstart[c + 1], specials,
+                                               validate, mode, <fx_bpe_cache *>cptr[0], cnt,
+                                               &used[c], &badrow[c], &status[c])
         finally:
             self._give_caches(caches, owned)
         for c in range(nchunks):
@@ -199,6 +216,9 @@ cdef class BPEModel:
             if status[c] != FX_BPE_OK:
                 raise ValueError(f"texts: text {badrow[c]} could not be encoded "
                                  f"(status {status[c]})")
+        if wide:
+            return (_closed_up(vals, region, used, wide, 0, nchunks), counts,
+                    _closed_up(spans, region, used, wide, 1, nchunks) if want_offsets else None)
         # the regions, closed up in order
         pos = 0
         for c in range(nchunks):
@@ -212,3 +232,36 @@ cdef class BPEModel:
         if want_offsets:
             spans = spans[:pos].copy()
         return vals, counts, spans
+
+    cdef tuple _wide_chunk(self, const uint8_t *d0, const int64_t[::1] offsets, int64_t first,
+                           int64_t last, bint specials, bint validate, int mode,
+                           fx_bpe_cache *cache, int64_t[::1] cnt, int64_t *used, int64_t *bad,
+                           int8_t *status):
+        """Texts [first, last) again, into room for NFC's largest growth: NFC can make text up
+        to 3 times longer in UTF-8 (UAX #15's bound; e.g. U+1D160 -> 3 code points of 4
+        bytes), and ids can then outnumber the text's bytes (U+0F73: 3 bytes, 4 of Qwen3's
+        ids). Rare: only a chunk that outgrew its region comes here."""
+        import numpy as np
+        cdef int64_t room = 3 * (offsets[last] - offsets[first]) + (last - first) * (
+            1 if specials else 0)
+        vals = np.empty(max(room, 1), np.int32)
+        spans = np.empty((max(room, 1), 2), np.int64) if mode != FX_OFFSETS_NONE else None
+        cdef int32_t[::1] v = vals
+        cdef int64_t[:, ::1] sp = spans if spans is not None else np.empty((1, 2), np.int64)
+        bad[0] = -1
+        with nogil:
+            status[0] = _encode_chunk(self.m, cache, d0, &offsets[0], first, last, specials,
+                                      validate, &v[0], &sp[0, 0] if mode != FX_OFFSETS_NONE
+                                      else NULL, mode, room, &cnt[0], used, bad)
+        return vals, spans
+
+
+cdef object _closed_up(object arr, const int64_t[::1] region, const int64_t[::1] used,
+                       dict wide, int which, int64_t nchunks):
+    """arr's regions closed up in order into a new array, a wide chunk's taken from its own
+    arrays (wide[c][which]: 0 the ids, 1 the spans)."""
+    import numpy as np
+    cdef int64_t c
+    parts = [wide[c][which][:used[c]] if c in wide else arr[region[c]:region[c] + used[c]]
+             for c in range(nchunks)]
+    return np.concatenate(parts) if parts else arr[:0].copy()

@@ -74,6 +74,28 @@ def test_qwen3_long_conversations():
     assert counts == {"fast": 2}
 
 
+# text Qwen3's NFC normalizer changes: decomposed accents, reordered and split marks, a
+# singleton, Hangul jamo (fastaxo's character offsets, not HF's, place these rows' turns)
+_NFC_BITS = ["cafe\u0301", "a\u0301\u0323", "e\u0301\u0323", "\u212b", "\u0344", "\u0f73",
+             "\u1100\u1161\u11a8", "\u0301", "\U0001d15e", " \u0301\n"]
+
+
+def test_qwen3_nfc_unstable_rows_identical_on_fastaxos_offsets():
+    rng = random.Random(7)
+    rs = rows(seed=4, n=24, turns=(2, 8), hi=60)
+    for r in rs:
+        for m in r["messages"]:
+            words = m["content"].split(" ")
+            for _ in range(rng.randint(1, 4)):
+                words.insert(rng.randint(0, len(words)), rng.choice(_NFC_BITS))
+            m["content"] = " ".join(words) if rng.random() < 0.8 else rng.choice(_NFC_BITS)
+    strat = strategy()
+    counts = compare(strat, rs)
+    assert counts == {"fast": 24}
+    engine = fx_chat.engine_for(strat)
+    assert engine is not None and dict(engine.encoder_counts) == {"fastaxo": 24}
+
+
 @pytest.mark.parametrize("template", ["chatml", "llama3"])
 def test_builtin_templates_identical_no_fallback(template):
     counts = compare(strategy(template), rows(seed=3, n=24, turns=(1, 24), hi=150))

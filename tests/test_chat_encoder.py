@@ -1,7 +1,8 @@
 """The chat engine on fastaxo's own encoder (fastaxo.Tokenizer) against the same engine on HF's
 tokenizers (FASTAXO_TOKENIZER=hf): identical rows, row for row, on Qwen3's real tokenizer and
-template and on Llama 3.2's tokenizer with Llama 3's template; which encoder a spec uses and
-why; the cases that must stay on HF's.
+template and on Llama 3.2's tokenizer with Llama 3's template, NFC-unstable text (fastaxo's
+character offsets) included; which encoder a spec uses and why; the cases that must stay on
+HF's.
 
 The rows on HF's encoder are Axolotl's (tests/test_chat.py, tests/test_chat_axolotl.py), so
 equal rows here are Axolotl's rows too."""
@@ -102,16 +103,30 @@ def test_tokenize_chat_counts_the_encoder(spec, monkeypatch):
     assert fx.to_dict() == hf.to_dict()
 
 
-def test_rows_that_need_offsets_take_hfs(spec, monkeypatch):
-    """Text an NFC tokenizer changes needs HF's character offsets: that row alone is HF's."""
+def test_rows_that_need_offsets_take_fastaxos(spec, monkeypatch):
+    """Text an NFC tokenizer changes needs HF's character offsets: fastaxo's encoder gives
+    them (Tokenizer.encode_batch_offsets), so no row is HF's; FASTAXO_TOKENIZER=hf still
+    makes every row HF's."""
     convs = [[{"role": "user", "content": "cafe\u0301?"},
               {"role": "assistant", "content": "cafe\u0301 ok"}],
              [{"role": "user", "content": "caf\u00e9?"},
-              {"role": "assistant", "content": "caf\u00e9 ok"}]]
+              {"role": "assistant", "content": "caf\u00e9 ok"}],
+             # composed to its first source, reordered marks, a singleton, a split character,
+             # Hangul jamo: in the trainable turn and around its edges
+             [{"role": "user", "content": "a\u0301\u0323 \u212b"},
+              {"role": "assistant", "content": "\u0344x e\u0301\u0323\u1100\u1161\u11a8 \u0f73"}],
+             [{"role": "user", "content": "\u1100\u1161"},
+              {"role": "assistant", "content": "\u0301tail e\u0301"}]]
     counts = _same_rows(spec, convs, monkeypatch)
-    assert counts == {"hf": 1, "fastaxo": 1}
+    assert counts == {"fastaxo": 4}
+    monkeypatch.setenv(ENV, "hf")
+    engine = ChatEngine(spec)
+    engine.run(convs)
+    assert engine.encoder_counts == {"hf": 4}
     monkeypatch.setenv(ENV, "auto")
-    assert ChatEngine(spec).run(convs)[0] == ref.tokenize_conversation(convs[0], spec)
+    got = ChatEngine(spec).run(convs)
+    for c, row in zip(convs, got, strict=True):
+        assert row == ref.tokenize_conversation(c, spec)
 
 
 def test_unsupported_tokenizer_stays_on_hf(tmp_path, monkeypatch):
@@ -280,10 +295,8 @@ _HYP = settings(max_examples=80, deadline=None,
                  {"role": "user", "content": ""}]])
 def test_rows_equal_hfs_hypothesis_qwen3(spec, convs, monkeypatch):
     counts = _same_rows(spec, convs, monkeypatch)
-    # NFC-stable rendered texts: the messages as the template writes them
-    nfc_stable = sum(unicodedata.is_normalized("NFC", spec.render([c])[0]) for c in convs)
-    # every row whose text is NFC-stable has fastaxo's ids (fallbacks aside)
-    assert counts.get("fastaxo", 0) <= nfc_stable
+    # every row has fastaxo's ids and offsets, NFC-stable or not (fallbacks aside)
+    assert "hf" not in counts
 
 
 @_HYP
@@ -303,7 +316,8 @@ def test_hypothesis_texts_reach_fastaxos_encoder(spec, monkeypatch):
               for r in ("system", "user", "assistant", "user", "assistant")[:rng.randint(2, 5)]]
              for _ in range(60)]
     counts = _same_rows(spec, convs, monkeypatch)
-    assert counts.get("fastaxo", 0) >= 20 and counts.get("hf", 0) >= 5, counts
+    unstable = sum(not unicodedata.is_normalized("NFC", spec.render([c])[0]) for c in convs)
+    assert counts.get("fastaxo", 0) >= 20 and "hf" not in counts and unstable >= 5, counts
 
 
 def test_json_round_trip_of_rows(spec, monkeypatch):

@@ -1,7 +1,8 @@
-"""The chat label kernels (_pack.chat_labels, chat_labels_bytes) against their plain-Python
-twin (fastaxo._reference.chat.chat_labels), with Hypothesis: ragged ids and offsets, offsets
-out of order, characters split across byte tokens, empty conversations and a huge row. No
-transformers needed (this file also runs under the sanitizers, scripts/sanitize.sh)."""
+"""The chat label kernels (_pack.chat_labels, chat_labels_bytes, chat_row_bytes,
+chat_row_offsets) against their plain-Python twin (fastaxo._reference.chat.chat_labels) and
+each other, with Hypothesis: ragged ids and offsets, offsets out of order, characters split
+across byte tokens, empty conversations and a huge row. No transformers needed (this file also
+runs under the sanitizers, scripts/sanitize.sh)."""
 
 from __future__ import annotations
 
@@ -110,6 +111,41 @@ def test_byte_kernel_equals_offsets_kernel(case):
         else:
             assert row == (ids, *want)
             assert all(type(v) is int for v in row[0])
+
+
+@needs_ext
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(label_case())
+def test_row_offsets_kernel_equals_list_kernel(case):
+    """chat_row_offsets (int32 ids, an (n, 2) offsets array: fastaxo's character offsets) gives
+    chat_labels' labels, offsets out of order included (the same probes)."""
+    ids, offsets, spans, eot, eos, eot_mode, eos_mode = case
+    args = (np.array(spans, np.int64).reshape(-1, 2), np.array(eot, np.int64),
+            np.array(eos, np.int64), CODES.get(eot_mode, 0), CODES.get(eos_mode, 0))
+    want = _outcome(backend.pack_ext.chat_labels, list(ids), list(offsets), *args)
+    pairs = np.array(offsets, np.int64).reshape(-1, 2)
+    for pool in (None, list(range(7))):
+        got = _outcome(backend.pack_ext.chat_row_offsets, np.array(ids, np.int32), pairs, *args,
+                       pool)
+        assert got == (want if want is IndexError else (ids, *want))
+
+
+@needs_ext
+def test_row_offsets_kernel_checks_its_arrays():
+    row = backend.pack_ext.chat_row_offsets
+    e = np.zeros(0, np.int64)
+    spans = np.array([[0, 1]], np.int64)
+    ok = np.array([[0, 1], [1, 2]], np.int64)
+    assert row(np.array([0, 1], np.int32), ok, spans, e, e, 1, 1, [0, 1]) == ([0, 1], [0, -100],
+                                                                             -1)
+    with pytest.raises(ValueError, match=r"offsets: expected shape \(2, 2\)"):
+        row(np.array([0, 1], np.int32), ok[:1], spans, e, e, 1, 1, None)
+    with pytest.raises(ValueError, match=r"ids: id 5 at 1 is outside \[0, 2\)"):
+        row(np.array([0, 5], np.int32), ok, spans, e, e, 1, 1, [0, 1])
+    with pytest.raises(ValueError, match=r"ids: id -1 at 0"):
+        row(np.array([-1, 0], np.int32), ok, spans, e, e, 1, 1, None)
+    assert row(np.array([0, 1], np.int32), ok, np.array([[5, 6]], np.int64), e, e, 1, 1,
+               None) == ([0, 1], None, 0)
 
 
 @needs_ext

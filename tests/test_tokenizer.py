@@ -1,6 +1,7 @@
 """fastaxo.Tokenizer against HF tokenizers, id for id: real tokenizers (Qwen3, Llama 3.2 with
 ignore_merges either way, GPT-2), real text, every code point,
-Hypothesis over Unicode, added-token flags, threads, forks and hostile sizes."""
+Hypothesis over Unicode, added-token flags, threads, forks and hostile sizes; its character
+offsets against HF's Encoding.offsets, span for span (NFC included)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import tokenizer_data as data  # noqa: E402
 import tokenizers  # noqa: E402
 
-from fastaxo.errors import InvalidTypeError  # noqa: E402
+from fastaxo.errors import InvalidInputError, InvalidTypeError  # noqa: E402
 from fastaxo.tokenizer import Tokenizer, UnsupportedTokenizerError  # noqa: E402
 
 
@@ -350,6 +351,119 @@ def test_nfc_texts(pair):
     texts += ["e\u0301", "\u1100\u1161\u11a8", "a\u0323\u0301\u0302", "\u0301" * 50,
               "A\u030a\u0301 Å"]
     _check(pair, texts)
+
+
+# -- character offsets: HF's Encoding.offsets ----------------------------------------------
+
+def _check_offsets(pair, texts, add_special_tokens=False):
+    """Every text's ids and character offsets equal HF's encode_batch (offsets in code
+    points), id for id and span for span; the first difference is shown."""
+    ours, hf = pair
+    ids, offs = ours.encode_batch_offsets(texts, add_special_tokens=add_special_tokens)
+    got = list(zip(ids.to_pylist(), offs.to_pylist(), strict=True))
+    want = [(e.ids, e.offsets) for e in hf.encode_batch(list(texts),
+                                                        add_special_tokens=add_special_tokens)]
+    for i, ((gi, go), (wi, wo)) in enumerate(zip(got, want, strict=True)):
+        go = [tuple(x) for x in go]
+        if gi != wi or go != wo:
+            j = next((k for k, (a, b) in enumerate(zip(zip(gi, go), zip(wi, wo))) if a != b),
+                     min(len(gi), len(wi)))
+            raise AssertionError(
+                f"text {i} {texts[i][:80]!r} ({[f'{ord(c):04X}' for c in texts[i][:12]]}): at id "
+                f"{j} ours {list(zip(gi, go))[max(0, j - 2):j + 3]} HF "
+                f"{list(zip(wi, wo))[max(0, j - 2):j + 3]}")
+
+
+# what NFC changes, and where HF's alignments are positional: composites, decomposed forms,
+# reordered and split marks, singletons, Hangul jamo, characters NFC splits
+NFC_PIECES = ["e\u0301", "a\u0301\u0323", "e\u0301\u0323", "a\u0323\u0301\u0302",
+              "\u0301\u0f73", "\u0344", "\u0f73", "\u0f75", "\u212b", "\u2126", "\u0958",
+              "\u1100\u1161\u11a8", "\u1100\u1161", "\uac00\u11a8", "\U0001d15e",
+              "\u0301", "\u0316\u0301", "A\u030a\u0301", "\u0345\u0301\u05b0"]
+
+
+def _offset_texts():
+    nfd = st.text(st.characters(exclude_categories=("Cs",)), max_size=8).map(
+        lambda t: unicodedata.normalize("NFD", t))
+    piece = st.one_of(st.sampled_from(PIECES), st.sampled_from(NFC_PIECES), nfd,
+                      st.text(st.characters(exclude_categories=("Cs",)), max_size=8))
+    return st.lists(st.lists(piece, max_size=30).map("".join), min_size=1, max_size=20)
+
+
+@settings(max_examples=int(os.environ.get("FASTAXO_HYPOTHESIS_EXAMPLES", "300")),
+          deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                HealthCheck.too_slow])
+@given(texts=_offset_texts(), specials=st.booleans())
+def test_hypothesis_char_offsets(pair, texts, specials):
+    _check_offsets(pair, texts, specials)
+
+
+def test_char_offsets_of_real_and_nfd_text(pair):
+    docs = list(data.corpus("multi", 300_000, seed=11))
+    _check_offsets(pair, docs)
+    _check_offsets(pair, [unicodedata.normalize("NFD", d) for d in docs], True)
+    _check_offsets(pair, ["", " ", "🙂", "👩\u200d💻 x", "a<|im_end|>e\u0301<|im_end|>",
+                          "e\u0301<|endoftext|>\u0301", *NFC_PIECES])
+
+
+@pytest.mark.parametrize("pair", ["qwen3", "llama3", "gpt2"], indirect=True)
+def test_char_offsets_of_every_normalizing_code_point(pair):
+    """Each code point with a decomposition or a combining class, alone, after a letter and
+    between marks (classes from Python's Unicode: only which inputs are tried)."""
+    cps = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF
+           and (unicodedata.decomposition(chr(c)) or unicodedata.combining(chr(c)))]
+    probes = [f"{ch} a{ch}\u0301 e\u0301{ch}\u0316 \u1100{ch}" for ch in map(chr, cps)]
+    _check_offsets(pair, ["\t".join(probes[i:i + 16]) for i in range(0, len(probes), 16)])
+
+
+def test_char_offsets_with_strip_flags(tmp_path):
+    """lstrip/rstrip added tokens cover the whitespace they swallow, in characters."""
+    def edit(doc):
+        for t in doc["added_tokens"]:
+            if t["content"] in ("<|im_end|>", "<think>"):
+                t.update({"lstrip": True, "rstrip": True})
+    path = data.variant(data.qwen3_json(), tmp_path / "tokenizer.json", edit)
+    pair = (Tokenizer.from_pretrained(path), tokenizers.Tokenizer.from_file(str(path)))
+    _check_offsets(pair, ["e\u0301 \u3000<|im_end|>\u3000 e\u0301", "  <think>  \u212b x",
+                          "\u0301<|im_end|>\u0301", "日本 <|im_end|> 語"])
+
+
+def test_char_offsets_api(pair):
+    ours, hf = pair
+    text = "h\u00e9llo e\u0301 日本 🙂"
+    ids, spans = ours.encode_offsets(text, unit="chars")
+    e = hf.encode(text)
+    assert ids.tolist() == e.ids and [tuple(x) for x in spans.tolist()] == e.offsets
+    assert spans.dtype.name == "int64" and spans.shape == (len(e.ids), 2)
+    # bytes stay the default of encode_offsets
+    assert ours.encode_offsets(text)[1].tolist() == ours.encode_offsets(text, unit="bytes")[
+        1].tolist()
+    import pyarrow as pa
+    empty = hf.encode("")  # the BOS alone, where the tokenizer has one
+    for texts in ([text, ""], pa.array([text, ""]), pa.chunked_array([[text], [""]])):
+        a, b = ours.encode_batch_offsets(texts, add_special_tokens=True, num_threads=2)
+        assert a.to_pylist() == [e.ids, empty.ids]
+        assert b.to_pylist() == [[list(x) for x in e.offsets], [list(x) for x in empty.offsets]]
+        assert b.type == pa.list_(pa.list_(pa.int64(), 2))
+    with pytest.raises(InvalidInputError, match="unit: expected 'bytes' or 'chars'"):
+        ours.encode_batch_offsets([text], unit="codepoints")
+    with pytest.raises(InvalidTypeError, match=r"text 0 holds a lone surrogate"):
+        ours.encode_batch_offsets(["a\ud800b"])
+
+
+def test_nfc_that_outgrows_the_text(pair):
+    """Text NFC makes longer than its UTF-8 (U+0F73: 3 bytes, two code points of 3; U+1D160:
+    4 bytes, three of 4) can give more ids than bytes: alone, and among texts that make
+    several chunks (threads), ids and offsets are HF's."""
+    texts = ["\u0f73", "\u0f73\u0301", "\U0001d160" * 50, "\u0f73" * 100_000,
+             "x" * 300_000, "e\u0301", "\u0344" * 1000]
+    _check(pair, texts)
+    _check(pair, texts, add_special_tokens=False)
+    _check_offsets(pair, texts)
+    ours, hf = pair
+    ids, spans = ours.encode_offsets("\u0f73" * 3, add_special_tokens=False)
+    assert ids.tolist() == hf.encode("\u0f73" * 3, add_special_tokens=False).ids
+    assert spans.tolist()[-1][1] == 9
 
 
 def test_tokenizer_files_that_are_not_json(tmp_path):

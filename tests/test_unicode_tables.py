@@ -161,6 +161,51 @@ def test_nfc_of_hypothesis_strings(parts):
             assert out == s
 
 
+def hf_alignment(s: str) -> list[tuple[int, int]]:
+    """HF's NFC alignment of each code point of NFC(s): the span in s (code points) of the
+    input its NormalizedString maps it back to (one split per normalized code point)."""
+    p = tokenizers.PreTokenizedString(s)
+    p.normalize(lambda n: n.nfc())
+    p.split(lambda _, n: [n[k:k + 1] for k in range(len(str(n)))])
+    return [o for _, o, _ in p.get_splits(offset_referential="original", offset_type="char")]
+
+
+def fx_alignment(s: str) -> list[tuple[int, int]]:
+    """The same from fx_nfc's src_of: each output code point covers its source code point."""
+    out, src = tok._nfc(s)
+    return [(i, i + 1) for i in src]
+
+
+# characters whose alignment HF's transform walk makes positional: composites, reordered and
+# split marks, singletons, Hangul
+ALIGNING = st.sampled_from(
+    ["e", "a", "A", "\u0301", "\u0323", "\u0316", "\u0302", "\u030a", "\u0345", "\u0344",
+     "\u0f73", "\u0f75", "\u212b", "\u2126", "\u0958", "\u1100", "\u1161", "\u11a8",
+     "\uac00", "\u00e9", "\u1ea1", "\U0001d15e", "\u0308", "\u0f71", " ", "x"])
+
+
+@given(st.lists(st.one_of(st.text(ALIGNING, max_size=12), st.text(NORMALIZING, max_size=12)),
+                min_size=1, max_size=30))
+def test_nfc_offsets_are_hfs_alignments(parts):
+    """src_of follows HF's alignments (unicode-normalization-alignments' changes through
+    NormalizedString::transform), code point for code point."""
+    for s in parts:
+        assert fx_alignment(s) == hf_alignment(s), [f"{ord(c):04X}" for c in s]
+
+
+@pytest.mark.parametrize("s, want", [
+    ("e\u0301", [(0, 1)]),                      # a composite: its first source
+    ("a\u0301\u0323", [(0, 1), (2, 3)]),        # reordered: the mark left takes a position
+    ("e\u0301\u0323", [(0, 1), (2, 3)]),
+    ("\u0301\u0f73", [(0, 1), (0, 1), (1, 2)]),  # a split character's second part: before
+    ("\u0344", [(0, 1), (0, 1)]),
+    ("x\u212bx", [(0, 1), (1, 2), (2, 3)]),       # a singleton
+])
+def test_nfc_offsets_known_cases(s, want):
+    assert hf_alignment(s) == want
+    assert fx_alignment(s) == want
+
+
 def test_src_of_points_at_code_point_starts():
     s = "ae\u0301\u0316x\u0958\uac00\u11a8\u1100\u1161 \u00e9\u0301 \U0001d15e\u0300\u0316"
     b = s.encode()

@@ -23,7 +23,9 @@ Here each conversation is rendered a few times whatever its length:
 The texts are tokenized as one batch (fastaxo's encoder where it gives HF's ids,
 :attr:`ChatSpec.encoder`, else HF's fast tokenizer; their threads), and each conversation's
 spans become labels in ``_pack.chat_row_bytes`` / ``chat_labels_bytes`` (token boundaries from
-the ids' bytes) or ``chat_labels`` (bisect into HF's offsets), with the end-of-turn search.
+the ids' bytes) or, for text the byte rule cannot place (NFC changes it, or the ids do not
+spell it), ``chat_row_offsets`` (bisect into fastaxo's character offsets, HF's exactly) /
+``chat_labels`` (bisect into HF's offsets), with the end-of-turn search.
 A row that fails a check is not guessed at: :meth:`ChatEngine.run` returns a :class:`Fallback`
 with the reason, and the caller hands the row to Axolotl's code (or the reference
 :func:`fastaxo._reference.chat.tokenize_conversation`).
@@ -290,8 +292,8 @@ class ChatEngine:
                   trainable: dict[int, list[int]], out: list[Row | Fallback | None]) -> None:
         """Ids and labels of the rows still open. Byte-level tokenizers: ids alone (fastaxo's
         encoder or HF's, :attr:`ChatSpec.encoder`) and labels from their bytes; the rows that
-        cannot (text an NFC tokenizer would change, ids that do not spell the text) take HF's
-        ids and character offsets."""
+        cannot (text an NFC tokenizer would change, ids that do not spell the text) take ids
+        and character offsets from the same encoder (fastaxo's gives HF's offsets exactly)."""
         table = self.spec.byte_tokens() if backend.pack_ext is not None else None
         enc = self.spec.encoder if table is not None else "hf"
         ready = [i for i in spans if out[i] is None]
@@ -309,6 +311,10 @@ class ChatEngine:
                     done = self._rows_hf_ids(texts, by_bytes, spans, trainable, table, out)
                 need.extend(i for i in by_bytes if i not in done)
                 self.encoder_counts[enc] += len(done)
+                if enc == "fastaxo":
+                    self._rows_fastaxo_offsets(texts, need, spans, trainable, table, out)
+                    self.encoder_counts[enc] += len(need)
+                    continue
             for i, (ids, offsets) in zip(need, self.spec.tokenize([texts[i] for i in need]),
                                          strict=True):
                 out[i] = self._labels(ids, offsets, spans[i], trainable[i])
@@ -362,6 +368,27 @@ class ChatEngine:
                 out[i] = self._row(ids, labels, bad, trainable[i])
                 done.add(i)
         return done
+
+    def _rows_fastaxo_offsets(self, texts: dict[int, str], rows: list[int],
+                              spans: dict[int, np.ndarray], trainable: dict[int, list[int]],
+                              table: tuple[np.ndarray, np.ndarray, bool],
+                              out: list[Row | Fallback | None]) -> None:
+        """The rows made from fastaxo's ids and its character offsets (HF's ``offsets``,
+        exactly: :meth:`ChatSpec.fastaxo_offsets`), bisected as Axolotl bisects HF's."""
+        if not rows:
+            return
+        vals, id_off, pairs = self.spec.fastaxo_offsets([texts[i] for i in rows])
+        at = id_off.tolist()
+        kernel = backend.pack_ext.chat_row_offsets  # type: ignore[union-attr]
+        pool = _int_pool(len(table[0]) - 1)
+        for k, i in enumerate(rows):
+            a, b = at[k], at[k + 1]
+            if a == b:
+                out[i] = Fallback("the conversation renders to no tokens")
+                continue
+            ids, labels, bad = kernel(vals[a:b], pairs[a:b], spans[i], self._eot, self._eos,
+                                      self._modes[0], self._modes[1], pool)
+            out[i] = self._row(ids, labels, bad, trainable[i])
 
     def _labels(self, ids: list[int], offsets: Any, spans: np.ndarray, trainable: list[int]
                 ) -> Row | Fallback:

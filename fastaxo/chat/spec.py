@@ -219,6 +219,25 @@ class ChatSpec:
         arr = fx.encode_batch(texts, add_special_tokens=False, num_threads=_encode_threads())
         return arr.values.to_numpy(), arr.offsets.to_numpy().astype(np.int64, copy=False)
 
+    def fastaxo_offsets(self, texts: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`fastaxo_ids` with each id's character offsets, HF's ``Encoding.offsets``
+        exactly (:meth:`fastaxo.Tokenizer.encode_batch_offsets`): int32 values, int64 offsets
+        and an ``(n, 2)`` int64 array of ``(start, end)`` per id. Only when :attr:`encoder` is
+        ``"fastaxo"``."""
+        import numpy as np
+
+        fx = self._fastaxo()[0]
+        if fx is None:
+            raise InvalidInputError(f"fastaxo_offsets: this spec's encoder is HF's "
+                                    f"({self.encoder_reason})")
+        if isinstance(texts, list) and not texts:
+            return np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros((0, 2), np.int64)
+        ids, offs = fx.encode_batch_offsets(texts, add_special_tokens=False,
+                                            num_threads=_encode_threads())
+        pairs = offs.values.flatten().to_numpy().reshape(-1, 2)
+        return (ids.values.to_numpy(), ids.offsets.to_numpy().astype(np.int64, copy=False),
+                pairs)
+
     # -- which encoder makes the ids --------------------------------------------------------
     @property
     def encoder(self) -> str:
@@ -226,7 +245,8 @@ class ChatSpec:
         (:class:`fastaxo.Tokenizer`: HF's ids, from C), ``"hf"`` when they come from HF's
         ``tokenizers`` (:attr:`encoder_reason` says why). ``FASTAXO_TOKENIZER`` chooses
         (:mod:`fastaxo.tokenizer.select`); rows that need character offsets (text that is not
-        NFC-stable for an NFC tokenizer, ids that do not spell the text) always take HF's."""
+        NFC-stable for an NFC tokenizer, ids that do not spell the text) take them from the
+        same encoder (:meth:`fastaxo_offsets`, HF's offsets exactly)."""
         return "hf" if self._fastaxo()[0] is None else "fastaxo"
 
     @property

@@ -172,18 +172,57 @@ class Tokenizer:
         """The ids of one text, as int32: HF's ``encode(text, add_special_tokens).ids``."""
         if not isinstance(text, str):
             raise InvalidTypeError(f"text: expected str, got {type(text).__name__}")
-        vals, _, _ = self._run([_utf8(text, 0)], add_special_tokens, 1, False)
+        vals, _, _ = self._run([_utf8(text, 0)], add_special_tokens, 1, 0)
         return vals
 
-    def encode_offsets(self, text: str, add_special_tokens: bool = True
+    def encode_offsets(self, text: str, add_special_tokens: bool = True, unit: str = "bytes"
                        ) -> tuple[np.ndarray, np.ndarray]:
-        """The ids of one text and, per id, its byte span ``[start, end)`` in the text's UTF-8
-        (an (n, 2) int64 array; a token that is part of a character spans that character's
-        bytes it holds; the BOS spans 0 0)."""
+        """The ids of one text and, per id, its span ``[start, end)`` (an (n, 2) int64 array;
+        the BOS spans 0 0).
+
+        ``unit="bytes"``: byte spans in the text's UTF-8, which tile it (a token that is part
+        of a character spans the bytes of it that it holds; where NFC changed the text the
+        spans run between the source positions of the normalized bytes).
+        ``unit="chars"``: HF's character offsets, ``Encoding.offsets`` exactly (code points of
+        ``text``; a token holding part of a character covers all of it; a character NFC
+        composed or reordered maps back as HF's alignments do). See
+        :meth:`encode_batch_offsets`."""
         if not isinstance(text, str):
             raise InvalidTypeError(f"text: expected str, got {type(text).__name__}")
-        vals, _, spans = self._run([_utf8(text, 0)], add_special_tokens, 1, True)
+        vals, _, spans = self._run([_utf8(text, 0)], add_special_tokens, 1, _unit(unit))
         return vals, spans
+
+    def encode_batch_offsets(self, texts: Iterable[str] | pa.Array | pa.ChunkedArray,
+                             add_special_tokens: bool = True, num_threads: int | None = None,
+                             unit: str = "chars") -> tuple[pa.Array, pa.Array]:
+        """The ids of each text (as :meth:`encode_batch`) and, per id, its span: a
+        ``pyarrow.ListArray`` of ``fixed_size_list<int64>[2]`` ``(start, end)`` with the same
+        list offsets as the ids, made in C like them.
+
+        ``unit="chars"`` (the default): HF's ``Encoding.offsets`` for the same call (character
+        offsets in the text, by HF's rules: a token holding part of a character covers all of
+        it; under NFC a token covers the characters HF's alignments map its first and last
+        characters to, so a composed character maps to its first source, and marks that
+        canonical reordering moved map to positions, as HF's). ``unit="bytes"``: byte spans in
+        each text's UTF-8, as :meth:`encode_offsets` gives.
+
+        Examples
+        --------
+        >>> ids, offsets = tok.encode_batch_offsets(["h\u00e9llo"])  # doctest: +SKIP
+        >>> offsets.to_pylist()  # doctest: +SKIP
+        [[[0, 5]]]
+        """
+        mode = _unit(unit)
+        data, offsets, arrow = _buffers(texts)
+        try:
+            vals, counts, spans = self._model.encode_many(
+                data, offsets, bool(add_special_tokens), resolve_num_threads(num_threads), mode,
+                arrow)
+        except ValueError as e:  # only Arrow text can be other than UTF-8
+            raise InvalidInputError(str(e)) from None
+        ids = _list_array(vals, counts)
+        pairs = pa.FixedSizeListArray.from_arrays(pa.array(spans.reshape(-1)), 2)
+        return ids, type(ids).from_arrays(ids.offsets, pairs)
 
     def encode_batch(self, texts: Iterable[str] | pa.Array | pa.ChunkedArray,
                      add_special_tokens: bool = True, num_threads: int | None = None
@@ -197,16 +236,25 @@ class Tokenizer:
         data, offsets, arrow = _buffers(texts)
         try:
             vals, counts, _ = self._model.encode_many(data, offsets, bool(add_special_tokens),
-                                                      resolve_num_threads(num_threads), False,
-                                                      arrow)
+                                                      resolve_num_threads(num_threads), 0, arrow)
         except ValueError as e:  # only Arrow text can be other than UTF-8
             raise InvalidInputError(str(e)) from None
         return _list_array(vals, counts)
 
-    def _run(self, items: Sequence[bytes], specials: bool, threads: int, spans: bool
+    def _run(self, items: Sequence[bytes], specials: bool, threads: int, mode: int
              ) -> tuple[np.ndarray, np.ndarray, Any]:
         data, offsets = _join(items)
-        return self._model.encode_many(data, offsets, bool(specials), threads, spans, False)
+        return self._model.encode_many(data, offsets, bool(specials), threads, mode, False)
+
+
+# encode_many's span modes (fastaxo._tok.OFFSETS_*)
+_UNITS = {"bytes": 1, "chars": 2}
+
+
+def _unit(unit: object) -> int:
+    if not isinstance(unit, str) or unit not in _UNITS:
+        raise InvalidInputError(f"unit: expected 'bytes' or 'chars', got {unit!r}")
+    return _UNITS[unit]
 
 
 def _utf8(text: str, i: int) -> bytes:
