@@ -380,13 +380,20 @@ class ChatEngine:
         tok_off, tok_bytes, _ = table
         kernel = backend.pack_ext.chat_row_bytes  # type: ignore[union-attr]
         pool = _int_pool(len(tok_off) - 1)
+        # the byte where each character starts, all rows at once (the spans are characters);
+        # and one more entry: the end
+        starts = np.append(np.flatnonzero((data & 0xC0) != 0x80), len(data))
+        chars = 0
         for k, i in enumerate(rows):
+            text, span = texts[i], spans[i]
+            first, chars = chars, chars + len(text)
             if id_at[k] == id_at[k + 1]:
                 continue  # no tokens: the offsets path says so
+            if len(text) != at[k + 1] - at[k]:  # not ASCII
+                span = np.where(span < 0, span, starts[first + np.maximum(span, 0)] - at[k])
             ids, labels, bad = kernel(
                 vals[id_at[k]:id_at[k + 1]], data[at[k]:at[k + 1]], tok_off, tok_bytes,
-                _byte_spans(texts[i], spans[i]), self._eot, self._eos, self._modes[0],
-                self._modes[1], pool)
+                span, self._eot, self._eos, self._modes[0], self._modes[1], pool)
             if bad != -2:
                 out[i] = self._row(ids, labels, bad, trainable[i])
                 done.add(i)
