@@ -380,17 +380,12 @@ class ChatEngine:
         tok_off, tok_bytes, _ = table
         kernel = backend.pack_ext.chat_row_bytes  # type: ignore[union-attr]
         pool = _int_pool(len(tok_off) - 1)
-        # the byte where each character starts, all rows at once (the spans are characters);
-        # and one more entry: the end
-        starts = np.append(np.flatnonzero((data & 0xC0) != 0x80), len(data))
-        chars = 0
         for k, i in enumerate(rows):
-            text, span = texts[i], spans[i]
-            first, chars = chars, chars + len(text)
+            span = spans[i]
             if id_at[k] == id_at[k + 1]:
                 continue  # no tokens: the offsets path says so
-            if len(text) != at[k + 1] - at[k]:  # not ASCII
-                span = np.where(span < 0, span, starts[first + np.maximum(span, 0)] - at[k])
+            if len(texts[i]) != at[k + 1] - at[k]:  # not ASCII: the spans are characters
+                span = _byte_spans(data[at[k]:at[k + 1]], span)
             ids, labels, bad = kernel(
                 vals[id_at[k]:id_at[k + 1]], data[at[k]:at[k + 1]], tok_off, tok_bytes,
                 span, self._eot, self._eos, self._modes[0], self._modes[1], pool)
@@ -473,24 +468,17 @@ def _one_placeholder(turns: list[dict[str, Any]], j: int, sentinel: str
     return new
 
 
-def _byte_spans(text: str, spans: np.ndarray) -> np.ndarray:
-    """Character spans as UTF-8 byte positions (one pass over the text)."""
-    if text.isascii():
-        return spans
-    out = np.empty_like(spans)
-    at_char = at_byte = 0
-    order = np.argsort(spans, axis=None, kind="stable")
-    flat = spans.reshape(-1)
-    dst = out.reshape(-1)
-    for k in order.tolist():
-        c = int(flat[k])
-        if c < 0:
-            dst[k] = c
-            continue
-        at_byte += len(text[at_char:c].encode("utf-8"))
-        at_char = c
-        dst[k] = at_byte
-    return out
+def _byte_spans(utf8: Any, spans: np.ndarray) -> np.ndarray:
+    """Character spans as UTF-8 byte positions: ``utf8`` is the text's UTF-8 (a uint8 array,
+    or the str itself), read once: where each character starts, and the end."""
+    if isinstance(utf8, str):
+        if utf8.isascii():
+            return spans
+        utf8 = np.frombuffer(utf8.encode("utf-8"), np.uint8)
+    starts = np.ones(len(utf8) + 1, bool)
+    np.not_equal(utf8 & 0xC0, 0x80, out=starts[:-1])
+    at = np.flatnonzero(starts)
+    return np.where(spans < 0, spans, at[np.maximum(spans, 0)])
 
 
 def _chat_labels(ids: list[int], offsets: list[tuple[int, int]], spans: np.ndarray,
