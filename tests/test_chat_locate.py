@@ -195,3 +195,19 @@ def test_variants_that_read_two_ways(qwen):
            "{{ m.content }}{% endif %}{{ '\\n' }}{% endfor %}")
     rows = [_conv(f"a\n{u}", f"{u}\nb", roles=("assistant", "user")) for u in (" ", "\u3000")]
     _run(_spec(qwen, tpl, train_on_inputs=True), rows)
+
+
+def test_parse_work_is_bounded_by_the_text():
+    """One long content among many: looking for a second end within reach of the longest
+    content after every turn would scan that length per turn (quadratic); past a few times
+    the text's length the reading is left to the marker rounds."""
+    short = [f"y{i}" for i in range(400)]
+    frames = ["<0>"] + [f"</><{i}>" for i in range(1, 400)] + ["</>"]
+
+    def text(turns):
+        return "".join(f + c for f, c in zip(frames, turns, strict=False)) + frames[-1]
+
+    assert [g[0] for g in parse(text(short), frames, _w(*short))] == [
+        text(short).index(f">{c}<") + 1 for c in short]
+    for turns in ([("x" * 50_000)] + short[1:], short[1:] + ["x" * 50_000]):
+        assert parse(text(turns), frames, _w(*turns)) is None

@@ -277,6 +277,9 @@ def parse(text: str, frames: list[str], written: list[list[tuple[int, str]]]
         return None
     longest = max(map(len, owner), default=0)
     pos, n, got = len(frames[0]), len(written), []
+    # characters the searches may scan: a row with one long content and many turns would scan
+    # that length per turn; past this the marker rounds (linear) place the row
+    budget = 4 * len(text) + 4096
     for k in range(n):
         after = frames[k + 1]
         if k + 1 == n:  # the last frame ends the text
@@ -285,7 +288,7 @@ def parse(text: str, frames: list[str], written: list[list[tuple[int, str]]]
                 return None
             found = end
         else:
-            found, hi, tries = -1, pos + longest + len(after), 0
+            found, hi, tries = -1, min(pos + longest + len(after), len(text)), 0
             p = text.find(after, pos, hi)
             while p >= 0:
                 if text[pos:p] in owner:
@@ -296,6 +299,9 @@ def parse(text: str, frames: list[str], written: list[list[tuple[int, str]]]
                 if tries > _MAX_ENDS:  # a short frame that recurs: let the markers say
                     return None
                 p = text.find(after, p + 1, hi)
+            budget -= hi - pos
+            if budget < 0:
+                return None
             if found < 0:
                 return None
         w = text[pos:found]
