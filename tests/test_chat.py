@@ -370,3 +370,37 @@ def test_slow_tokenizer_is_refused_by_name(qwen):
     assert "not a fast tokenizer" in spec.problem()
     with pytest.raises(InvalidTypeError, match="tokenizer: expected a fast tokenizer"):
         tokenize_chat([[{"role": "user", "content": "q"}]], Slow())
+
+
+def test_prepare_reads_a_clean_messages_column_without_a_python_object_per_field(monkeypatch):
+    """A list<struct<role, content>> column becomes conversations from its two flat columns
+    (no per-row normalize_messages); the tokens are those of the row-by-row path (the same
+    rows as JSON text), and a column that is not plainly that shape still takes it (and its
+    errors)."""
+    import json
+
+    import pyarrow as pa
+
+    from fastaxo.chat import tokenize as chat_tokenize_mod
+    from fastaxo.errors import InvalidInputError as Invalid
+    from fastaxo.pipeline.columns import chat_tokenize, chat_tokenizer
+
+    ct = chat_tokenizer(str(chat_data.qwen3_dir()), None)
+    convs = chat_data.conversations(seed=8, n=6, turns=(2, 6), hi=40)
+    convs[0][0]["role"] = "human"  # Axolotl's role names are mapped
+    convs[1][-1]["role"] = "gpt"
+    as_json = pa.array([json.dumps(c) for c in convs])
+    want = chat_tokenize(ct, as_json, "messages", "f", 0)
+    monkeypatch.setattr(chat_tokenize_mod, "normalize_messages", _no_rows)
+    arr = pa.array(convs)
+    for got, rows in ((chat_tokenize(ct, arr, "messages", "f", 0), slice(0, 6)),
+                      (chat_tokenize(ct, arr.slice(2, 3), "messages", "f", 2), slice(2, 5))):
+        assert [x.to_pylist() for x in got[:2]] == [w.to_pylist()[rows] for w in want[:2]]
+    monkeypatch.undo()
+    bad = [[{"role": "user", "content": "q", "tool_calls": "x"}]]
+    with pytest.raises(Invalid, match="f row 0 .*message 0 has field 'tool_calls'"):
+        chat_tokenize(ct, pa.array(convs[:1] + bad), "messages", "f", -1)
+
+
+def _no_rows(*a, **k):
+    raise AssertionError("normalize_messages called")

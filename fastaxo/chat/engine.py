@@ -3,22 +3,23 @@
 
 Axolotl finds each trainable turn by rendering the whole conversation twice more with a
 placeholder in the turn's place and diffing the texts (O(turns x length) per conversation).
-Here each conversation is rendered a few times whatever its length:
+Here each conversation is rendered three times whatever its length: as it is (text 1, the
+text that is tokenized), and with every trainable message's content replaced by each of
+Axolotl's two placeholders. The placeholder renders fix the template's text around the
+contents (the frame), and text 1 must be that frame with each content written as it is (or as
+one of the :data:`~fastaxo.chat.locate.VARIANTS` a template may make of it), in exactly one
+way (:mod:`fastaxo.chat.locate` has the argument): then the template's output does not depend
+on those contents, and Axolotl's diff of text 1 against a render with one placeholder is
+computed from the positions alone (:func:`_placeholder_span`).
 
-1. as it is (the text that is tokenized);
-2. with every trainable message's content wrapped in two marker characters of its own
-   (private-use code points the row does not contain). Taking the markers out must give text 1
-   exactly and each pair must wrap exactly that message's content as the template writes it (as
-   is, or as one of the :data:`_VARIANTS` a template may make of it): then the markers say where
-   it is. A turn whose markers come out wrong, or that the first difference from text 1 falls
-   in, tries the next variant in the next render, and after the last one keeps its content
-   unmarked and is placed as Axolotl places it, by two renders of its own (counted in
-   :attr:`ChatEngine.turn_counts`): a template that rewrites one message costs two renders,
-   not a quadratic row;
-3. and 4. with every marked content replaced by each of Axolotl's two placeholders. Each must
-   equal text 1 with the contents cut out and the placeholder spliced in: then the template's
-   output does not depend on those contents, and Axolotl's diff of text 1 against a render with
-   one placeholder is computed from the positions alone (:func:`_placeholder_span`).
+A row that this does not prove takes the marker rounds (:class:`~fastaxo.chat.locate.RowState`):
+renders with each content between two marker characters of its own, which say where each is;
+a turn whose markers come out wrong tries the next variant in the next render, and after the
+last one keeps its content unmarked and is placed as Axolotl places it, by two renders of its
+own (counted in :attr:`ChatEngine.turn_counts`): a template that rewrites one message costs two
+renders, not a quadratic row. The placeholder renders are then compared with text 1 with the
+placeholders spliced over the proven contents; the turns around a difference go to their own
+renders too.
 
 The texts are tokenized as one batch (fastaxo's encoder where it gives HF's ids,
 :attr:`ChatSpec.encoder`, else HF's fast tokenizer; their threads), and each conversation's
@@ -38,16 +39,23 @@ would not stop); a conversation whose text is larger than ``max_row_bytes`` is a
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from fastaxo._core import backend
 from fastaxo._reference import chat as ref
+from fastaxo.chat.locate import (
+    MARK_RE,
+    MAX_TRAINABLE_TURNS,
+    VARIANTS,
+    RowState,
+    common_prefix,
+    common_suffix,
+)
 from fastaxo.chat.render import OutputTooLarge
 from fastaxo.chat.spec import ChatSpec
 from fastaxo.errors import (
@@ -59,18 +67,12 @@ from fastaxo.errors import (
 
 __all__ = ["ChatEngine", "Fallback", "MAX_TRAINABLE_TURNS"]
 
-# Markers: Supplementary Private Use Areas A and B, two per trainable turn, skipping any the
-# row or the template holds.
-_MARK_FIRST, _MARK_LAST = 0xF0000, 0x10FFFD
-_MARK_RE = re.compile("[\U000F0000-\U0010FFFD]")
-MAX_TRAINABLE_TURNS = (_MARK_LAST - _MARK_FIRST + 1 - 2 * 2) // 2 - 512
 # Placeholder comparisons that run past the message into the template (a content that is a
 # prefix of a placeholder, or repeats around it) are not followed further than this.
 _SCAN_CAP = 256
 # Characters per tokenizer call: bounds the Python lists of ids and offsets held at once.
 _BATCH_CHARS = 4 << 20
 _MODES = {"turn": 1, "all": 2, "last": 3}
-_PER_TURN = -1  # a turn placed by its own renders (Axolotl's diff)
 
 
 class Fallback(NamedTuple):
@@ -103,7 +105,7 @@ class ChatEngine:
         self._eos = np.asarray(() if spec.eos_id is None else (spec.eos_id,), np.int64)
         self._modes = (_MODES.get(spec.train_on_eot or "", 0),
                        _MODES.get(spec.train_on_eos or "", 0))
-        self._taken = frozenset(_MARK_RE.findall(spec.chat_template))
+        self._taken = frozenset(MARK_RE.findall(spec.chat_template))
         self.turn_counts: Counter[str] = Counter()
         self.encoder_counts: Counter[str] = Counter()
 
@@ -125,9 +127,10 @@ class ChatEngine:
         trainable = {i: [j for j, t in enumerate(conversations[i])
                          if spec.train_on_inputs or t["role"] in spec.roles_to_train]
                      for i in texts}
-        state = {i: _RowState(conversations[i], trainable[i]) for i in texts}
+        state = {i: RowState(conversations[i], trainable[i]) for i in texts}
+        self._prove(texts, state, out)
         for i, st in state.items():
-            if not st.assign_markers(self._taken):
+            if not st.settled and not st.assign_markers(self._taken):
                 out[i] = Fallback(f"more than {MAX_TRAINABLE_TURNS:,} trainable messages")
         self._locate(conversations, texts, state, out)
         self._check_placeholders(conversations, texts, state, out)
@@ -180,11 +183,37 @@ class ChatEngine:
                 got.append(e)
         return got
 
+    def _prove(self, texts: dict[int, str], state: dict[int, RowState],
+               out: list[Row | Fallback | None]) -> None:
+        """The two placeholder renders of every row with trainable turns, and the rows they
+        place (:meth:`RowState.prove`). A render that fails in any way (even past the step
+        bound) leaves its row to the marker rounds, which render what they need themselves:
+        a row raises or falls back there exactly as it would have without this pass."""
+        todo = [i for i in texts if out[i] is None and not state[i].settled]
+        if not todo:
+            return
+        got = [self._render_quiet([state[i].with_placeholder(s) for i in todo])
+               for s in ref.SENTINELS]
+        for i, d1, d2 in zip(todo, *got, strict=True):
+            if isinstance(d1, str) and isinstance(d2, str):
+                state[i].prove(texts[i], d1, d2)
+
+    def _render_quiet(self, convs: list[list[dict[str, Any]]]) -> list[Any]:
+        """Each conversation rendered, or None where its render raised (anything)."""
+        got: list[Any] = []
+        render = self.spec.render
+        for c in convs:
+            try:
+                got.append(render([c])[0])
+            except Exception:  # noqa: BLE001 - the marker rounds render it again, and say
+                got.append(None)
+        return got
+
     def _locate(self, conversations: Sequence[list[dict[str, Any]]], texts: dict[int, str],
-                state: dict[int, _RowState], out: list[Row | Fallback | None]) -> None:
+                state: dict[int, RowState], out: list[Row | Fallback | None]) -> None:
         """Rounds of marked renders until every row's marked turns are proven (or given to
         their own renders); a row still unsettled after the last round is a Fallback."""
-        for _ in range(len(_VARIANTS) + 3):
+        for _ in range(len(VARIANTS) + 3):
             todo = [i for i in texts if out[i] is None and not state[i].settled]
             if not todo:
                 return
@@ -197,12 +226,12 @@ class ChatEngine:
                 out[i] = Fallback("the template rewrites message text")
 
     def _check_placeholders(self, conversations: Sequence[list[dict[str, Any]]],
-                            texts: dict[int, str], state: dict[int, _RowState],
+                            texts: dict[int, str], state: dict[int, RowState],
                             out: list[Row | Fallback | None]) -> None:
         """Renders with every proven content replaced by each placeholder must be text 1 with
         the placeholder spliced in. Where one is not, the proven turns from the first
         difference to the last go to their own renders and the row is checked again."""
-        checked: set[int] = set()
+        checked = {i for i in texts if state[i].checked}
         for _ in range(3):
             todo = [i for i in texts if out[i] is None and i not in checked and state[i].proven()]
             if not todo:
@@ -230,7 +259,7 @@ class ChatEngine:
             if out[i] is None and i not in checked and state[i].proven():
                 out[i] = Fallback("the template's output depends on message text")
 
-    def _good_spans(self, turns: list[dict[str, Any]], text: str, st: _RowState
+    def _good_spans(self, turns: list[dict[str, Any]], text: str, st: RowState
                     ) -> np.ndarray:
         """Each trainable turn's character span as Axolotl's placeholder diffs give it, for the
         proven turns; the others (and proven turns whose text runs into a placeholder) are
@@ -257,7 +286,7 @@ class ChatEngine:
         return spans
 
     def _per_turn_spans(self, conversations: Sequence[list[dict[str, Any]]],
-                        texts: dict[int, str], state: dict[int, _RowState],
+                        texts: dict[int, str], state: dict[int, RowState],
                         spans: dict[int, np.ndarray], out: list[Row | Fallback | None]
                         ) -> None:
         """Axolotl's own diff for the turns the proofs left: text 1 against a render with a
@@ -358,12 +387,14 @@ class ChatEngine:
         kernel = backend.pack_ext.chat_row_bytes  # type: ignore[union-attr]
         pool = _int_pool(len(tok_off) - 1)
         for k, i in enumerate(rows):
+            span = spans[i]
             if id_at[k] == id_at[k + 1]:
                 continue  # no tokens: the offsets path says so
+            if len(texts[i]) != at[k + 1] - at[k]:  # not ASCII: the spans are characters
+                span = _byte_spans(data[at[k]:at[k + 1]], span)
             ids, labels, bad = kernel(
                 vals[id_at[k]:id_at[k + 1]], data[at[k]:at[k + 1]], tok_off, tok_bytes,
-                _byte_spans(texts[i], spans[i]), self._eot, self._eos, self._modes[0],
-                self._modes[1], pool)
+                span, self._eot, self._eos, self._modes[0], self._modes[1], pool)
             if bad != -2:
                 out[i] = self._row(ids, labels, bad, trainable[i])
                 done.add(i)
@@ -432,150 +463,7 @@ def _too_large(row: int, size: int, limit: int) -> Fallback:
     return Fallback(TOO_LARGE, err)
 
 
-class _RowState:
-    """One row's turns through the marker rounds: per trainable turn its variant (an index
-    into :data:`_VARIANTS`, or ``_PER_TURN``), its markers and, once proven, its segment."""
 
-    __slots__ = ("close", "last", "open", "segments", "settled", "trainable", "turns",
-                 "var", "why")
-
-    def __init__(self, turns: list[dict[str, Any]], trainable: list[int]):
-        self.turns, self.trainable = turns, trainable
-        self.last = _last_user(turns)
-        self.var = [0] * len(trainable)
-        self.why = [""] * len(trainable)
-        self.segments: list[tuple[int, int] | None] = [None] * len(trainable)
-        self.open: list[str] = []
-        self.close: list[str] = []
-        self.settled = not trainable
-
-    def assign_markers(self, taken: frozenset[str]) -> bool:
-        n = len(self.trainable)
-        if n > MAX_TRAINABLE_TURNS:
-            return False
-        # one regex scan in C (max() over a str makes an object per character)
-        found = _MARK_RE.findall("".join([t["content"] for t in self.turns]))
-        if found:
-            taken = taken | frozenset(found)
-        pool = _marker_pool(2 * n, taken)
-        self.open, self.close = pool[0::2], pool[1::2]
-        return True
-
-    def content(self, k: int) -> str:
-        j = self.trainable[k]
-        return _VARIANTS[self.var[k]](self.turns[j]["content"], j > self.last)
-
-    def marked(self) -> list[dict[str, Any]]:
-        new = list(self.turns)
-        for k, j in enumerate(self.trainable):
-            if self.var[k] != _PER_TURN:
-                new[j] = {"role": self.turns[j]["role"],
-                          "content": self.open[k] + self.content(k) + self.close[k]}
-        return new
-
-    def update(self, text: str, marked: Any) -> bool:
-        """Read one marked render; False: the row cannot be settled this way."""
-        live = [k for k in range(len(self.trainable)) if self.var[k] != _PER_TURN]
-        if not isinstance(marked, str):
-            return self._advance(live)
-        which = {c: (k, 0) for k, c in enumerate(self.open)}
-        which.update({c: (k, 1) for k, c in enumerate(self.close)})
-        where: list[list[int]] = [[] for _ in range(2 * len(self.trainable))]
-        hits: list[int] = []
-        for m in _MARK_RE.finditer(marked):
-            kk = which.get(m.group())
-            if kk is not None:
-                where[2 * kk[0] + kk[1]].append(len(hits))
-                hits.append(m.start())
-        bad = []
-        for k in live:
-            o, c = where[2 * k], where[2 * k + 1]
-            if (len(o) != 1 or len(c) != 1 or hits[o[0]] > hits[c[0]]
-                    or marked[hits[o[0]] + 1:hits[c[0]]] != self.content(k)):
-                bad.append(k)
-        if bad:
-            return self._advance(bad)
-        pieces, at = [], 0
-        for p in hits:
-            pieces.append(marked[at:p])
-            at = p + 1
-        pieces.append(marked[at:])
-        stripped = "".join(pieces)
-        starts = {k: hits[where[2 * k][0]] - where[2 * k][0] for k in live}
-        if stripped == text:
-            for k in live:
-                self.segments[k] = (starts[k], starts[k] + len(self.content(k)))
-            self.settled = True
-            return True
-        # the template wrote something else around a turn whose markers came out right: the
-        # turns from the first difference to the last are suspects
-        first = _common_prefix(stripped, text)
-        last = len(stripped) - _common_suffix(stripped, text, len(stripped) - first)
-        suspects, prev_end = [], 0
-        for k in live:
-            end = starts[k] + len(self.content(k))
-            if end >= first and prev_end <= last:
-                suspects.append(k)
-            prev_end = end
-        if not suspects and live:
-            suspects = [live[-1]]
-        return self._advance(suspects) if suspects else False
-
-    def _advance(self, ks: list[int]) -> bool:
-        """The next variant that changes the turn's content, else the turn's own renders."""
-        for k in ks:
-            j = self.trainable[k]
-            original = self.turns[j]["content"]
-            v = self.var[k] + 1
-            while v < len(_VARIANTS) and _VARIANTS[v](original, j > self.last) == original:
-                v += 1
-            if v < len(_VARIANTS):
-                self.var[k] = v
-            else:
-                self.give_up_turn(k, "the template rewrites message text")
-        if all(v == _PER_TURN for v in self.var):
-            self.settled = True
-        return True
-
-    def give_up_turn(self, k: int, why: str) -> None:
-        self.var[k] = _PER_TURN
-        self.segments[k] = None
-        self.why[k] = why
-
-    def proven(self) -> list[int]:
-        return [k for k, v in enumerate(self.var) if v != _PER_TURN]
-
-    def per_turn(self) -> list[int]:
-        return [k for k, v in enumerate(self.var) if v == _PER_TURN]
-
-    def proven_segments(self) -> list[tuple[int, int]]:
-        return [self.segments[k] for k in self.proven()]  # type: ignore[misc]
-
-    def placeholder_suspects(self, got: str, want: str, sentinel: str) -> list[int]:
-        """The proven turns from the first difference between a placeholder render (``got``)
-        and text 1 spliced (``want``) to the last."""
-        first = _common_prefix(got, want)
-        last = len(want) - _common_suffix(got, want, len(want) - first)
-        suspects, shift, prev_end = [], 0, 0
-        for k in self.proven():
-            a, b = self.segments[k]  # type: ignore[misc]
-            start = a + shift
-            end = start + len(sentinel)
-            shift += len(sentinel) - (b - a)
-            if end >= first and prev_end <= last:
-                suspects.append(k)
-            prev_end = end
-        return suspects
-
-    def with_placeholder(self, sentinel: str) -> list[dict[str, Any]]:
-        new = list(self.turns)
-        for k in self.proven():
-            j = self.trainable[k]
-            new[j] = {"role": self.turns[j]["role"], "content": sentinel}
-        return new
-
-
-_pool: list[str] = []
 # the ints 0..n-1 that rows' ids are made of (one object per token id, shared by every row:
 # a row's list takes references, no int is allocated per token); replaced whole, never
 # changed, so a thread holding one keeps a valid one
@@ -591,51 +479,12 @@ def _int_pool(n: int) -> list[int]:
 
 
 
-def _marker_pool(n: int, taken: frozenset[str]) -> list[str]:
-    """``n`` marker characters, none of them in ``taken``."""
-    if not taken:
-        while len(_pool) < n:
-            _pool.append(chr(_MARK_FIRST + len(_pool)))
-        return _pool[:n]
-    got: list[str] = []
-    cp = _MARK_FIRST
-    while len(got) < n:
-        c = chr(cp)
-        if c not in taken:
-            got.append(c)
-        cp += 1
-    return got
-
-
-def _common_prefix(a: str, b: str) -> int:
-    """The length of the common prefix of ``a`` and ``b`` (bisection over slices: C speed)."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _common_suffix(a: str, b: str, limit: int) -> int:
-    """The length of the common suffix of ``a`` and ``b``, at most ``limit``."""
-    lo, hi = 0, min(len(a), len(b), max(limit, 0))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[len(a) - mid:len(a) - lo] == b[len(b) - mid:len(b) - lo]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
 
 def _diff_span(full: str, dummy: str) -> tuple[int, int]:
     """Axolotl's ``_diff_char_span`` (:func:`fastaxo._reference.chat.diff_char_span`), by
     bisection over slices."""
-    i = _common_prefix(full, dummy)
-    j = _common_suffix(full, dummy, min(len(full), len(dummy)) - i)
+    i = common_prefix(full, dummy)
+    j = common_suffix(full, dummy, min(len(full), len(dummy)) - i)
     return i, len(full) - j
 
 
@@ -646,24 +495,17 @@ def _one_placeholder(turns: list[dict[str, Any]], j: int, sentinel: str
     return new
 
 
-def _byte_spans(text: str, spans: np.ndarray) -> np.ndarray:
-    """Character spans as UTF-8 byte positions (one pass over the text)."""
-    if text.isascii():
-        return spans
-    out = np.empty_like(spans)
-    at_char = at_byte = 0
-    order = np.argsort(spans, axis=None, kind="stable")
-    flat = spans.reshape(-1)
-    dst = out.reshape(-1)
-    for k in order.tolist():
-        c = int(flat[k])
-        if c < 0:
-            dst[k] = c
-            continue
-        at_byte += len(text[at_char:c].encode("utf-8"))
-        at_char = c
-        dst[k] = at_byte
-    return out
+def _byte_spans(utf8: Any, spans: np.ndarray) -> np.ndarray:
+    """Character spans as UTF-8 byte positions: ``utf8`` is the text's UTF-8 (a uint8 array,
+    or the str itself), read once: where each character starts, and the end."""
+    if isinstance(utf8, str):
+        if utf8.isascii():
+            return spans
+        utf8 = np.frombuffer(utf8.encode("utf-8"), np.uint8)
+    starts = np.ones(len(utf8) + 1, bool)
+    np.not_equal(utf8 & 0xC0, 0x80, out=starts[:-1])
+    at = np.flatnonzero(starts)
+    return np.where(spans < 0, spans, at[np.maximum(spans, 0)])
 
 
 def _chat_labels(ids: list[int], offsets: list[tuple[int, int]], spans: np.ndarray,
@@ -692,35 +534,6 @@ def row_problem(turns: Any) -> str | None:
             return "a message whose role or content is not a string"
     return None
 
-
-def _identity(content: str, after_last_user: bool) -> str:
-    return content
-
-
-def _lstrip_after_last_user(content: str, after_last_user: bool) -> str:
-    # templates (Qwen3's) that strip leading newlines from the answer after the last question
-    return content.lstrip("\n") if after_last_user else content
-
-
-def _strip(content: str, after_last_user: bool) -> str:
-    # templates that write `message['content'] | trim` (Llama 3's, Gemma's)
-    return content.strip()
-
-
-def _after_think(content: str, after_last_user: bool) -> str:
-    # Qwen3's: an answer before the last question is written without its reasoning, the text
-    # after the last </think> with its leading newlines stripped
-    return content.split("</think>")[-1].lstrip("\n") if "</think>" in content else content
-
-
-def _last_user(turns: list[dict[str, Any]]) -> int:
-    """The index of the last user turn (-1: none), once per row: a variant gets ``j > it``."""
-    return max((k for k, t in enumerate(turns) if t["role"] == "user"), default=-1)
-
-
-# How the template may write a content (each tried in turn, each proven by the marker check).
-_VARIANTS: tuple[Callable[[str, bool], str], ...] = (
-    _identity, _lstrip_after_last_user, _strip, _after_think)
 
 
 def _spliced(text: str, segments: list[tuple[int, int]], sentinel: str) -> str:

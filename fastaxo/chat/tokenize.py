@@ -20,7 +20,8 @@ from fastaxo.errors import (
     TemplateLimitError,
 )
 
-__all__ = ["ChatResult", "ROLE_NAMES", "normalize_messages", "tokenize_chat"]
+__all__ = ["ChatResult", "ROLE_NAMES", "normalize_messages", "tokenize_chat",
+           "tokenize_turns"]
 
 # Axolotl's default role names (ChatTemplatePrompter.roles)
 ROLE_NAMES = {"human": "user", "user": "user", "assistant": "assistant", "gpt": "assistant",
@@ -156,7 +157,14 @@ def tokenize_chat(conversations: Iterable[Any], tokenizer: Any = None, *,
             f"tokenizer: expected a fast tokenizer (character offsets), got "
             f"{type(spec.tokenizer).__name__}; load it with AutoTokenizer.from_pretrained(..., "
             "use_fast=True), or let Axolotl tokenize this dataset")
-    turns = [normalize_messages(m, i) for i, m in enumerate(conversations)]
+    return tokenize_turns([normalize_messages(m, i) for i, m in enumerate(conversations)], spec,
+                          too_large)
+
+
+def tokenize_turns(turns: list[list[dict[str, Any]]], spec: ChatSpec, too_large: str = "error"
+                   ) -> ChatResult:
+    """:func:`tokenize_chat` of conversations already as :func:`normalize_messages` gives them
+    (``prepare`` makes them from Arrow columns), with a spec for a fast tokenizer."""
     result = ChatResult()
     limit = spec.max_row_bytes
     # a conversation whose messages alone are over the bound is not rendered at all

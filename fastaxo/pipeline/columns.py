@@ -378,6 +378,44 @@ def _pylist_without(arr: pa.Array, skip: np.ndarray) -> list[Any]:
     return got
 
 
+def _arrow_turns(arr: pa.Array) -> list[list[dict[str, Any]]] | None:
+    """The conversations of a list<struct<role, content, ...>> column as
+    :func:`fastaxo.chat.tokenize.normalize_messages` makes them, from two flat columns (no
+    Python object per row and field to check); None where a row is not plainly that (another
+    shape, a null message, role or content, another field set, an empty conversation): the
+    row-by-row path then makes them, or names the row it refuses. (Arrow's strings are
+    UTF-8: no lone surrogate to look for.)"""
+    import pyarrow.compute as pc
+
+    from fastaxo.chat.tokenize import ROLE_NAMES
+
+    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+        return None
+    item = arr.type.value_type
+    if (not pa.types.is_struct(item) or item.get_field_index("role") < 0
+            or item.get_field_index("content") < 0):
+        return None
+    if not all(pa.types.is_string(item.field(f).type) or pa.types.is_large_string(
+            item.field(f).type) for f in ("role", "content")):
+        return None
+    flat = arr.flatten()
+    if flat.null_count:
+        return None
+    fields = {item.field(k).name: pc.struct_field(flat, k) for k in range(item.num_fields)}
+    if any(col.null_count != (0 if name in ("role", "content") else len(col))
+           for name, col in fields.items()):
+        return None
+    offs = arrow.offsets_of(arr, pa.types.is_large_list(arr.type))
+    if len(offs) > 1 and int(np.diff(offs).min()) == 0:
+        return None
+    roles = fields["role"].to_pylist()
+    names = {r: ROLE_NAMES.get(r, r) for r in set(roles)}
+    messages = [{"role": names[r], "content": c}
+                for r, c in zip(roles, fields["content"].to_pylist(), strict=True)]
+    at = (offs - offs[0]).tolist()
+    return [messages[at[i]:at[i + 1]] for i in range(len(arr))]
+
+
 def _content_bytes(arr: pa.Array) -> np.ndarray | None:
     """Per conversation of the list<struct> column ``arr``, the UTF-8 bytes of its messages'
     ``content`` (:func:`fastaxo.chat.tokenize.content_bytes` on Arrow buffers); None where the
@@ -526,6 +564,7 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
     (:class:`~fastaxo.errors.RowTooLargeError`) unless ``overflow`` is "drop", which gives them
     no tokens."""
     from fastaxo.chat import tokenize_chat
+    from fastaxo.chat.tokenize import tokenize_turns
     from fastaxo.errors import FastaxoError
 
     if arr.null_count:
@@ -541,10 +580,13 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
         i = int(big[0])
         raise too_large_error(path, row0 + i, "the conversation's messages hold",
                               int(sizes[i]), limit)  # type: ignore[index]
-    convs = _pylist_without(arr, big)
+    # (a conversation over the bound never becomes Python objects)
+    turns = _arrow_turns(arr) if not len(big) else None
+    convs = _pylist_without(arr, big) if turns is None else turns
     ids: list[list[int]] = [[] for _ in convs]
     labels: list[list[int]] = [[] for _ in convs]
     too_large = len(big)
+    too = "skip" if overflow == "drop" else "error"
     # the runs of rows between the dropped ones, so that errors name the right row
     edges = [-1, *big.tolist(), len(convs)]
     for a, b in itertools.pairwise(edges):
@@ -552,8 +594,8 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
         if a == b:
             continue
         try:
-            res = tokenize_chat(convs[a:b], spec=ct.spec,
-                                too_large="skip" if overflow == "drop" else "error")
+            res = (tokenize_chat(convs[a:b], spec=ct.spec, too_large=too)
+                   if turns is None else tokenize_turns(turns[a:b], ct.spec, too))
         except RowTooLargeError as e:
             raise too_large_error(path, row0 + a + e.row, "the conversation is at least",
                                   e.length, e.limit) from None
