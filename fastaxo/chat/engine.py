@@ -159,7 +159,7 @@ class ChatEngine:
             elif isinstance(t, BaseException):
                 out[i] = Fallback("the template raised an error", t)  # type: ignore[arg-type]
             elif not t:
-                out[i] = Fallback("the conversation renders to no text")
+                out[i] = Fallback(NO_TEXT)
             elif len(t) * 4 > limit and len(t.encode("utf-8", "surrogatepass")) > limit:
                 out[i] = _too_large(i, len(t.encode("utf-8", "surrogatepass")), limit)
             else:
@@ -415,7 +415,7 @@ class ChatEngine:
         for k, i in enumerate(rows):
             a, b = at[k], at[k + 1]
             if a == b:
-                out[i] = Fallback("the conversation renders to no tokens")
+                out[i] = Fallback(NO_TOKENS)
                 continue
             ids, labels, bad = kernel(vals[a:b], pairs[a:b], spans[i], self._eot, self._eos,
                                       self._modes[0], self._modes[1], pool)
@@ -424,7 +424,7 @@ class ChatEngine:
     def _labels(self, ids: list[int], offsets: Any, spans: np.ndarray, trainable: list[int]
                 ) -> Row | Fallback:
         if not ids:
-            return Fallback("the conversation renders to no tokens")
+            return Fallback(NO_TOKENS)
         labels, bad = _chat_labels(ids, offsets, spans, self._eot, self._eos, self._modes)
         return self._row(ids, labels, bad, trainable)
 
@@ -453,6 +453,9 @@ class ChatEngine:
 
 # the Fallback reason (and ChatResult.empty key) of a conversation over max_row_bytes
 TOO_LARGE = "the conversation is larger than max_row_bytes"
+# the Fallback reasons of a row that has no tokens
+NO_TEXT = "the conversation renders to no text"
+NO_TOKENS = "the conversation renders to no tokens"
 
 
 def _too_large(row: int, size: int, limit: int) -> Fallback:

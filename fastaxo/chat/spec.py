@@ -210,10 +210,7 @@ class ChatSpec:
         ``"fastaxo"``."""
         import numpy as np
 
-        fx = self._fastaxo()[0]
-        if fx is None:
-            raise InvalidInputError(f"fastaxo_ids: this spec's encoder is HF's "
-                                    f"({self.encoder_reason})")
+        fx = self._fastaxo_for("fastaxo_ids")
         if isinstance(texts, list) and not texts:
             return np.zeros(0, np.int32), np.zeros(1, np.int64)
         arr = fx.encode_batch(texts, add_special_tokens=False, num_threads=_encode_threads())
@@ -226,10 +223,7 @@ class ChatSpec:
         ``"fastaxo"``."""
         import numpy as np
 
-        fx = self._fastaxo()[0]
-        if fx is None:
-            raise InvalidInputError(f"fastaxo_offsets: this spec's encoder is HF's "
-                                    f"({self.encoder_reason})")
+        fx = self._fastaxo_for("fastaxo_offsets")
         if isinstance(texts, list) and not texts:
             return np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros((0, 2), np.int64)
         ids, offs = fx.encode_batch_offsets(texts, add_special_tokens=False,
@@ -237,6 +231,14 @@ class ChatSpec:
         pairs = offs.values.flatten().to_numpy().reshape(-1, 2)
         return (ids.values.to_numpy(), ids.offsets.to_numpy().astype(np.int64, copy=False),
                 pairs)
+
+    def _fastaxo_for(self, caller: str) -> Any:
+        """fastaxo's Tokenizer, or InvalidInputError naming ``caller`` where it is HF's."""
+        fx = self._fastaxo()[0]
+        if fx is None:
+            raise InvalidInputError(f"{caller}: this spec's encoder is HF's "
+                                    f"({self.encoder_reason})")
+        return fx
 
     # -- which encoder makes the ids --------------------------------------------------------
     @property

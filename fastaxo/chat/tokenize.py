@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastaxo._reference import chat as ref
-from fastaxo.chat.engine import TOO_LARGE, ChatEngine, Fallback
+from fastaxo.chat.engine import NO_TEXT, NO_TOKENS, TOO_LARGE, ChatEngine, Fallback
 from fastaxo.chat.render import OutputTooLarge
 from fastaxo.chat.spec import ChatSpec
 from fastaxo.errors import (
@@ -220,7 +220,7 @@ def tokenize_turns(turns: list[list[dict[str, Any]]], spec: ChatSpec, too_large:
 
 
 # reasons a row has no tokens (the engine's Fallback reasons)
-_EMPTY = frozenset({"the conversation renders to no text", "the conversation renders to no tokens"})
+_EMPTY = frozenset({NO_TEXT, NO_TOKENS})
 
 
 def _reference_row(turns: list[dict[str, Any]], row: int, spec: ChatSpec) -> Any:

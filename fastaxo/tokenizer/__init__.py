@@ -70,14 +70,18 @@ def _hf_json(obj: Any) -> bytes:
     return to_str().encode("utf-8")
 
 
-def _model(spec: Spec) -> Any:
+def _ext() -> Any:
     from fastaxo._core.backend import tok_ext
 
     if tok_ext is None:
         raise ExtensionUnavailableError(
             "fastaxo.Tokenizer needs fastaxo's compiled extension (not loaded here); use HF's "
             "tokenizer instead")
-    return tok_ext.BPEModel(spec.tok_bytes, spec.tok_off, spec.merges, spec.added_bytes,
+    return tok_ext
+
+
+def _model(spec: Spec) -> Any:
+    return _ext().BPEModel(spec.tok_bytes, spec.tok_off, spec.merges, spec.added_bytes,
                             spec.added_off, spec.added_ids, spec.added_flags, spec.pretok,
                             spec.ignore_merges, spec.nfc, spec.bos_id)
 
@@ -172,7 +176,7 @@ class Tokenizer:
         """The ids of one text, as int32: HF's ``encode(text, add_special_tokens).ids``."""
         if not isinstance(text, str):
             raise InvalidTypeError(f"text: expected str, got {type(text).__name__}")
-        vals, _, _ = self._run([_utf8(text, 0)], add_special_tokens, 1, 0)
+        vals, _, _ = self._run([_utf8(text, 0)], add_special_tokens, 1, _unit(None))
         return vals
 
     def encode_offsets(self, text: str, add_special_tokens: bool = True, unit: str = "bytes"
@@ -212,14 +216,7 @@ class Tokenizer:
         >>> offsets.to_pylist()  # doctest: +SKIP
         [[[0, 5]]]
         """
-        mode = _unit(unit)
-        data, offsets, arrow = _buffers(texts)
-        try:
-            vals, counts, spans = self._model.encode_many(
-                data, offsets, bool(add_special_tokens), resolve_num_threads(num_threads), mode,
-                arrow)
-        except ValueError as e:  # only Arrow text can be other than UTF-8
-            raise InvalidInputError(str(e)) from None
+        vals, counts, spans = self._batch(texts, add_special_tokens, num_threads, _unit(unit))
         ids = _list_array(vals, counts)
         pairs = pa.FixedSizeListArray.from_arrays(pa.array(spans.reshape(-1)), 2)
         return ids, type(ids).from_arrays(ids.offsets, pairs)
@@ -233,13 +230,17 @@ class Tokenizer:
         ``texts``: a list of str, or a pyarrow string / large_string array (nulls refused).
         The texts are spread over ``num_threads`` threads (default: fastaxo's thread count);
         the result does not depend on it."""
+        vals, counts, _ = self._batch(texts, add_special_tokens, num_threads, _unit(None))
+        return _list_array(vals, counts)
+
+    def _batch(self, texts: Any, specials: bool, num_threads: int | None, mode: int
+               ) -> tuple[np.ndarray, np.ndarray, Any]:
         data, offsets, arrow = _buffers(texts)
         try:
-            vals, counts, _ = self._model.encode_many(data, offsets, bool(add_special_tokens),
-                                                      resolve_num_threads(num_threads), 0, arrow)
+            return self._model.encode_many(data, offsets, bool(specials),
+                                           resolve_num_threads(num_threads), mode, arrow)
         except ValueError as e:  # only Arrow text can be other than UTF-8
             raise InvalidInputError(str(e)) from None
-        return _list_array(vals, counts)
 
     def _run(self, items: Sequence[bytes], specials: bool, threads: int, mode: int
              ) -> tuple[np.ndarray, np.ndarray, Any]:
@@ -247,14 +248,18 @@ class Tokenizer:
         return self._model.encode_many(data, offsets, bool(specials), threads, mode, False)
 
 
-# encode_many's span modes (fastaxo._tok.OFFSETS_*)
-_UNITS = {"bytes": 1, "chars": 2}
+@functools.cache
+def _modes() -> dict[str | None, int]:
+    """encode_many's span modes, the extension's own constants (None: no spans)."""
+    ext = _ext()
+    return {None: ext.OFFSETS_NONE, "bytes": ext.OFFSETS_BYTES, "chars": ext.OFFSETS_CHARS}
 
 
 def _unit(unit: object) -> int:
-    if not isinstance(unit, str) or unit not in _UNITS:
+    modes = _modes()
+    if unit is not None and (not isinstance(unit, str) or unit not in modes):
         raise InvalidInputError(f"unit: expected 'bytes' or 'chars', got {unit!r}")
-    return _UNITS[unit]
+    return modes[unit]
 
 
 def _utf8(text: str, i: int) -> bytes:
