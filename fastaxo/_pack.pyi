@@ -77,12 +77,13 @@ def chat_labels_bytes(
 def chat_row_bytes(
     ids: np.ndarray, text: bytes | np.ndarray, token_offsets: np.ndarray,
     token_bytes: np.ndarray, spans: np.ndarray, eot_ids: np.ndarray, eos_ids: np.ndarray,
-    eot_mode: int, eos_mode: int, pool: list[int] | None = ...,
-) -> tuple[list[int] | None, list[int] | None, int]: ...
+    eot_mode: int, eos_mode: int, pool: list[int] | None = ..., arrays: bool = ...,
+) -> tuple[list[int] | np.ndarray | None, list[int] | np.ndarray | None, int]: ...
 def chat_row_offsets(
     ids: np.ndarray, offsets: np.ndarray, spans: np.ndarray, eot_ids: np.ndarray,
     eos_ids: np.ndarray, eot_mode: int, eos_mode: int, pool: list[int] | None = ...,
-) -> tuple[list[int], list[int] | None, int]: ...
+    arrays: bool = ...,
+) -> tuple[list[int] | np.ndarray, list[int] | np.ndarray | None, int]: ...
 def json_too_deep(block: memoryview | bytes | bytearray, limit: int) -> int: ...
 def render_getattr(
     slow: Callable[[Any, Any], Any], safe: dict[tuple[type, str], bool] | None = ...,

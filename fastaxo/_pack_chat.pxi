@@ -100,42 +100,73 @@ cdef int64_t _positions_of32(const int32_t[::1] ids, Py_ssize_t n, const int64_t
     return k
 
 
-cdef object _labels_of(list ids, Py_ssize_t n, const int64_t[:, ::1] tok,
-                       const int64_t[::1] eot_ids, const int64_t[::1] eos_ids, int eot_mode,
-                       int eos_mode, const int32_t[::1] ids32=None):
-    # tok[k]: turn k's token span, or (-1, -1) when the turn was not found; ids32: the same
-    # ids as int32 (read instead of the list's objects), or None
-    cdef Py_ssize_t k, s, e, idx, t
+cdef object _keep_mask(Py_ssize_t n, const int64_t[:, ::1] tok, int64_t[:, ::1] pos,
+                       Py_ssize_t npos_eot, Py_ssize_t npos_eos, int eot_mode, int eos_mode):
+    # Axolotl's label rule as a mask (1: the label is the id): tok[k] is turn k's token span,
+    # or (-1, -1) when the turn was not found; pos[0] / pos[1] the EOT / EOS positions
+    cdef Py_ssize_t k, s, e, idx, t, i
     cdef Py_ssize_t last[2]
     cdef Py_ssize_t npos[2]
     cdef int modes[2]
-    pos_arr = np.empty((2, n), np.int64)
-    cdef int64_t[:, ::1] pos = pos_arr
-    if ids32 is None:
-        npos[0] = _positions_of(ids, n, eot_ids, pos[0])
-        npos[1] = _positions_of(ids, n, eos_ids, pos[1])
-    else:
-        npos[0] = _positions_of32(ids32, n, eot_ids, pos[0])
-        npos[1] = _positions_of32(ids32, n, eos_ids, pos[1])
+    npos[0] = npos_eot
+    npos[1] = npos_eos
     modes[0] = eot_mode
     modes[1] = eos_mode
     last[0] = -1
     last[1] = -1
-    labels = [-100] * n
+    keep_arr = np.zeros(n, np.uint8)
+    cdef uint8_t[::1] keep = keep_arr
     for k in range(tok.shape[0]):
         s = tok[k, 0]
         e = tok[k, 1]
         if s != -1:
-            labels[s:e] = ids[s:e]
+            for i in range(s, e):
+                keep[i] = 1
         for t in range(2):  # EOT, then EOS, searched from the turn's end (-1 if not found)
             idx = _first_from(pos[t], npos[t], n, e)
             if idx != -1 and abs(idx - e) <= 3:
                 last[t] = idx
                 if modes[t] == TRAIN_ALL or modes[t] == TRAIN_TURN:
-                    labels[idx] = ids[idx]
+                    keep[idx] = 1
     for t in range(2):
         if modes[t] == TRAIN_LAST and last[t] != -1:
-            labels[last[t]] = ids[last[t]]
+            keep[last[t]] = 1
+    return keep_arr
+
+
+cdef object _labels_of(list ids, Py_ssize_t n, const int64_t[:, ::1] tok,
+                       const int64_t[::1] eot_ids, const int64_t[::1] eos_ids, int eot_mode,
+                       int eos_mode, const int32_t[::1] ids32=None, bint arrays=False):
+    # the labels of ``ids`` (a list, or None with ``ids32``): a list of the ids' own objects
+    # and -100, or with ``arrays`` an int32 array (no Python object per token)
+    cdef Py_ssize_t i, a, b
+    cdef Py_ssize_t n0, n1
+    pos_arr = np.empty((2, n), np.int64)
+    cdef int64_t[:, ::1] pos = pos_arr
+    if ids32 is None:
+        n0 = _positions_of(ids, n, eot_ids, pos[0])
+        n1 = _positions_of(ids, n, eos_ids, pos[1])
+    else:
+        n0 = _positions_of32(ids32, n, eot_ids, pos[0])
+        n1 = _positions_of32(ids32, n, eos_ids, pos[1])
+    keep_arr = _keep_mask(n, tok, pos, n0, n1, eot_mode, eos_mode)
+    cdef const uint8_t[::1] keep = keep_arr
+    if arrays:
+        out_arr = np.full(n, -100, np.int32)
+        if n:
+            np.copyto(out_arr, ids32, where=keep_arr.view(np.bool_))
+        return out_arr
+    labels = [-100] * n
+    i = 0
+    while i < n:  # runs of kept positions, copied as slices
+        if not keep[i]:
+            i += 1
+            continue
+        a = i
+        while i < n and keep[i]:
+            i += 1
+        b = i
+        labels[a:b] = ids[a:b]
     return labels
 
 
@@ -262,6 +293,13 @@ def chat_labels_bytes(list ids, const uint8_t[::1] text, const int64_t[::1] toke
     return _labels_of(ids, n, tok_arr, eot_ids, eos_ids, eot_mode, eos_mode), -1
 
 
+cdef object _row_ids(object ids, const int32_t[::1] ids32, list pool, bint arrays):
+    # a row's ids as the caller wants them: its own int32 array, or a list (pooled ints)
+    if arrays:
+        return np.asarray(ids, np.int32)
+    return _pooled(ids32, pool) if pool is not None else np.asarray(ids32).tolist()
+
+
 cdef list _pooled(const int32_t[::1] ids, list pool):
     # the ids as a list of the pool's int objects (pool[v] is v): a pointer and a reference
     # per token, no int allocated; every id is in [0, len(pool)) (checked by the caller)
@@ -278,13 +316,14 @@ cdef list _pooled(const int32_t[::1] ids, list pool):
 def chat_row_bytes(object ids, const uint8_t[::1] text, const int64_t[::1] token_offsets,
                    const uint8_t[::1] token_bytes, const int64_t[:, ::1] spans,
                    const int64_t[::1] eot_ids, const int64_t[::1] eos_ids, int eot_mode,
-                   int eos_mode, list pool=None):
+                   int eos_mode, list pool=None, bint arrays=False):
     """:func:`chat_labels_bytes` for ids in an int32 array (fastaxo's encoder): the checks
     read the array, not a Python object per token, and the row's list of ids is made only
     once they pass: from ``pool`` (a list whose item v is the int v, at least one per token
     id: no int allocated per token) or, without it, new ints. Returns ``(ids list, labels,
     -1)``, ``(ids list, None, k)`` when turn k starts past the last token, or ``(None, None,
-    -2)`` when the ids do not spell the text.
+    -2)`` when the ids do not spell the text. With ``arrays`` the ids and labels are int32
+    arrays instead of lists (``pool`` unused): no Python object per token at all.
     """
     cdef const int32_t[::1] ids32 = ids
     cdef Py_ssize_t n = ids32.shape[0], i, bad
@@ -303,13 +342,13 @@ def chat_row_bytes(object ids, const uint8_t[::1] text, const int64_t[::1] token
     if at != text.shape[0]:
         return None, None, -2
     # every id passed _spelled_at: 0 <= id < len(token_offsets) - 1 <= len(pool)
-    ids_list = _pooled(ids32, pool) if pool is not None else np.asarray(ids32).tolist()
+    ids_list = _row_ids(ids, ids32, pool, arrays)
     tok_arr = np.full((spans.shape[0], 2), -1, np.int64)
     bad = _turn_tokens(ends, n, spans, tok_arr)
     if bad != -1:
         return ids_list, None, bad
-    return (ids_list, _labels_of(ids_list, n, tok_arr, eot_ids, eos_ids, eot_mode, eos_mode,
-                                 ids32), -1)
+    return (ids_list, _labels_of(None if arrays else ids_list, n, tok_arr, eot_ids, eos_ids,
+                                 eot_mode, eos_mode, ids32, arrays), -1)
 
 
 cdef Py_ssize_t _bisect_pairs(const int64_t[:, ::1] offsets, Py_ssize_t n, int64_t x,
@@ -329,13 +368,13 @@ cdef Py_ssize_t _bisect_pairs(const int64_t[:, ::1] offsets, Py_ssize_t n, int64
 
 def chat_row_offsets(object ids, const int64_t[:, ::1] offsets, const int64_t[:, ::1] spans,
                      const int64_t[::1] eot_ids, const int64_t[::1] eos_ids, int eot_mode,
-                     int eos_mode, list pool=None):
+                     int eos_mode, list pool=None, bint arrays=False):
     """:func:`chat_labels` for int32 ids (fastaxo's encoder) and their character offsets as
     an ``(n, 2)`` int64 array (HF's ``Encoding.offsets``, from
     ``fastaxo.Tokenizer.encode_batch_offsets``): the turns are bisected in the array, and the
     row's list of ids is made from ``pool`` (item v is the int v) or new ints. Returns
     ``(ids list, labels, -1)``, or ``(ids list, None, k)`` when turn k starts past the last
-    token.
+    token; with ``arrays``, int32 arrays instead of lists (as :func:`chat_row_bytes`).
     """
     cdef const int32_t[::1] ids32 = ids
     cdef Py_ssize_t n = ids32.shape[0], i, k
@@ -347,7 +386,7 @@ def chat_row_offsets(object ids, const int64_t[:, ::1] offsets, const int64_t[:,
     for i in range(n):
         if ids32[i] < 0 or ids32[i] >= limit:
             raise ValueError(f"ids: id {ids32[i]} at {i} is outside [0, {limit})")
-    ids_list = _pooled(ids32, pool) if pool is not None else np.asarray(ids32).tolist()
+    ids_list = _row_ids(ids, ids32, pool, arrays)
     tok_arr = np.full((spans.shape[0], 2), -1, np.int64)
     cdef int64_t[:, ::1] tok = tok_arr
     for k in range(spans.shape[0]):
@@ -359,5 +398,5 @@ def chat_row_offsets(object ids, const int64_t[:, ::1] offsets, const int64_t[:,
             if tok[k, 0] >= n or tok[k, 1] > n:
                 return ids_list, None, k
             _not_found(&tok[k, 0], &tok[k, 1], n)
-    return (ids_list, _labels_of(ids_list, n, tok, eot_ids, eos_ids, eot_mode, eos_mode, ids32),
-            -1)
+    return (ids_list, _labels_of(None if arrays else ids_list, n, tok, eot_ids, eos_ids,
+                                 eot_mode, eos_mode, ids32, arrays), -1)

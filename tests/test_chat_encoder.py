@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import unicodedata
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -63,21 +64,35 @@ def _plain(rows):
     return [r if isinstance(r, dict) else ("fallback", r.reason) for r in rows]
 
 
-def _run(spec, convs, mode, monkeypatch):
+def _run(spec, convs, mode, monkeypatch, arrays=False):
     """The engine's rows with FASTAXO_TOKENIZER=mode, and its rows per encoder."""
     monkeypatch.setenv(ENV, mode)
-    engine = ChatEngine(spec)
+    engine = ChatEngine(spec, arrays=arrays)
     return _plain(engine.run(convs)), dict(engine.encoder_counts)
 
 
 def _same_rows(spec, convs, monkeypatch):
-    """Rows on fastaxo's encoder equal rows on HF's; returns the fastaxo run's counts."""
+    """Rows on fastaxo's encoder equal rows on HF's, and its int32-array rows (prepare's,
+    ``ChatEngine(arrays=True)``) equal its lists; returns the fastaxo run's counts."""
     fx, counts = _run(spec, convs, "auto", monkeypatch)
     hf, hf_counts = _run(spec, convs, "hf", monkeypatch)
-    assert "fastaxo" not in hf_counts
-    for c, a, b in zip(convs, fx, hf, strict=True):
+    arr, arr_counts = _run(spec, convs, "auto", monkeypatch, arrays=True)
+    assert "fastaxo" not in hf_counts and arr_counts == counts
+    for c, a, b, d in zip(convs, fx, hf, arr, strict=True):
         assert a == b, c
+        assert _as_lists(d) == a, c
     return counts
+
+
+def _as_lists(row):
+    """An arrays=True row as the list row it stands for (fastaxo's rows: int32 arrays, no
+    mask); other rows unchanged."""
+    if not isinstance(row, dict) or not isinstance(row["input_ids"], np.ndarray):
+        return row
+    assert row["input_ids"].dtype == np.int32 and row["labels"].dtype == np.int32
+    assert "attention_mask" not in row
+    ids = row["input_ids"].tolist()
+    return {"input_ids": ids, "labels": row["labels"].tolist(), "attention_mask": [1] * len(ids)}
 
 
 # -- which encoder ---------------------------------------------------------------------------

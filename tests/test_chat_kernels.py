@@ -111,6 +111,10 @@ def test_byte_kernel_equals_offsets_kernel(case):
         else:
             assert row == (ids, *want)
             assert all(type(v) is int for v in row[0])
+    # arrays=True (prepare's columns): the same ids and labels as int32 arrays
+    arr = _outcome(backend.pack_ext.chat_row_bytes, ids32, text.encode(), toff, blob, bspans,
+                   eot_a, eot_a[:0], CODES.get(mode, 0), 0, None, True)
+    _assert_arrays(arr, want if want is IndexError else (ids, *want))
 
 
 @needs_ext
@@ -128,6 +132,27 @@ def test_row_offsets_kernel_equals_list_kernel(case):
         got = _outcome(backend.pack_ext.chat_row_offsets, np.array(ids, np.int32), pairs, *args,
                        pool)
         assert got == (want if want is IndexError else (ids, *want))
+    arr = _outcome(backend.pack_ext.chat_row_offsets, np.array(ids, np.int32), pairs, *args,
+                   None, True)
+    _assert_arrays(arr, want if want is IndexError else (ids, *want))
+
+
+def _assert_arrays(got, want):
+    """A kernel's arrays=True result is its list result as int32 arrays."""
+    if want is IndexError:
+        assert got is IndexError
+        return
+    ids, labels, bad = got
+    if want[0] is None:  # the ids do not spell the text
+        assert got == want
+        return
+    assert isinstance(ids, np.ndarray) and ids.dtype == np.int32
+    assert ids.tolist() == want[0] and bad == want[2]
+    if want[1] is None:
+        assert labels is None
+    else:
+        assert isinstance(labels, np.ndarray) and labels.dtype == np.int32
+        assert labels.tolist() == want[1]
 
 
 @needs_ext

@@ -84,7 +84,7 @@ class Fallback(NamedTuple):
     error: Exception | None = None
 
 
-Row = dict[str, list[int]]
+Row = dict[str, Any]  # lists of ints, or int32 arrays (ChatEngine(arrays=True))
 
 
 class ChatEngine:
@@ -93,14 +93,17 @@ class ChatEngine:
     turns of produced rows that were placed by their own renders (Axolotl's diff) because the
     template rewrites them; :attr:`encoder_counts` the rows tokenized, by the encoder that
     made their ids (``"fastaxo"``: fastaxo's C encoder, ``"hf"``: HF's tokenizers; see
-    :attr:`ChatSpec.encoder`)."""
+    :attr:`ChatSpec.encoder`). With ``arrays``, the rows fastaxo's encoder makes hold int32
+    NumPy arrays (no ``attention_mask``) instead of lists: no Python object per token, for
+    callers that write columns (``prepare``); other rows keep lists."""
 
-    def __init__(self, spec: ChatSpec):
+    def __init__(self, spec: ChatSpec, *, arrays: bool = False):
         problem = spec.problem()
         if problem is not None:
             raise InvalidInputError(f"spec: the one-pass chat path cannot run this "
                                     f"configuration: {problem}")
         self.spec = spec
+        self.arrays = bool(arrays)
         self._eot = np.asarray(spec.eot_ids, np.int64)
         self._eos = np.asarray(() if spec.eos_id is None else (spec.eos_id,), np.int64)
         self._modes = (_MODES.get(spec.train_on_eot or "", 0),
@@ -394,7 +397,7 @@ class ChatEngine:
                 span = _byte_spans(data[at[k]:at[k + 1]], span)
             ids, labels, bad = kernel(
                 vals[id_at[k]:id_at[k + 1]], data[at[k]:at[k + 1]], tok_off, tok_bytes,
-                span, self._eot, self._eos, self._modes[0], self._modes[1], pool)
+                span, self._eot, self._eos, self._modes[0], self._modes[1], pool, self.arrays)
             if bad != -2:
                 out[i] = self._row(ids, labels, bad, trainable[i])
                 done.add(i)
@@ -418,7 +421,7 @@ class ChatEngine:
                 out[i] = Fallback(NO_TOKENS)
                 continue
             ids, labels, bad = kernel(vals[a:b], pairs[a:b], spans[i], self._eot, self._eos,
-                                      self._modes[0], self._modes[1], pool)
+                                      self._modes[0], self._modes[1], pool, self.arrays)
             out[i] = self._row(ids, labels, bad, trainable[i])
 
     def _labels(self, ids: list[int], offsets: Any, spans: np.ndarray, trainable: list[int]
@@ -443,11 +446,12 @@ class ChatEngine:
         return self._row(ids, labels, bad, trainable)
 
     @staticmethod
-    def _row(ids: list[int], labels: list[int] | None, bad: int, trainable: list[int]
-             ) -> Row | Fallback:
+    def _row(ids: Any, labels: Any, bad: int, trainable: list[int]) -> Row | Fallback:
         if labels is None:
             return Fallback(f"turn {trainable[bad]} starts after the last token (Axolotl "
                             "re-tokenizes it)")
+        if isinstance(ids, np.ndarray):  # ChatEngine(arrays=True): no mask list per row
+            return {"input_ids": ids, "labels": labels}
         return {"input_ids": ids, "labels": labels, "attention_mask": [1] * len(ids)}
 
 

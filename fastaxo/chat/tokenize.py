@@ -161,10 +161,12 @@ def tokenize_chat(conversations: Iterable[Any], tokenizer: Any = None, *,
                           too_large)
 
 
-def tokenize_turns(turns: list[list[dict[str, Any]]], spec: ChatSpec, too_large: str = "error"
-                   ) -> ChatResult:
+def tokenize_turns(turns: list[list[dict[str, Any]]], spec: ChatSpec, too_large: str = "error",
+                   *, arrays: bool = False) -> ChatResult:
     """:func:`tokenize_chat` of conversations already as :func:`normalize_messages` gives them
-    (``prepare`` makes them from Arrow columns), with a spec for a fast tokenizer."""
+    (``prepare`` makes them from Arrow columns), with a spec for a fast tokenizer. With
+    ``arrays``, rows made by fastaxo's encoder hold int32 arrays and no attention mask
+    (``ChatEngine(arrays=True)``; ``prepare`` writes columns from them)."""
     result = ChatResult()
     limit = spec.max_row_bytes
     # a conversation whose messages alone are over the bound is not rendered at all
@@ -179,7 +181,7 @@ def tokenize_turns(turns: list[list[dict[str, Any]]], spec: ChatSpec, too_large:
     problem = spec.problem()
     rows: list[Any]
     if problem is None:
-        engine = ChatEngine(spec)
+        engine = ChatEngine(spec, arrays=arrays)
         try:
             rows = engine.run(todo)
         except TemplateLimitError as e:
@@ -215,7 +217,7 @@ def tokenize_turns(turns: list[list[dict[str, Any]]], spec: ChatSpec, too_large:
                 r = _reference_row(t, i, spec)
         result.input_ids.append(r["input_ids"])
         result.labels.append(r["labels"])
-        result.attention_mask.append(r["attention_mask"])
+        result.attention_mask.append(r.get("attention_mask"))
     return result
 
 

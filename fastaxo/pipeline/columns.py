@@ -595,7 +595,7 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
             continue
         try:
             res = (tokenize_chat(convs[a:b], spec=ct.spec, too_large=too)
-                   if turns is None else tokenize_turns(turns[a:b], ct.spec, too))
+                   if turns is None else tokenize_turns(turns[a:b], ct.spec, too, arrays=True))
         except RowTooLargeError as e:
             raise too_large_error(path, row0 + a + e.row, "the conversation is at least",
                                   e.length, e.limit) from None
@@ -624,10 +624,20 @@ def _chat_row_error(e: Exception, column: str, path: str, row0: int) -> Exceptio
     return type(e)(f"{row_where(path, row0 + int(m.group(1)))}: {column}{str(e)[m.end():]}")
 
 
-def _int32_lists(rows: list[list[int]]) -> pa.Array:
-    """Rows of token ids as list<int32> (flattened in one C pass)."""
+def _int32_lists(rows: list[Any]) -> pa.Array:
+    """Rows of token ids (lists of int, or int32 arrays) as list<int32> (flattened in one C
+    pass, or one concatenation)."""
     from fastaxo._core.ragged import lists_to_values
 
+    if any(isinstance(r, np.ndarray) for r in rows):
+        parts = [r if isinstance(r, np.ndarray) else np.asarray(r, np.int64) for r in rows]
+        lens = np.fromiter(map(len, parts), np.int64, count=len(parts))
+        values = np.concatenate(parts) if parts else np.zeros(0, np.int32)
+        if values.dtype != np.int32 and values.size and (values.min() < -(2**31)
+                                                          or values.max() > 2**31 - 1):
+            raise InvalidInputError("tokenizer: token ids beyond int32; prepare writes int32 "
+                                    "columns")
+        return arrow.list_array(values.astype(np.int32, copy=False), lens)
     got = lists_to_values(rows)
     if got is None or isinstance(got[0], str):
         lens = np.fromiter(map(len, rows), np.int64, count=len(rows))
