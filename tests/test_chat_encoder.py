@@ -193,6 +193,37 @@ def test_tokens_added_after_the_encoder_was_made(monkeypatch):
     assert tok.convert_tokens_to_ids("<|fresh|>") in ids
 
 
+def test_byte_table_from_fastaxos_arrays_equals_the_vocabulary_walk(spec, llama_spec,
+                                                                   monkeypatch):
+    """The chat path's token-bytes table made from fastaxo's encoder arrays is the one walked
+    from HF's vocabulary: Qwen3, Llama 3.2, a token added past the vocabulary; an added token
+    that reuses a vocabulary id makes the arrays decline (the walk then runs)."""
+    from fastaxo.chat.spec import _table_of, byte_table
+    from fastaxo.tokenizer import Tokenizer
+
+    monkeypatch.delenv(ENV, raising=False)
+    added = chat_data.qwen3_tokenizer()
+    added.add_special_tokens({"additional_special_tokens": ["<|fresh|>"]})
+    from tokenizers import AddedToken
+
+    added.add_tokens([AddedToken("zq_new_token", normalized=False)])
+    for tok in (spec.tokenizer, llama_spec.tokenizer, added):
+        backend = tok.backend_tokenizer
+        fast = Tokenizer.from_hf(tok)
+        want, got = byte_table(backend), byte_table(backend, fast)
+        assert got is not None and _table_of(fast) is not None
+        assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
+        assert want[2] == got[2]
+    reused = chat_data.qwen3_tokenizer()
+    # a vocabulary token made an added one
+    reused.backend_tokenizer.add_tokens([AddedToken("hello", normalized=False)])
+    fast = Tokenizer.from_hf(reused)
+    assert _table_of(fast) is None
+    want = byte_table(reused.backend_tokenizer)
+    got = byte_table(reused.backend_tokenizer, fast)
+    assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
+
+
 def test_the_encoder_cache_follows_the_hf_objects_state(monkeypatch):
     """fast_tokenizer caches fastaxo's encoder per HF object; an object changed in place (a
     token added, its post-processor or pre-tokenizer replaced) gets a new one with its ids."""

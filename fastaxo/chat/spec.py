@@ -291,7 +291,7 @@ class ChatSpec:
             cache["bytes"] = None
             backend = self._fast_backend()
             if backend is not None and hasattr(backend, "encode_batch_fast"):
-                table = byte_table(backend)
+                table = byte_table(backend, _fastaxo_quiet(self.tokenizer))
                 if table is not None and _probe_bytes(self, table):
                     cache["bytes"] = table
         return cache["bytes"]
@@ -474,10 +474,24 @@ def _component(obj: Any) -> Any:
     return None if obj is None else json.loads(obj.__getstate__())
 
 
-def byte_table(backend: Any) -> tuple[Any, Any, bool] | None:
+def _fastaxo_quiet(tokenizer: Any) -> Any:
+    """fastaxo's Tokenizer of ``tokenizer`` where FASTAXO_TOKENIZER allows one and it is
+    supported (the per-object cache of :func:`~fastaxo.tokenizer.select.fast_tokenizer`), else
+    None; never raises."""
+    from fastaxo.tokenizer.select import fast_tokenizer
+
+    try:
+        return fast_tokenizer(tokenizer)[0]
+    except Exception:  # noqa: BLE001 - FASTAXO_TOKENIZER=fastaxo on an unsupported one
+        return None
+
+
+def byte_table(backend: Any, fast: Any = None) -> tuple[Any, Any, bool] | None:
     """``(token_offsets, token_bytes, nfc)`` for a byte-level BPE ``tokenizers.Tokenizer`` whose
     offsets are the characters each token's bytes fall in, or None. ``nfc``: the normalizer is
-    NFC, so only NFC-stable text may use the table."""
+    NFC, so only NFC-stable text may use the table. ``fast``: fastaxo's Tokenizer of the same
+    state (:meth:`fastaxo.Tokenizer.from_hf`), whose arrays already hold the tokens' bytes (a
+    vocabulary walk in Python is ~0.5 s for 150k tokens)."""
     import numpy as np
 
     try:
@@ -498,6 +512,10 @@ def byte_table(backend: Any) -> tuple[Any, Any, bool] | None:
             if p.get("type") not in _POST_OK or (p.get("type") == "ByteLevel"
                                                  and p.get("trim_offsets")):
                 return None
+        if fast is not None:
+            got = _table_of(fast)
+            if got is not None:
+                return (*got, norm is not None)
         decode = {c: b for b, c in _bytes_to_unicode().items()}
         added = {i: t.content for i, t in backend.get_added_tokens_decoder().items()}
         vocab = backend.get_vocab(with_added_tokens=True)
@@ -515,6 +533,32 @@ def byte_table(backend: Any) -> tuple[Any, Any, bool] | None:
         return offsets, blob, norm is not None
     except Exception:  # noqa: BLE001 - an unexpected tokenizer: use its offsets
         return None
+
+
+def _table_of(fast: Any) -> tuple[Any, Any] | None:
+    """:func:`byte_table`'s offsets and bytes from fastaxo's encoder arrays: the vocabulary's
+    decoded bytes (an undecodable token: none, as there), then each added token's UTF-8 at its
+    id. None where an added token has a vocabulary id (its bytes would replace the token's in
+    the middle: the walk does that)."""
+    import numpy as np
+
+    spec = fast._spec
+    n_vocab = len(spec.tok_off) - 1
+    if any(i < n_vocab for i in spec.added.values()):
+        return None
+    size = max([n_vocab, *(i + 1 for i in spec.added.values())])
+    lens = np.zeros(size, np.int64)
+    lens[:n_vocab] = np.diff(spec.tok_off)
+    pieces = {i: c.encode("utf-8") for c, i in spec.added.items()}
+    for i, b in pieces.items():
+        lens[i] = len(b)
+    offsets = np.zeros(size + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    blob = np.empty(int(offsets[-1]), np.uint8)
+    blob[:spec.tok_off[-1]] = spec.tok_bytes
+    for i, b in pieces.items():
+        blob[offsets[i]:offsets[i + 1]] = np.frombuffer(b, np.uint8)
+    return offsets, blob
 
 
 def _bytes_to_unicode() -> dict[int, str]:
