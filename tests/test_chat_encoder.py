@@ -408,3 +408,48 @@ def test_info_names_the_encoder(capsys, monkeypatch, tmp_path):
     assert main(["info", "--tokenizer", str(path)]) == 0
     assert "text encoder   : HF tokenizers (normalizer 'NFKC'" in (
         capsys.readouterr().out)
+
+
+# -- parts: one part tokenized on a thread while the next renders --------------------------------
+
+def test_rows_in_parts_equal_rows_in_one_part(spec, monkeypatch):
+    """ChatEngine.run in parts of 3 rows (the encode of one on its own thread while the next
+    renders) gives the rows of one part, fallbacks and NFC-unstable rows included; a row's
+    error names its row among all; the thread's error reaches the caller; no thread is left."""
+    import threading
+
+    from fastaxo.chat import engine as engine_mod
+    from fastaxo.errors import ChatTemplateError
+
+    monkeypatch.delenv(ENV, raising=False)
+    convs = chat_data.conversations(seed=41, n=11, turns=(1, 6), hi=40)
+    convs[4] = [{"role": "user", "content": "q", "name": "x"}]  # a fallback
+    convs[7] = [{"role": "user", "content": "e\u0301 q"},  # NFC-unstable: offsets path
+                {"role": "assistant", "content": "A\u0300 a"}]
+    whole = ChatEngine(spec, arrays=True)
+    want = _plain(whole.run(convs))
+    before = threading.active_count()
+    monkeypatch.setattr(engine_mod, "PART_ROWS", 3)
+    parted = ChatEngine(spec, arrays=True)
+    got = _plain(parted.run(convs))
+    assert threading.active_count() == before
+    assert [_as_lists(r) for r in got] == [_as_lists(r) for r in want]
+    assert parted.encoder_counts == whole.encoder_counts == {"fastaxo": 10}
+    # the template's error on row 9 (in the fourth part) names row 9
+    bad = ChatSpec.create(spec.tokenizer, "{% for m in messages %}{% if m.content == 'boom' %}"
+                          "{{ raise_exception('no') }}{% endif %}{{ m.content }}{% endfor %}")
+    rows = [_conv2("q", "a")] * 9 + [_conv2("boom", "a")] + [_conv2("q", "a")]
+    with pytest.raises(ChatTemplateError, match=r"^messages: row 9: "):
+        tokenize_chat(rows, spec=bad)
+    # an error on the tokenizing thread is raised by run()
+    def broken(*args, **kwargs):
+        raise RuntimeError("encoder failed")
+
+    monkeypatch.setattr(ChatSpec, "fastaxo_ids", broken)
+    with pytest.raises(RuntimeError, match="encoder failed"):
+        ChatEngine(spec).run(convs)
+    assert threading.active_count() == before
+
+
+def _conv2(q, a):
+    return [{"role": "user", "content": q}, {"role": "assistant", "content": a}]

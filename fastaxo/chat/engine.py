@@ -39,6 +39,7 @@ would not stop); a conversation whose text is larger than ``max_row_bytes`` is a
 
 from __future__ import annotations
 
+import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
@@ -116,12 +117,46 @@ class ChatEngine:
     def run(self, conversations: Sequence[list[dict[str, Any]]]) -> list[Row | Fallback]:
         """One result per conversation: ``{"input_ids", "labels", "attention_mask"}`` or a
         :class:`Fallback`. Raises :class:`~fastaxo.errors.TemplateLimitError` (naming the
-        row, 0-based in ``conversations``) for a template past its bounds."""
-        spec = self.spec
+        row, 0-based in ``conversations``) for a template past its bounds.
+
+        Rows go in parts of :data:`PART_ROWS`: while one part's texts are tokenized (C, no
+        GIL) on a thread of its own, the next part is rendered and placed; the thread is
+        joined before the next part's tokenization starts and before this returns."""
         out: list[Row | Fallback | None] = [None] * len(conversations)
+        parts = [range(a, min(a + PART_ROWS, len(out))) for a in range(0, len(out), PART_ROWS)]
+        # the spec's lazily built tables, made here (once) and not by two threads at once
+        if len(parts) > 1 and self.spec.byte_tokens() is not None:
+            self.spec.encoder  # noqa: B018
+        pending: _Pending | None = None
+        try:
+            for part in parts:
+                work = self._front(conversations, part, out)
+                if pending is not None:
+                    pending.wait()
+                if len(parts) == 1:
+                    self._tokenize(*work, out)
+                else:  # one encoder thread: the other core renders the next part
+                    pending = _Pending(self._tokenize, *work, out, threads=1)
+            if pending is not None:
+                pending.wait()
+        finally:
+            if pending is not None:
+                pending.join()
+        done = [r for r in out if r is not None]
+        if len(done) != len(out):  # pragma: no cover - every row gets a result or a reason
+            raise AssertionError("ChatEngine.run left a row without a result")
+        return done
+
+    def _front(self, conversations: Sequence[list[dict[str, Any]]], part: range,
+               out: list[Row | Fallback | None]
+               ) -> tuple[dict[int, str], dict[int, np.ndarray], dict[int, list[int]]]:
+        """Rows ``part`` (indices into ``conversations`` and ``out``) rendered and placed:
+        their texts, trainable turns' spans and trainable turns; a row that cannot be is a
+        Fallback in ``out``."""
+        spec = self.spec
         rows = []
-        for i, turns in enumerate(conversations):
-            problem = row_problem(turns)
+        for i in part:
+            problem = row_problem(conversations[i])
             if problem is not None:
                 out[i] = Fallback(problem)
             else:
@@ -142,11 +177,7 @@ class ChatEngine:
             if out[i] is None:
                 spans[i] = self._good_spans(conversations[i], texts[i], state[i])
         self._per_turn_spans(conversations, texts, state, spans, out)
-        self._tokenize(texts, spans, trainable, out)
-        done = [r for r in out if r is not None]
-        if len(done) != len(out):  # pragma: no cover - every row gets a result or a reason
-            raise AssertionError("ChatEngine.run left a row without a result")
-        return done
+        return texts, spans, trainable
 
     # -- steps ------------------------------------------------------------------------------
     def _texts(self, conversations: Sequence[list[dict[str, Any]]], rows: list[int],
@@ -321,7 +352,8 @@ class ChatEngine:
                 spans[i][k] = span
 
     def _tokenize(self, texts: dict[int, str], spans: dict[int, np.ndarray],
-                  trainable: dict[int, list[int]], out: list[Row | Fallback | None]) -> None:
+                  trainable: dict[int, list[int]], out: list[Row | Fallback | None],
+                  threads: int | None = None) -> None:
         """Ids and labels of the rows still open. Byte-level tokenizers: ids alone (fastaxo's
         encoder or HF's, :attr:`ChatSpec.encoder`) and labels from their bytes; the rows that
         cannot (text an NFC tokenizer would change, ids that do not spell the text) take ids
@@ -338,13 +370,15 @@ class ChatEngine:
                     ok = not table[2] or unicodedata.is_normalized("NFC", texts[i])
                     (by_bytes if ok else need).append(i)
                 if enc == "fastaxo":
-                    done = self._rows_fastaxo(texts, by_bytes, spans, trainable, table, out)
+                    done = self._rows_fastaxo(texts, by_bytes, spans, trainable, table, out,
+                                              threads)
                 else:
                     done = self._rows_hf_ids(texts, by_bytes, spans, trainable, table, out)
                 need.extend(i for i in by_bytes if i not in done)
                 self.encoder_counts[enc] += len(done)
                 if enc == "fastaxo":
-                    self._rows_fastaxo_offsets(texts, need, spans, trainable, table, out)
+                    self._rows_fastaxo_offsets(texts, need, spans, trainable, table, out,
+                                               threads)
                     self.encoder_counts[enc] += len(need)
                     continue
             for i, (ids, offsets) in zip(need, self.spec.tokenize([texts[i] for i in need]),
@@ -368,7 +402,7 @@ class ChatEngine:
     def _rows_fastaxo(self, texts: dict[int, str], rows: list[int], spans: dict[int, np.ndarray],
                       trainable: dict[int, list[int]],
                       table: tuple[np.ndarray, np.ndarray, bool],
-                      out: list[Row | Fallback | None]) -> set[int]:
+                      out: list[Row | Fallback | None], threads: int | None = None) -> set[int]:
         """The rows made from fastaxo's ids: each text encoded to UTF-8 once (the encoder and
         the label kernel read the same bytes), ids as int32 until the row is proven."""
         import pyarrow as pa
@@ -384,7 +418,7 @@ class ChatEngine:
         data = np.frombuffer(joined, np.uint8)
         arr = pa.LargeStringArray.from_buffers(len(rows), pa.py_buffer(offsets),
                                                pa.py_buffer(joined))
-        vals, id_off = self.spec.fastaxo_ids(arr)
+        vals, id_off = self.spec.fastaxo_ids(arr, threads)
         id_at, at = id_off.tolist(), offsets.tolist()
         tok_off, tok_bytes, _ = table
         kernel = backend.pack_ext.chat_row_bytes  # type: ignore[union-attr]
@@ -406,12 +440,13 @@ class ChatEngine:
     def _rows_fastaxo_offsets(self, texts: dict[int, str], rows: list[int],
                               spans: dict[int, np.ndarray], trainable: dict[int, list[int]],
                               table: tuple[np.ndarray, np.ndarray, bool],
-                              out: list[Row | Fallback | None]) -> None:
+                              out: list[Row | Fallback | None], threads: int | None = None
+                              ) -> None:
         """The rows made from fastaxo's ids and its character offsets (HF's ``offsets``,
         exactly: :meth:`ChatSpec.fastaxo_offsets`), bisected as Axolotl bisects HF's."""
         if not rows:
             return
-        vals, id_off, pairs = self.spec.fastaxo_offsets([texts[i] for i in rows])
+        vals, id_off, pairs = self.spec.fastaxo_offsets([texts[i] for i in rows], threads)
         at = id_off.tolist()
         kernel = backend.pack_ext.chat_row_offsets  # type: ignore[union-attr]
         pool = _int_pool(len(table[0]) - 1)
@@ -454,6 +489,36 @@ class ChatEngine:
             return {"input_ids": ids, "labels": labels}
         return {"input_ids": ids, "labels": labels, "attention_mask": [1] * len(ids)}
 
+
+class _Pending:
+    """``fn(*args, threads=threads)`` on a thread of its own; :meth:`wait` joins it and raises
+    what it raised."""
+
+    def __init__(self, fn: Any, *args: Any, threads: int | None):
+        self.error: BaseException | None = None
+
+        def body() -> None:
+            try:
+                fn(*args, threads=threads)
+            except BaseException as e:  # noqa: BLE001 - raised again by wait()
+                self.error = e
+
+        self.thread = threading.Thread(target=body, name="fastaxo-chat-tokenize", daemon=True)
+        self.thread.start()
+
+    def join(self) -> None:
+        self.thread.join()
+
+    def wait(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            err, self.error = self.error, None
+            raise err
+
+
+# Rows per part of ChatEngine.run: one part is tokenized while the next is rendered (~0.4 s of
+# renders for 16-turn rows; a part's texts, ~6 MB, are the memory it adds)
+PART_ROWS = 256
 
 # the Fallback reason (and ChatResult.empty key) of a conversation over max_row_bytes
 TOO_LARGE = "the conversation is larger than max_row_bytes"

@@ -203,20 +203,24 @@ class ChatSpec:
             return [ids[a:b] for a, b in itertools.pairwise(offs.tolist())]
         return self._ids_fast(texts)
 
-    def fastaxo_ids(self, texts: Any) -> tuple[np.ndarray, np.ndarray]:
+    def fastaxo_ids(self, texts: Any, num_threads: int | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
         """The ids of ``texts`` (a list of str, or a pyarrow string array) from fastaxo's
         encoder, ``add_special_tokens=False``: int32 values and int64 offsets (text i's ids
-        are ``values[offsets[i]:offsets[i + 1]]``). Only when :attr:`encoder` is
+        are ``values[offsets[i]:offsets[i + 1]]``), on ``num_threads`` threads (default: one
+        where HF's would run on one, else fastaxo's count). Only when :attr:`encoder` is
         ``"fastaxo"``."""
         import numpy as np
 
         fx = self._fastaxo_for("fastaxo_ids")
         if isinstance(texts, list) and not texts:
             return np.zeros(0, np.int32), np.zeros(1, np.int64)
-        arr = fx.encode_batch(texts, add_special_tokens=False, num_threads=_encode_threads())
+        arr = fx.encode_batch(texts, add_special_tokens=False,
+                              num_threads=num_threads or _encode_threads())
         return arr.values.to_numpy(), arr.offsets.to_numpy().astype(np.int64, copy=False)
 
-    def fastaxo_offsets(self, texts: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def fastaxo_offsets(self, texts: Any, num_threads: int | None = None
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`fastaxo_ids` with each id's character offsets, HF's ``Encoding.offsets``
         exactly (:meth:`fastaxo.Tokenizer.encode_batch_offsets`): int32 values, int64 offsets
         and an ``(n, 2)`` int64 array of ``(start, end)`` per id. Only when :attr:`encoder` is
@@ -227,7 +231,7 @@ class ChatSpec:
         if isinstance(texts, list) and not texts:
             return np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros((0, 2), np.int64)
         ids, offs = fx.encode_batch_offsets(texts, add_special_tokens=False,
-                                            num_threads=_encode_threads())
+                                            num_threads=num_threads or _encode_threads())
         pairs = offs.values.flatten().to_numpy().reshape(-1, 2)
         return (ids.values.to_numpy(), ids.offsets.to_numpy().astype(np.int64, copy=False),
                 pairs)
