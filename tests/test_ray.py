@@ -448,7 +448,8 @@ def test_chat_data_as_on_one_machine(cluster, tmp_path):
 
 
 def test_the_workers_take_the_drivers_encoder(monkeypatch):
-    """units.unit_tokenizer follows Cfg.encoder, not the worker's FASTAXO_TOKENIZER."""
+    """units.unit_tokenizer follows the driver's encoder (Cfg.encoder for text, Cfg.chat for
+    chat data), not the worker's FASTAXO_TOKENIZER."""
     import dataclasses
 
     sys.path.insert(0, os.path.dirname(__file__))
@@ -464,6 +465,17 @@ def test_the_workers_take_the_drivers_encoder(monkeypatch):
     assert units.unit_tokenizer(cfg).encoder == "hf"  # None: the worker's environment
     monkeypatch.delenv("FASTAXO_TOKENIZER")
     assert units.unit_tokenizer(dataclasses.replace(cfg, encoder="hf")).encoder == "hf"
+    # chat data: the driver's encoder travels in Cfg.chat
+    from fastaxo.pipeline.columns import chat_tokenizer
+
+    for driver, worker in (("hf", "fastaxo"), ("fastaxo", "hf")):
+        monkeypatch.setenv("FASTAXO_TOKENIZER", driver)
+        ct = chat_tokenizer(str(chat_data.qwen3_dir()), None)
+        assert ct.settings()["encoder"] == driver
+        chat = dataclasses.replace(cfg, chat=units.chat_options(ct))
+        monkeypatch.setenv("FASTAXO_TOKENIZER", worker)
+        monkeypatch.setattr(units, "_TOKENIZERS", {})
+        assert units.unit_tokenizer(chat).spec.encoder == driver
 
 
 @pytest.mark.parametrize("encoder", ["hf", "fastaxo"])

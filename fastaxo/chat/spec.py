@@ -58,6 +58,8 @@ class ChatSpec:
     # bounds of one render (fastaxo.chat.render): loop items + macro calls, and characters
     max_steps: int = DEFAULT_MAX_STEPS
     max_row_bytes: int = MAX_ROW_BYTES
+    # "fastaxo" / "hf" / "auto" forces the encoder of the ids; None: FASTAXO_TOKENIZER
+    encoder_choice: str | None = None
 
     @classmethod
     def create(cls, tokenizer: Any, chat_template: str | None = None, *,
@@ -66,14 +68,16 @@ class ChatSpec:
                train_on_eot: str | None = None, eot_tokens: Iterable[str] | None = None,
                template_kwargs: Mapping[str, Any] | None = None,
                max_steps: int = DEFAULT_MAX_STEPS,
-               max_row_bytes: int = MAX_ROW_BYTES) -> ChatSpec:
+               max_row_bytes: int = MAX_ROW_BYTES, encoder: str | None = None) -> ChatSpec:
         """Axolotl's defaults and checks (``ChatTemplateStrategy.__init__``): the end-of-turn
         tokens default to the EOS token, tokens the template never writes are dropped, a token
         that is not a single id is an error. ``chat_template`` defaults to the tokenizer's.
         ``max_steps`` and ``max_row_bytes`` bound one render (:meth:`render`), and
         :func:`~fastaxo.chat.tokenize_chat` refuses a conversation whose message contents are
         over ``max_row_bytes`` before rendering it; a template that
-        does not compile raises :class:`~fastaxo.errors.ChatTemplateError` here."""
+        does not compile raises :class:`~fastaxo.errors.ChatTemplateError` here. ``encoder``
+        ("auto", "fastaxo" or "hf") chooses the encoder of the ids as ``FASTAXO_TOKENIZER``
+        does, for this spec (None: the variable decides)."""
         if not callable(getattr(tokenizer, "apply_chat_template", None)):
             raise InvalidTypeError(
                 f"tokenizer: expected a transformers tokenizer, got {type(tokenizer).__name__}")
@@ -115,6 +119,10 @@ class ChatSpec:
             got = tokenizer.encode(tok, add_special_tokens=False)
             if len(got) == 1:
                 ids.add(got[0])
+        from fastaxo.tokenizer.select import checked_choice
+
+        if encoder is not None:
+            encoder = checked_choice(encoder, "encoder")
         roles = frozenset(roles_to_train or ())
         spec = cls(tokenizer=tokenizer, chat_template=tpl,
                    template_kwargs=dict(template_kwargs or {}), roles_to_train=roles,
@@ -123,7 +131,8 @@ class ChatSpec:
                    eos_id=getattr(tokenizer, "eos_token_id", None),
                    skips_first_system=_mistral_named(tokenizer),
                    max_steps=positive_int(max_steps, "max_steps"),
-                   max_row_bytes=positive_int(max_row_bytes, "max_row_bytes"))
+                   max_row_bytes=positive_int(max_row_bytes, "max_row_bytes"),
+                   encoder_choice=encoder)
         spec._fast_render()  # a template that does not compile is an error now, not per row
         return spec
 
@@ -271,7 +280,7 @@ class ChatSpec:
         ``FASTAXO_TOKENIZER`` value."""
         from fastaxo.tokenizer.select import choice
 
-        mode = choice()
+        mode = self.encoder_choice or choice()
         cache = self.__dict__.setdefault("_cache", {})
         key = "fastaxo:" + mode
         if key not in cache:
@@ -295,7 +304,8 @@ class ChatSpec:
             cache["bytes"] = None
             backend = self._fast_backend()
             if backend is not None and hasattr(backend, "encode_batch_fast"):
-                table = byte_table(backend, _fastaxo_quiet(self.tokenizer))
+                table = byte_table(backend, _fastaxo_quiet(self.tokenizer,
+                                                           self.encoder_choice))
                 if table is not None and _probe_bytes(self, table):
                     cache["bytes"] = table
         return cache["bytes"]
@@ -346,10 +356,12 @@ def _fastaxo_encoder(spec: ChatSpec, mode: str) -> tuple[Any, str | None]:
 
     def refuse(why: str) -> tuple[Any, str | None]:
         if mode == "fastaxo":
-            raise InvalidInputError(f"{ENV}=fastaxo: {why}")
+            said = (f"{ENV}=fastaxo" if spec.encoder_choice is None
+                    else "encoder 'fastaxo' asked for")
+            raise InvalidInputError(f"{said}: {why}")
         return None, why
 
-    tok, why = fast_tokenizer(spec.tokenizer)
+    tok, why = fast_tokenizer(spec.tokenizer, spec.encoder_choice)
     if tok is None:
         return None, why
     if spec.byte_tokens() is None:
@@ -478,14 +490,14 @@ def _component(obj: Any) -> Any:
     return None if obj is None else json.loads(obj.__getstate__())
 
 
-def _fastaxo_quiet(tokenizer: Any) -> Any:
-    """fastaxo's Tokenizer of ``tokenizer`` where FASTAXO_TOKENIZER allows one and it is
-    supported (the per-object cache of :func:`~fastaxo.tokenizer.select.fast_tokenizer`), else
-    None; never raises."""
+def _fastaxo_quiet(tokenizer: Any, mode: str | None = None) -> Any:
+    """fastaxo's Tokenizer of ``tokenizer`` where ``mode`` (None: FASTAXO_TOKENIZER) allows
+    one and it is supported (the per-object cache of
+    :func:`~fastaxo.tokenizer.select.fast_tokenizer`), else None; never raises."""
     from fastaxo.tokenizer.select import fast_tokenizer
 
     try:
-        return fast_tokenizer(tokenizer)[0]
+        return fast_tokenizer(tokenizer, mode)[0]
     except Exception:  # noqa: BLE001 - FASTAXO_TOKENIZER=fastaxo on an unsupported one
         return None
 

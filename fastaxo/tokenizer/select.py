@@ -41,23 +41,29 @@ def _state(source: Any) -> Any:
 
 def choice() -> str:
     """``FASTAXO_TOKENIZER``, checked."""
-    raw = os.environ.get(ENV, "").strip().lower() or "auto"
+    return checked_choice(os.environ.get(ENV, ""), f"environment variable {ENV}")
+
+
+def checked_choice(value: str, name: str) -> str:
+    """``value`` as an encoder choice ("auto", "fastaxo", "hf"; empty: "auto"), or
+    InvalidInputError naming ``name``."""
+    raw = str(value).strip().lower() or "auto"
     if raw not in _CHOICES:
-        raise InvalidInputError(f"environment variable {ENV}={raw!r}: expected one of "
-                                f"{', '.join(_CHOICES)}")
+        raise InvalidInputError(f"{name}={raw!r}: expected one of {', '.join(_CHOICES)}")
     return raw
 
 
-def fast_tokenizer(source: Any) -> tuple[Any, str | None]:
+def fast_tokenizer(source: Any, mode: str | None = None) -> tuple[Any, str | None]:
     """``(Tokenizer, None)`` when fastaxo's encoder gives ``source``'s ids (``source``: a
     tokenizers.Tokenizer, a transformers fast tokenizer, or a path to a directory or
-    tokenizer.json), else ``(None, why)``. ``FASTAXO_TOKENIZER=hf`` gives ``(None, ...)``;
-    ``=fastaxo`` raises where it is not supported."""
+    tokenizer.json), else ``(None, why)``. ``mode`` (None: ``FASTAXO_TOKENIZER``) "hf" gives
+    ``(None, ...)``; "fastaxo" raises where it is not supported."""
     from fastaxo.tokenizer import Tokenizer, UnsupportedTokenizerError
 
-    mode = choice()
+    said = f"{ENV}={{}}" if mode is None else "encoder '{}' asked for"
+    mode = mode or choice()
     if mode == "hf":
-        return None, f"{ENV}=hf"
+        return None, said.format("hf")
     is_path = isinstance(source, (str, os.PathLike))
     state = None if is_path else _state(source)
     if state is not None:
@@ -68,7 +74,7 @@ def fast_tokenizer(source: Any) -> tuple[Any, str | None]:
         if cached is not None and cached[0] == state:
             hit = cached[1]
             if hit[0] is None and mode == "fastaxo":
-                raise InvalidInputError(f"{ENV}=fastaxo: {hit[1]}")
+                raise InvalidInputError(f"{said.format('fastaxo')}: {hit[1]}")
             return hit
     try:
         tok = Tokenizer.from_pretrained(source) if is_path else Tokenizer.from_hf(source)
@@ -81,5 +87,5 @@ def fast_tokenizer(source: Any) -> tuple[Any, str | None]:
         except TypeError:
             pass
     if got[0] is None and mode == "fastaxo":
-        raise InvalidInputError(f"{ENV}=fastaxo: {got[1]}")
+        raise InvalidInputError(f"{said.format('fastaxo')}: {got[1]}")
     return got

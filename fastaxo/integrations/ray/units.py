@@ -159,8 +159,9 @@ _TOKENIZERS: dict[tuple, Any] = {}
 
 def chat_options(ct: ChatTokenizer) -> bytes:
     """What a worker needs to build the driver's :class:`ChatTokenizer` (``Cfg.chat``): its
-    options, and a template given by the user as the text the driver resolved (not a file or
-    an Axolotl name: every node renders the driver's template, without Axolotl)."""
+    options, a template given by the user as the text the driver resolved (not a file or
+    an Axolotl name: every node renders the driver's template, without Axolotl), and the
+    driver's encoder."""
     template = None
     if ct.template_source != "tokenizer_config.json":  # (else: the tokenizer's, as on the driver)
         template = ct.spec.chat_template
@@ -168,7 +169,8 @@ def chat_options(ct: ChatTokenizer) -> bytes:
             # ChatTokenizer reads such a string as a file or a name; an empty expression in
             # front makes it a template that renders the same text
             template = "{{ '' }}" + template
-    return pickle.dumps({**ct.options, "chat_template": template})
+    # the driver's encoder (the one its report names), whatever a worker's FASTAXO_TOKENIZER
+    return pickle.dumps({**ct.options, "chat_template": template, "encoder": ct.spec.encoder})
 
 
 def unit_tokenizer(cfg: Cfg) -> Any:
