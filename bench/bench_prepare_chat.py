@@ -74,6 +74,21 @@ def run_prepare(data: Path, out: Path, report: Path, a: Any, extra_env: dict[str
     return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime}
 
 
+# the stages of a run, from its report (seconds)
+STAGES = {"start_s": "start", "read_s": "waited on the reader", "tokenize_s": "tokenize",
+          "pack_s": "dedupe + pack", "write_s": "write"}
+
+
+def _stages(report: dict[str, Any], wall: float) -> dict[str, float]:
+    """A run's wall time by stage: the report's stages, and the rest (interpreter start,
+    imports, tokenizer load, the report) as "start"."""
+    got = {"read_s": report["reader_wait_seconds"], "tokenize_s": report["tokenize_seconds"],
+           "pack_s": report["dedupe_seconds"] + report["pack_seconds"],
+           "write_s": report["write_seconds"]}
+    got["start_s"] = wall - sum(got.values())
+    return got
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", type=int, default=2000, help="conversations (default 2,000)")
@@ -107,17 +122,20 @@ def main() -> None:
             for who in order:
                 out, report = tmp / f"{who}.parquet", tmp / f"{who}.json"
                 got = run_prepare(data, out, report, a, ENCODERS[who])
-                runs[who].append(got)
                 reports[who] = json.loads(report.read_text())
+                got.update(_stages(reports[who], got["wall_s"]))
+                runs[who].append(got)
                 rec.append({"bench": "prepare_chat", "encoder": who, "round": r, **got})
                 print(f"round {r} {who}: wall {got['wall_s']:.2f} s, cpu {got['cpu_s']:.2f} s",
                       flush=True)
         same = pq.read_table(tmp / "fastaxo.parquet").equals(pq.read_table(tmp / "hf.parquet"))
         counts = {k: (v.get("tokenizer_settings") or {}) for k, v in reports.items()}
-    med = {k: {m: median([x[m] for x in v]) for m in ("wall_s", "cpu_s")} for k, v in runs.items()}
+    med = {k: {m: median([x[m] for x in v]) for m in ("wall_s", "cpu_s", *STAGES)}
+           for k, v in runs.items()}
     res = {"bench": "prepare_chat", "data": info, "reps": a.reps, "identical": bool(same),
            "median": med, "speedup_wall": med["hf"]["wall_s"] / med["fastaxo"]["wall_s"],
            "speedup_cpu": med["hf"]["cpu_s"] / med["fastaxo"]["cpu_s"],
+           "speedup_tokenize": med["hf"]["tokenize_s"] / med["fastaxo"]["tokenize_s"],
            "encoders": {k: v.get("encoder") for k, v in counts.items()}}
     rec.append(res)
     rows = [[who, f"{med[who]['wall_s']:.2f}", f"{med[who]['cpu_s']:.2f}",
@@ -130,7 +148,16 @@ def main() -> None:
             fmt_table(["encoder", "wall s (median)", "CPU s (median)", "conversations/s (wall)",
                        "wall s (runs)"], rows), "",
             f"outputs identical (Arrow tables): {'yes' if same else 'NO'}; encoder in the "
-            f"reports: {res['encoders']}", ""]
+            f"reports: {res['encoders']}", "",
+            "Where the wall time goes (medians, s; from each run's report: start = interpreter, "
+            "imports and tokenizer load, everything before the first batch; tokenize = chat "
+            "template and encoder; the tokenize stage's ratio is what a larger input tends to):",
+            "",
+            fmt_table(["encoder", *STAGES.values()],
+                      [[who, *(f"{med[who][k]:.2f}" for k in STAGES)] for who in ENCODERS]
+                      + [["HF / fastaxo", *(f"{med['hf'][k] / med['fastaxo'][k]:.1f}x"
+                                            if med["fastaxo"][k] > 0 else "" for k in STAGES)]]),
+            ""]
     print("\n".join(body))
     Path(a.out + ".txt").write_text("\n".join(lines + body))
 
