@@ -414,14 +414,15 @@ def _bounded_renderer(spec: ChatSpec) -> Any:
     the spec's step and size bounds (:mod:`fastaxo.chat.render`), or None when transformers'
     compiled template cannot be reached or the result differs on the probe conversations.
     Raises :class:`~fastaxo.errors.ChatTemplateError` for a template that does not compile."""
-    try:
-        from transformers.utils.chat_template_utils import _compile_jinja_template
+    from fastaxo.chat import snapshot
 
+    try:
         tok = spec.tokenizer
         source = tok.get_chat_template(spec.chat_template, None)
-        # transformers' environment, from a template of its own: compiling the user's template
-        # there would fold its constant expressions, unbounded
-        env = _compile_jinja_template("").environment
+        # transformers' environment (or fastaxo's copy, proven equal: no transformers import
+        # on a snapshot's replay), never the user's template compiled there: that would fold
+        # its constant expressions, unbounded
+        env = snapshot.jinja_environment(tok)
     except Exception:  # noqa: BLE001 - transformers internals moved: use the public call
         return None
     render = compile_renderer(env, source, {**tok.special_tokens_map, **spec.template_kwargs},
@@ -440,16 +441,24 @@ def _bounded_renderer(spec: ChatSpec) -> Any:
             raise
         except ChatTemplateError:
             pass
-        try:
-            theirs = spec._render_hf([probe])[0]
-        except Exception:  # noqa: BLE001 - templates raise anything on a probe they refuse
-            pass
+        theirs = _probe_render(spec, probe)
+        if mine != theirs and snapshot.go_live(tok, "the renderer's probe check"):
+            # a replayed render that differs (a template that renders the time of day): ask
+            # the real tokenizer before giving up the bounded renderer
+            theirs = _probe_render(spec, probe)
         if mine != theirs:
             LOG.warning("chat_template: fastaxo's bounded renderer differs from transformers' on "
                         "a probe conversation; rendering with transformers, without fastaxo's "
                         "step and size bounds")
             return None
     return render
+
+
+def _probe_render(spec: ChatSpec, probe: list[dict[str, Any]]) -> str | None:
+    try:
+        return spec._render_hf([probe])[0]
+    except Exception:  # noqa: BLE001 - templates raise anything on a probe they refuse
+        return None
 
 
 _PROBES = (
