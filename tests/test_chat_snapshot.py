@@ -358,3 +358,14 @@ def test_a_false_verdict_uses_transformers_environment(tmp_path, monkeypatch):
     tok, info = _open(d, [])
     assert snapshot.jinja_environment(tok) is environment.fastaxo_environment()
 
+
+def test_info_says_where_the_cache_is(tmp_path, monkeypatch, capsys):
+    from fastaxo.__main__ import main
+
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", str(tmp_path / "c"))
+    assert main(["info"]) == 0
+    assert f"tokenizer cache  : {tmp_path / 'c' / 'tokenizers'} (FASTAXO_CACHE_DIR" in \
+        capsys.readouterr().out
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", "off")
+    assert main(["info"]) == 0
+    assert "tokenizer cache  : off (FASTAXO_CACHE_DIR" in capsys.readouterr().out
