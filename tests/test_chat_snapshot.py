@@ -36,7 +36,7 @@ import fastaxo
 rep = fastaxo.prepare(sys.argv[1], sys.argv[2], 4096, tokenizer=sys.argv[3], overflow="split",
                       chat=json.loads(sys.argv[4]), progress=False)
 s = rep.tokenizer_settings
-print(json.dumps({{"transformers": "transformers" in sys.modules,
+print(json.dumps({{"transformers": "transformers" in sys.modules, "pandas": "pandas" in sys.modules,
                   "snapshot": s["tokenizer_snapshot"], "detail": s["tokenizer_snapshot_detail"],
                   "encoder": s["encoder"], "turns": s["fallback_turns"]}}))
 """
@@ -131,6 +131,7 @@ def test_second_prepare_does_not_import_transformers(tmp_path, data, llama_dir, 
     second = _child(tmp_path, data, tmp_path / "2.parquet", tok_dir, chat)
     assert second["snapshot"] == "hit", second
     assert second["transformers"] is False, second
+    assert second["pandas"] is False  # (pa.array and Array.to_numpy import it)
     assert second["encoder"] == ("fastaxo" if mode == "auto" else "hf")
     assert second["turns"] == off["fallback_turns"]
     want = _table(tmp_path / "off.parquet")

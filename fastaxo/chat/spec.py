@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fastaxo._core import arrow
 from fastaxo._core.checks import MAX_ROW_BYTES, positive_int
 from fastaxo.chat.render import (
     DEFAULT_MAX_STEPS,
@@ -214,7 +215,7 @@ class ChatSpec:
         if isinstance(texts, list) and not texts:
             return np.zeros(0, np.int32), np.zeros(1, np.int64)
         arr = fx.encode_batch(texts, add_special_tokens=False, num_threads=_encode_threads())
-        return arr.values.to_numpy(), arr.offsets.to_numpy().astype(np.int64, copy=False)
+        return _ids_and_offsets(arr)
 
     def fastaxo_offsets(self, texts: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`fastaxo_ids` with each id's character offsets, HF's ``Encoding.offsets``
@@ -228,9 +229,8 @@ class ChatSpec:
             return np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros((0, 2), np.int64)
         ids, offs = fx.encode_batch_offsets(texts, add_special_tokens=False,
                                             num_threads=_encode_threads())
-        pairs = offs.values.flatten().to_numpy().reshape(-1, 2)
-        return (ids.values.to_numpy(), ids.offsets.to_numpy().astype(np.int64, copy=False),
-                pairs)
+        pairs = arrow.fixed_view(offs.values.flatten()).reshape(-1, 2)
+        return (*_ids_and_offsets(ids), pairs)
 
     def _fastaxo_for(self, caller: str) -> Any:
         """fastaxo's Tokenizer, or InvalidInputError naming ``caller`` where it is HF's."""
@@ -326,6 +326,16 @@ class ChatSpec:
             if ok:
                 cache["backend"] = b
         return cache["backend"]
+
+
+def _ids_and_offsets(arr: Any) -> tuple[np.ndarray, np.ndarray]:
+    """int32 values and int64 offsets of a list array fastaxo's encoder made, from its
+    buffers (Array.to_numpy imports pandas)."""
+    import numpy as np
+    import pyarrow as pa
+
+    return (arrow.fixed_view(arr.values),
+            arrow.offsets_of(arr, pa.types.is_large_list(arr.type)).astype(np.int64, copy=False))
 
 
 # reasons for HF's encoder already logged (once per process)
