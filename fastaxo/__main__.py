@@ -46,6 +46,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
           + {"auto": "fastaxo's C encoder where exact, else HF's)",
              "hf": "HF tokenizers always)",
              "fastaxo": "fastaxo's C encoder, an error where not exact)"}[mode])
+    from fastaxo.chat.snapshot import ENV as CACHE_ENV
+    from fastaxo.chat.snapshot import cache_dir
+
+    where = cache_dir()
+    print(f"  tokenizer cache  : {where if where is not None else 'off'} ({CACHE_ENV}: "
+          "snapshots that spare a repeated chat prepare the transformers import)")
     if args.tokenizer is not None:
         return _info_tokenizer(args.tokenizer)
     return 0

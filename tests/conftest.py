@@ -96,6 +96,20 @@ def supported_sha_paths() -> list[str]:
     return [name for name, _compiled, supported in EXT.sha256_impls() if supported]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache_dir(tmp_path_factory):
+    """fastaxo's cache (tokenizer snapshots) in a directory of this session, never the user's
+    ~/.cache: set in the environment, so the subprocesses and Ray workers tests start use it
+    too. A test that needs another sets FASTAXO_CACHE_DIR itself (monkeypatch)."""
+    before = os.environ.get("FASTAXO_CACHE_DIR")
+    os.environ["FASTAXO_CACHE_DIR"] = str(tmp_path_factory.mktemp("fastaxo-cache"))
+    yield
+    if before is None:
+        os.environ.pop("FASTAXO_CACHE_DIR", None)
+    else:
+        os.environ["FASTAXO_CACHE_DIR"] = before
+
+
 @pytest.fixture(params=supported_sha_paths() or ["hashlib"])
 def sha_path(request):
     """Run the test once per SHA-256 path this CPU supports, then restore the default."""

@@ -59,7 +59,8 @@ def template_source_error(exc: BaseException) -> str:
 def compile_renderer(env: Any, source: str, variables: dict[str, Any], *, max_steps: int,
                      max_chars: int) -> Callable[..., str]:
     """``render(conversation, **extra) -> str`` for ``source`` in a bounded overlay of the
-    sandboxed environment ``env`` (transformers' compiled template's). ``variables`` are passed
+    sandboxed environment ``env`` (transformers' compiled template's, or fastaxo's proven copy
+    of it: :mod:`fastaxo.chat.environment`). ``variables`` are passed
     to every render (the tokenizer's special tokens, chat_template_kwargs). With the compiled
     extension the environment's ``getattr``, ``call_binop`` and ``call`` answer their common
     cases in C (``_pack.render_*``; ``render.hooks`` says which: ``"_pack"`` or ``"python"``).

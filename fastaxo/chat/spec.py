@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fastaxo._core import arrow
 from fastaxo._core.checks import MAX_ROW_BYTES, positive_int
 from fastaxo.chat.render import (
     DEFAULT_MAX_STEPS,
@@ -226,7 +227,7 @@ class ChatSpec:
             return np.zeros(0, np.int32), np.zeros(1, np.int64)
         arr = fx.encode_batch(texts, add_special_tokens=False,
                               num_threads=num_threads or _encode_threads())
-        return arr.values.to_numpy(), arr.offsets.to_numpy().astype(np.int64, copy=False)
+        return _ids_and_offsets(arr)
 
     def fastaxo_offsets(self, texts: Any, num_threads: int | None = None
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -241,9 +242,8 @@ class ChatSpec:
             return np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros((0, 2), np.int64)
         ids, offs = fx.encode_batch_offsets(texts, add_special_tokens=False,
                                             num_threads=num_threads or _encode_threads())
-        pairs = offs.values.flatten().to_numpy().reshape(-1, 2)
-        return (ids.values.to_numpy(), ids.offsets.to_numpy().astype(np.int64, copy=False),
-                pairs)
+        pairs = arrow.fixed_view(offs.values.flatten()).reshape(-1, 2)
+        return (*_ids_and_offsets(ids), pairs)
 
     def _fastaxo_for(self, caller: str) -> Any:
         """fastaxo's Tokenizer, or InvalidInputError naming ``caller`` where it is HF's."""
@@ -342,6 +342,16 @@ class ChatSpec:
         return cache["backend"]
 
 
+def _ids_and_offsets(arr: Any) -> tuple[np.ndarray, np.ndarray]:
+    """int32 values and int64 offsets of a list array fastaxo's encoder made, from its
+    buffers (Array.to_numpy imports pandas)."""
+    import numpy as np
+    import pyarrow as pa
+
+    return (arrow.fixed_view(arr.values),
+            arrow.offsets_of(arr, pa.types.is_large_list(arr.type)).astype(np.int64, copy=False))
+
+
 # reasons for HF's encoder already logged (once per process)
 _SAID: set[str] = set()
 
@@ -430,14 +440,15 @@ def _bounded_renderer(spec: ChatSpec) -> Any:
     the spec's step and size bounds (:mod:`fastaxo.chat.render`), or None when transformers'
     compiled template cannot be reached or the result differs on the probe conversations.
     Raises :class:`~fastaxo.errors.ChatTemplateError` for a template that does not compile."""
-    try:
-        from transformers.utils.chat_template_utils import _compile_jinja_template
+    from fastaxo.chat import snapshot
 
+    try:
         tok = spec.tokenizer
         source = tok.get_chat_template(spec.chat_template, None)
-        # transformers' environment, from a template of its own: compiling the user's template
-        # there would fold its constant expressions, unbounded
-        env = _compile_jinja_template("").environment
+        # transformers' environment (or fastaxo's copy, proven equal: no transformers import
+        # on a snapshot's replay), never the user's template compiled there: that would fold
+        # its constant expressions, unbounded
+        env = snapshot.jinja_environment(tok)
     except Exception:  # noqa: BLE001 - transformers internals moved: use the public call
         return None
     render = compile_renderer(env, source, {**tok.special_tokens_map, **spec.template_kwargs},
@@ -456,16 +467,24 @@ def _bounded_renderer(spec: ChatSpec) -> Any:
             raise
         except ChatTemplateError:
             pass
-        try:
-            theirs = spec._render_hf([probe])[0]
-        except Exception:  # noqa: BLE001 - templates raise anything on a probe they refuse
-            pass
+        theirs = _probe_render(spec, probe)
+        if mine != theirs and snapshot.go_live(tok, "the renderer's probe check"):
+            # a replayed render that differs (a template that renders the time of day): ask
+            # the real tokenizer before giving up the bounded renderer
+            theirs = _probe_render(spec, probe)
         if mine != theirs:
             LOG.warning("chat_template: fastaxo's bounded renderer differs from transformers' on "
                         "a probe conversation; rendering with transformers, without fastaxo's "
                         "step and size bounds")
             return None
     return render
+
+
+def _probe_render(spec: ChatSpec, probe: list[dict[str, Any]]) -> str | None:
+    try:
+        return spec._render_hf([probe])[0]
+    except Exception:  # noqa: BLE001 - templates raise anything on a probe they refuse
+        return None
 
 
 _PROBES = (

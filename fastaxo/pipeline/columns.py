@@ -431,9 +431,14 @@ def _content_bytes(arr: pa.Array) -> np.ndarray | None:
     if not (pa.types.is_string(ctype) or pa.types.is_large_string(ctype)):
         return None
     content = pc.struct_field(arr.flatten(), "content")
-    sizes = np.asarray(pc.binary_length(content).fill_null(0), dtype=np.int64)
+    # from the buffers: fill_null's scalar and np.asarray(Array) import pandas (0.5 s)
+    lens = pc.binary_length(content)
+    sizes = arrow.fixed_view(lens).astype(np.int64)
+    if lens.null_count:  # (a null content holds no bytes; its row is refused later)
+        bits = np.unpackbits(np.frombuffer(lens.buffers()[0], np.uint8), bitorder="little")
+        sizes[~bits[lens.offset:lens.offset + len(lens)].astype(bool)] = 0
     cum = np.concatenate(([0], np.cumsum(sizes)))
-    offs = np.asarray(arr.offsets, dtype=np.int64)
+    offs = arrow.offsets_of(arr, pa.types.is_large_list(arr.type)).astype(np.int64)
     offs -= offs[0]
     return cum[offs[1:]] - cum[offs[:-1]]
 
@@ -471,13 +476,13 @@ class ChatTokenizer:
 
     def __init__(self, path: str, *, chat_template: str | None = None,
                  **options: Any):
-        from fastaxo.chat import ChatSpec
+        import importlib.util
 
-        try:
-            from transformers import AutoTokenizer
-        except ImportError:
+        from fastaxo.chat import ChatSpec, snapshot
+
+        if importlib.util.find_spec("transformers") is None:
             raise ImportError("a messages column needs the 'transformers' library (chat "
-                              "templates): pip install transformers") from None
+                              "templates): pip install transformers")
         if not os.path.isdir(path):
             raise InvalidInputError(f"tokenizer: {path!r} is not a directory; chat data needs a "
                                     "Hugging Face tokenizer directory (tokenizer.json and "
@@ -488,10 +493,9 @@ class ChatTokenizer:
             raise InvalidInputError(f"tokenizer: cannot list {path!r}: {e.strerror}") from None
         if not any(n in _VOCAB_FILES or n.endswith(".tiktoken") for n in names):
             raise _no_vocabulary(path, "no tokenizer.json, vocab.json or tokenizer.model")
-        try:
-            tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        except Exception as e:  # noqa: BLE001 - transformers raises many types
-            raise InvalidInputError(f"tokenizer: cannot load {path}: {_first_line(e)}") from None
+        # a snapshot of what this path asks the tokenizer (fastaxo.chat.snapshot): on a
+        # repeated run, the answers without importing transformers
+        tok, self.snapshot = snapshot.open_tokenizer(path, _load_transformers_tokenizer)
         backend = getattr(tok, "backend_tokenizer", None)
         if backend is not None and backend.get_vocab_size(with_added_tokens=False) == 0:
             raise _no_vocabulary(path, "its model has no tokens")
@@ -500,6 +504,8 @@ class ChatTokenizer:
         if chat_template is not None:
             template, self.template_source = _template_text(chat_template)
         self.spec = ChatSpec.create(tok, template, **options)
+        _ask_now(self.spec)
+        snapshot.seal(tok)
         self.options = {k: (list(v) if isinstance(v, (tuple, set, frozenset)) else v)
                         for k, v in options.items()}
         self.fallbacks: dict[str, int] = {}
@@ -507,6 +513,8 @@ class ChatTokenizer:
         self.eos_id = None  # the template writes the end-of-turn tokens
 
     def settings(self) -> dict[str, Any]:
+        from fastaxo.chat import snapshot
+
         one_pass = self.spec.problem() is None
         # the encoder of the one-pass path's ids (rows that need HF's character offsets, and
         # every row when the path cannot run, are HF's)
@@ -517,7 +525,37 @@ class ChatTokenizer:
                 "fallback_rows": dict(self.fallbacks),
                 "fallback_turns": dict(self.turn_fallbacks),
                 "encoder": "hf" if fast is None else "fastaxo",
-                "encoder_detail": describe_encoder(fast, why), "encoder_reason": why}
+                "encoder_detail": describe_encoder(fast, why), "encoder_reason": why,
+                **_snapshot_settings(snapshot.status(self.spec.tokenizer) or self.snapshot)}
+
+
+def _snapshot_settings(info: dict[str, Any]) -> dict[str, Any]:
+    """The report's word on the tokenizer snapshot: "hit" (replayed: transformers not
+    imported, unless the detail says what loaded it), "miss" (recorded now) or "off"."""
+    detail = info["why"] + (f" ({info['file']})" if info.get("file") else "")
+    return {"tokenizer_snapshot": info["state"], "tokenizer_snapshot_detail": detail}
+
+
+def _load_transformers_tokenizer(path: str) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception as e:  # noqa: BLE001 - transformers raises many types
+        raise InvalidInputError(f"tokenizer: cannot load {path}: {_first_line(e)}") from None
+
+
+def _ask_now(spec: Any) -> None:
+    """The checks that ask the tokenizer (made lazily on the first batch otherwise), made
+    while its snapshot records. An error (FASTAXO_TOKENIZER=fastaxo on a tokenizer fastaxo's
+    encoder does not reproduce) is raised where it was, on first use."""
+    if spec.problem() is not None:
+        return
+    spec.byte_tokens()
+    try:
+        spec.encoder  # noqa: B018 - chooses (and caches) the encoder
+    except InvalidInputError:
+        pass
 
 
 def chat_tokenizer(path: str, chat: Any, *, max_row_bytes: int = MAX_ROW_BYTES,

@@ -80,15 +80,20 @@ class ReportCounts:
             fb = s.get("fallback_rows") or {}
             opts = ", ".join(f"{k} {v}" for k, v in s.items()
                              if k not in ("file", "chat_template", "one_pass", "fallback_rows",
-                                          "encoder", "encoder_detail", "encoder_reason"))
+                                          "encoder", "encoder_detail", "encoder_reason",
+                                          "tokenizer_snapshot", "tokenizer_snapshot_detail"))
             line = (f"  chat template      {s['file']} ({s['chat_template']}): Axolotl's "
                     f"chat_template masking{', ' + opts if opts else ''}; "
                     + (f"{sum(fb.values()):,} rows by Axolotl's algorithm ("
                        + "; ".join(f"{n:,} {r}" for r, n in fb.items()) + ")" if fb
                        else "every row in one pass"))
+            lines = [line]
             if s.get("encoder_detail"):  # the ids' encoder (reports before it: none)
-                return [line, f"  encoder            {s['encoder_detail']}"]
-            return [line]
+                lines.append(f"  encoder            {s['encoder_detail']}")
+            if s.get("tokenizer_snapshot"):
+                lines.append(f"  tokenizer snapshot {s['tokenizer_snapshot']}: "
+                             f"{s['tokenizer_snapshot_detail']}")
+            return lines
         line = (f"  tokenizer          {s['file']}: whole rows, special tokens "
                 f"{'on' if s['add_special_tokens'] else 'off'}, "
                 + (f"EOS {s['eos_token']!r} appended to {self.eos_appended:,} rows"

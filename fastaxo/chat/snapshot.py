@@ -1,0 +1,546 @@
+"""Tokenizer snapshots: what the chat path asked of a transformers tokenizer, recorded on one
+run and replayed on the next, so a repeated ``prepare`` on the same tokenizer directory never
+imports transformers (seconds of CPU in every process, Ray workers included).
+
+A snapshot is keyed so that a replay is exactly what the live object would answer: SHA-256
+over the tokenizer directory's files (content up to 64 MiB, name + size + mtime above: model
+weights), the installed versions of transformers and the libraries its answers depend on
+(read from package metadata, without importing them), Python's and fastaxo's versions, this
+code and the record format. The record carries its key and is checked whole; anything
+unreadable, truncated or for another key is a miss, never trusted. It is JSON (a cache
+directory must not be a way to run code), tuples tagged so that they come back as tuples.
+
+:func:`open_tokenizer` gives the chat path a :class:`TokenizerSnapshot` in the tokenizer's
+place: plain attributes (``chat_template``, ``eos_token``, ``is_fast``, ...) come from the
+record, ``backend_tokenizer`` is ``tokenizers.Tokenizer.from_str`` of the recorded backend,
+recorded calls (``apply_chat_template``, ``encode``, ``get_chat_template``, ``__call__``,
+keyed by their arguments) return the recorded result. Anything else loads the real tokenizer
+(``AutoTokenizer.from_pretrained`` as without a snapshot) and from then on every answer is
+the real tokenizer's: correctness never depends on what the record covers, a need it lacks
+costs the import. :func:`seal` ends the recording window (the chat tokenizer's construction,
+where only fastaxo's own checks ask) and writes the record when it grew.
+
+``FASTAXO_CACHE_DIR``: where records live (a ``tokenizers/`` directory under it; default
+``$XDG_CACHE_HOME/fastaxo``, else ``~/.cache/fastaxo``); ``off`` disables them.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import json
+import locale
+import logging
+import math
+import os
+import stat
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fastaxo._version import __version__
+
+__all__ = ["ENV", "FORMAT", "TokenizerSnapshot", "cache_dir", "go_live", "jinja_environment",
+           "open_tokenizer", "seal", "snapshot_key", "status"]
+
+LOG = logging.getLogger("fastaxo.chat")
+ENV = "FASTAXO_CACHE_DIR"
+FORMAT = 1
+_MAX_HASHED = 64 << 20  # bigger files (model weights) by name, size and mtime
+_MAX_RECORD = 512 << 20
+# methods whose answers depend on the tokenizer's files and their arguments only
+RECORDED_METHODS = frozenset({"apply_chat_template", "encode", "get_chat_template", "__call__"})
+_BACKEND = ("backend_tokenizer", "_tokenizer")
+# what transformers' answers depend on besides the files (sentencepiece, tiktoken, protobuf:
+# the conversion of a directory without tokenizer.json; markupsafe: Jinja's escaping)
+_PACKAGES = ("transformers", "tokenizers", "jinja2", "markupsafe", "huggingface_hub",
+             "sentencepiece", "tiktoken", "protobuf")
+
+
+def cache_dir() -> str | None:
+    """Where tokenizer snapshots live, or None when ``FASTAXO_CACHE_DIR=off``."""
+    base = os.environ.get(ENV, "").strip()
+    if base.lower() == "off":
+        return None
+    if not base:
+        xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+        root = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
+        base = os.path.join(root, "fastaxo")
+    return os.path.join(base, "tokenizers")
+
+
+# -- the key ----------------------------------------------------------------------------------
+
+def _files_digest(path: str) -> str:
+    """SHA-256 over the directory's files, subdirectories included (symlinks followed, each
+    directory once). Raises OSError when something cannot be read."""
+    h = hashlib.sha256()
+    seen: set[tuple[int, int]] = set()
+    for root, dirs, names in os.walk(path, followlinks=True, onerror=_raise):
+        st = os.stat(root)
+        if (st.st_dev, st.st_ino) in seen:
+            dirs[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirs.sort()
+        rel = os.path.relpath(root, path).replace(os.sep, "/")
+        for name in sorted(names):
+            full = os.path.join(root, name)
+            st = os.stat(full)
+            entry: list[Any] = [f"{rel}/{name}", st.st_size]
+            if not stat.S_ISREG(st.st_mode):
+                entry += ["special", stat.S_IFMT(st.st_mode)]
+            elif st.st_size > _MAX_HASHED:
+                entry += ["stat", st.st_mtime_ns]
+            else:
+                fh_hash = hashlib.sha256()
+                with open(full, "rb") as fh:
+                    for block in iter(functools.partial(fh.read, 1 << 20), b""):
+                        fh_hash.update(block)
+                entry += ["sha256", fh_hash.hexdigest()]
+            h.update(json.dumps(entry, ensure_ascii=True).encode() + b"\n")
+    return h.hexdigest()
+
+
+def _raise(e: OSError) -> None:
+    raise e
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except Exception:  # noqa: BLE001 - not installed, or broken metadata: part of the key
+        return None
+
+
+def _code_digest() -> str:
+    """This module's and the environment copy's source: a record made by other code (a
+    development build without a version change) is another key."""
+    h = hashlib.sha256()
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in ("snapshot.py", "environment.py"):
+        try:
+            with open(os.path.join(here, name), "rb") as fh:
+                h.update(fh.read())
+        except OSError:
+            h.update(b"?")
+    return h.hexdigest()
+
+
+def snapshot_key(path: str) -> dict[str, Any]:
+    """The key of ``path``'s snapshot (see the module docstring). Raises OSError when the
+    directory cannot be read whole."""
+    return {"format": FORMAT, "path": path, "files": _files_digest(path),
+            "versions": {p: _version(p) for p in _PACKAGES}, "python": sys.version,
+            "fastaxo": __version__, "code": _code_digest()}
+
+
+def _key_digest(key: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+# -- values as tagged JSON --------------------------------------------------------------------
+
+class _Unencodable(Exception):  # noqa: N818 - a verdict, not an error
+    pass
+
+
+def _encode(v: Any) -> Any:
+    """``v`` as JSON where it round-trips exactly: a JSON object is always a tag (``t`` a
+    tuple, ``d`` a dict as its items in order, ``b`` a BatchEncoding's data, given back as a
+    dict); anything else (a subclass, an object, a float that is not finite) is refused."""
+    t = type(v)
+    if v is None or t is bool or t is int or t is str:
+        return v
+    if t is float:
+        if not math.isfinite(v):
+            raise _Unencodable
+        return v
+    if t is list:
+        return [_encode(x) for x in v]
+    if t is tuple:
+        return {"t": [_encode(x) for x in v]}
+    if t is dict:
+        return {"d": [[_encode(k), _encode(x)] for k, x in v.items()]}
+    if t.__name__ == "BatchEncoding" and type(getattr(v, "data", None)) is dict:
+        return {"b": _encode(v.data)["d"]}
+    raise _Unencodable
+
+
+def _decode(v: Any) -> Any:
+    """The value :func:`_encode` made ``v`` from (ValueError for anything it cannot have)."""
+    if v is None or type(v) in (bool, int, str, float):
+        return v
+    if type(v) is list:
+        return [_decode(x) for x in v]
+    if type(v) is dict and len(v) == 1:
+        (tag, body), = v.items()
+        if type(body) is list:
+            if tag == "t":
+                return tuple(_decode(x) for x in body)
+            if tag in ("d", "b") and all(type(p) is list and len(p) == 2 for p in body):
+                return {_decode(k): _decode(x) for k, x in body}
+    raise ValueError("not a value fastaxo encodes")
+
+
+def _dumps(v: Any) -> str:
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+# -- the record on disk -----------------------------------------------------------------------
+
+def _read(file: str, key: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """The record in ``file`` if it is well formed and for ``key``, else (None, why)."""
+    try:
+        with open(file, "rb") as fh:
+            data = fh.read(_MAX_RECORD + 1)
+    except FileNotFoundError:
+        return None, "no snapshot yet"
+    except OSError as e:
+        return None, f"snapshot unreadable ({e.strerror})"
+    try:
+        if len(data) > _MAX_RECORD:
+            raise ValueError("too large")
+        rec = json.loads(data.decode("utf-8", "surrogatepass"))
+        if type(rec) is not dict or rec.get("format") != FORMAT:
+            raise ValueError("another format")
+        if rec.get("key") != key:
+            raise ValueError("made for another key")
+        if not (type(rec.get("type")) is str and type(rec.get("attrs")) is dict
+                and type(rec.get("calls")) is dict and type(rec.get("methods")) is list
+                and all(type(m) is str for m in rec["methods"])
+                and (rec.get("backend") is None or type(rec.get("backend")) is str)):
+            raise ValueError("a field is missing or of another type")
+        env = rec.get("environment")
+        if env is not None and not (type(env) is dict and type(env.get("equal")) is bool):
+            raise ValueError("the environment verdict is malformed")
+        for v in rec["attrs"].values():
+            _decode(v)
+        for k, v in rec["calls"].items():
+            if not (type(v) is dict and set(v) == {"value", "date"}
+                    and (v["date"] is None or type(v["date"]) is str)):
+                raise ValueError(f"call {k[:40]!r} is malformed")
+            _decode(v["value"])
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        return None, f"snapshot ignored ({e})"
+    return rec, "replayed"
+
+
+def _write(file: str, rec: dict[str, Any]) -> None:
+    """``rec`` to ``file``: a private temporary file renamed over it. A failure (a read-only
+    cache, a full disk) is logged, never raised: the snapshot is an optimisation."""
+    folder = os.path.dirname(file)
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        data = _dumps(rec).encode("utf-8", "surrogatepass")
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)  # mode 0600
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, file)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    except (OSError, ValueError, TypeError) as e:
+        LOG.debug("tokenizer snapshot: not written to %s: %s", file, e)
+
+
+# -- the proxy ----------------------------------------------------------------------------------
+
+class _State:
+    """A snapshot's state (one attribute of the proxy, so that every other name is the
+    tokenizer's)."""
+
+    def __init__(self, path: str, loader: Callable[[str], Any], key: dict[str, Any],
+                 file: str, rec: dict[str, Any], live: Any, info: dict[str, Any]):
+        self.path, self.loader, self.key, self.file, self.rec = path, loader, key, file, rec
+        self.live, self.info = live, info
+        self.recording, self.grew = True, live is not None
+        self.backend: Any = None
+        self.lock = threading.RLock()
+
+    def go_live(self, why: str) -> Any:
+        with self.lock:
+            if self.live is None:
+                LOG.info("tokenizer snapshot: loading the tokenizer (%s)", why)
+                self.live = self.loader(self.path)
+                self.info["why"] += f"; transformers loaded for {why}"
+            return self.live
+
+    def templates(self, kwargs: dict[str, Any], proxy: Any) -> list[str]:
+        """The template sources a render may use: the one passed, and the tokenizer's."""
+        got = [kwargs["chat_template"]] if isinstance(kwargs.get("chat_template"), str) else []
+        own = getattr(proxy, "chat_template", None)
+        got += list(own.values()) if isinstance(own, dict) else [own] if own else []
+        return [t for t in got if isinstance(t, str)]
+
+    def call_key(self, proxy: Any, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+                 ) -> tuple[str, str | None] | None:
+        """(the canonical JSON of a call, the date it holds for), or None when the call
+        cannot be keyed (an argument that is not plain data) or its answer must never be
+        replayed."""
+        date = None
+        if name == "apply_chat_template":
+            sources = self.templates(kwargs, proxy)
+            # A template that renders the date (Llama 3.x's strftime_now("%d %b %Y")) gives
+            # another text tomorrow: its renders hold for the local date (and time locale)
+            # they were made on. One that draws random numbers (the random filter, lipsum)
+            # never renders the same twice: never replayed. (A template that renders the time
+            # of day is caught by the renderer's probe check, which then asks transformers.)
+            if any("random" in t or "lipsum" in t for t in sources):
+                return None
+            if any("strftime_now" in t for t in sources):
+                date = f"{time.strftime('%Y-%m-%d')} {locale.setlocale(locale.LC_TIME)}"
+        try:
+            text = _dumps([name, _encode(list(args)),
+                           _encode({k: kwargs[k] for k in sorted(kwargs)}), date])
+        except (_Unencodable, ValueError, RecursionError):
+            return None
+        return text, date
+
+
+class TokenizerSnapshot:
+    """A transformers tokenizer as the chat path sees it, answered from a snapshot where it
+    holds the answer and from the real tokenizer (loaded then) everywhere else. Its class is
+    named as the real tokenizer's (``type(obj).__name__`` is read by error messages and by
+    :meth:`fastaxo.Tokenizer.from_hf`). Build one with :func:`open_tokenizer`."""
+
+    _fx: _State
+
+    def __getattr__(self, name: str) -> Any:
+        st = self.__dict__.get("_fx")
+        if st is None:  # (unpickling, or a name looked up before __init__)
+            raise AttributeError(name)
+        if st.live is None:
+            if name in _BACKEND and st.rec["backend"] is not None:
+                if st.backend is None:
+                    try:
+                        from tokenizers import Tokenizer
+
+                        st.backend = Tokenizer.from_str(st.rec["backend"])
+                    except Exception:  # noqa: BLE001 - a record it cannot read: the real one
+                        st.go_live("its backend")
+                        return getattr(st.live, name)
+                return st.backend
+            if name in st.rec["attrs"]:
+                return _decode(st.rec["attrs"][name])
+            if name in st.rec["methods"] and name in RECORDED_METHODS:
+                return _method(self, name)
+            st.go_live(f"attribute {name!r}")
+        value = getattr(st.live, name)
+        if st.recording:
+            if name in RECORDED_METHODS and callable(value):
+                if name not in st.rec["methods"]:
+                    st.rec["methods"].append(name)
+                    st.grew = True
+                return _method(self, name)
+            if callable(value) and name not in _BACKEND:
+                # a method the record does not know may change the tokenizer: what comes
+                # after is not a fresh tokenizer's answer
+                st.recording = False
+            elif name not in _BACKEND:
+                try:
+                    enc = _encode(value)
+                except (_Unencodable, RecursionError):
+                    return value
+                if st.rec["attrs"].get(name, _NOTHING) != enc:
+                    st.rec["attrs"][name] = enc
+                    st.grew = True
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        st = self._fx
+        st.recording = False  # the tokenizer is no longer the files' tokenizer
+        setattr(st.go_live(f"setting {name!r}"), name, value)
+
+    def __delattr__(self, name: str) -> None:
+        st = self._fx
+        st.recording = False
+        delattr(st.go_live(f"deleting {name!r}"), name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _call(self, "__call__", args, kwargs)
+
+    def __len__(self) -> int:
+        return len(self._fx.go_live("len()"))
+
+    def __bool__(self) -> bool:
+        return True  # (a real tokenizer's len() is never 0)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # pickled (or copied) as the real tokenizer
+        return self._fx.go_live("pickling").__reduce_ex__(protocol)
+
+    def __repr__(self) -> str:
+        st = self._fx
+        return (f"<TokenizerSnapshot of {type(self).__name__} {st.path!r}: "
+                f"{'loaded' if st.live is not None else 'replayed'}>")
+
+
+_NOTHING = object()
+
+
+def _method(proxy: TokenizerSnapshot, name: str) -> Callable[..., Any]:
+    def method(*args: Any, **kwargs: Any) -> Any:
+        return _call(proxy, name, args, kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+def _call(proxy: TokenizerSnapshot, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+          ) -> Any:
+    st = proxy._fx
+    if st.live is None:
+        key = st.call_key(proxy, name, args, kwargs)
+        hit = None if key is None else st.rec["calls"].get(key[0])
+        if hit is not None and hit["date"] == key[1]:  # type: ignore[index]
+            return _decode(hit["value"])
+        st.go_live(f"a call of {name}")
+    live = st.live
+    if not st.recording:
+        return (live if name == "__call__" else getattr(live, name))(*args, **kwargs)
+    before = st.call_key(proxy, name, args, kwargs)
+    result = (live if name == "__call__" else getattr(live, name))(*args, **kwargs)
+    after = st.call_key(proxy, name, args, kwargs)
+    if before is not None and before == after:  # (not across midnight)
+        try:
+            st.rec["calls"][before[0]] = {"value": _encode(result), "date": before[1]}
+            st.grew = True
+        except (_Unencodable, RecursionError):
+            pass
+    return result
+
+
+_CLASSES: dict[str, type] = {}
+
+
+def _proxy_class(name: str) -> type:
+    if not name.isidentifier():
+        return TokenizerSnapshot
+    cls = _CLASSES.get(name)
+    if cls is None:
+        cls = _CLASSES[name] = type(name, (TokenizerSnapshot,), {"__module__": __name__})
+    return cls
+
+
+def _backend_json(live: Any) -> str | None:
+    """The backend's tokenizer.json text when ``from_str`` of it is the same tokenizer (the
+    same text again, the same special-token splitting) and both backend names give it."""
+    try:
+        from tokenizers import Tokenizer
+
+        b = live.backend_tokenizer
+        if b is not live._tokenizer:
+            return None
+        text = b.to_str()
+        again = Tokenizer.from_str(text)
+        if again.to_str() != text or again.encode_special_tokens != b.encode_special_tokens:
+            return None
+        return str(text)
+    except Exception:  # noqa: BLE001 - not a fast tokenizer: no backend replayed
+        return None
+
+
+def open_tokenizer(path: str, loader: Callable[[str], Any]) -> tuple[Any, dict[str, Any]]:
+    """The tokenizer of directory ``path`` for the chat path, and what the snapshot did
+    (``{"state": "hit" | "miss" | "off", "why": ..., "file": ...}``, kept current). ``loader``
+    loads the real tokenizer (``AutoTokenizer.from_pretrained``): now on a miss (the proxy
+    records it) or when off (the real tokenizer itself is returned), later, if ever, on a
+    hit. Call :func:`seal` when the construction that asks the tokenizer is done."""
+    where = cache_dir()
+    if where is None:
+        return loader(path), {"state": "off", "why": f"{ENV}=off", "file": None}
+    try:
+        key = snapshot_key(path)
+    except OSError as e:
+        why = f"cannot read {e.filename or path}: {e.strerror}"
+        return loader(path), {"state": "off", "why": why, "file": None}
+    file = os.path.join(where, _key_digest(key) + ".json")
+    rec, why = _read(file, key)
+    live = None
+    if rec is None:
+        live = loader(path)
+        rec = {"format": FORMAT, "key": key, "type": type(live).__name__, "attrs": {},
+               "calls": {}, "methods": [], "backend": _backend_json(live),
+               "environment": None}
+    info = {"state": "miss" if live is not None else "hit", "why": why, "file": file}
+    proxy: Any = object.__new__(_proxy_class(rec["type"]))
+    object.__setattr__(proxy, "_fx", _State(path, loader, key, file, rec, live, info))
+    return proxy, info
+
+
+def _state_of(tok: Any) -> _State | None:
+    return tok._fx if isinstance(tok, TokenizerSnapshot) else None
+
+
+def seal(tok: Any) -> None:
+    """End ``tok``'s recording window and write its record if it grew (and the directory still
+    has the key it had when the record began: not changed while it was read)."""
+    st = _state_of(tok)
+    if st is None:
+        return
+    st.recording = False
+    if not st.grew:  # (a recording stopped early keeps what it recorded before)
+        return
+    st.grew = False
+    try:
+        if snapshot_key(st.path) != st.key:
+            LOG.debug("tokenizer snapshot: %s changed while it was read; not written", st.path)
+            return
+    except OSError:
+        return
+    today = time.strftime("%Y-%m-%d")
+    st.rec["calls"] = {k: v for k, v in st.rec["calls"].items()
+                       if v["date"] is None or v["date"].startswith(today)}
+    _write(st.file, st.rec)
+
+
+def status(tok: Any) -> dict[str, Any] | None:
+    """What ``tok``'s snapshot did (see :func:`open_tokenizer`), or None for a tokenizer that
+    is not a snapshot."""
+    st = _state_of(tok)
+    return None if st is None else dict(st.info)
+
+
+def go_live(tok: Any, why: str) -> bool:
+    """Make ``tok`` answer from the real tokenizer from now on; False when it is not a
+    snapshot or already does."""
+    st = _state_of(tok)
+    if st is None or st.live is not None:
+        return False
+    st.go_live(why)
+    return True
+
+
+def jinja_environment(tok: Any) -> Any:
+    """The Jinja environment to render ``tok``'s chat templates in: fastaxo's copy where a
+    run that had transformers loaded found it equal to transformers' (the verdict is in the
+    snapshot), else transformers' own (the verdict is recorded while recording)."""
+    from fastaxo.chat.environment import (
+        environment_differences,
+        fastaxo_environment,
+        transformers_environment,
+    )
+
+    st = _state_of(tok)
+    verdict = None if st is None else st.rec.get("environment")
+    if verdict is not None and verdict["equal"]:
+        return fastaxo_environment()
+    env = transformers_environment()
+    if st is not None and st.recording and verdict is None:
+        diffs = environment_differences(env, fastaxo_environment())
+        st.rec["environment"] = {"equal": not diffs, "differences": diffs}
+        st.grew = True
+        if diffs:
+            LOG.info("tokenizer snapshot: fastaxo's Jinja environment differs from "
+                     "transformers' (%s): later runs import transformers' environment",
+                     ", ".join(diffs))
+    return env

@@ -1,0 +1,372 @@
+"""Tokenizer snapshots (fastaxo.chat.snapshot): a repeated prepare on chat data replays what
+the chat path asked of the transformers tokenizer and never imports transformers; the files are
+the same as with the real tokenizer; a record that does not match is a miss, never trusted; a
+need the record lacks loads the real tokenizer; fastaxo's copy of transformers' Jinja
+environment is used only where the record says it was proven equal."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fastaxo._core import backend
+
+pytest.importorskip("transformers")
+import chat_data  # noqa: E402
+import tokenizer_data  # noqa: E402
+
+import fastaxo  # noqa: E402
+from fastaxo.chat import environment, snapshot  # noqa: E402
+
+pytestmark = pytest.mark.skipif(backend.tok_ext is None or backend.pack_ext is None,
+                                reason="the chat path's encoder needs the compiled extension")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(fastaxo.__file__)))
+# prepare in a child process: what it reports and whether transformers was imported
+CHILD = f"""
+import json, sys
+sys.path.insert(0, {ROOT!r})
+import fastaxo
+rep = fastaxo.prepare(sys.argv[1], sys.argv[2], 4096, tokenizer=sys.argv[3], overflow="split",
+                      chat=json.loads(sys.argv[4]), progress=False)
+s = rep.tokenizer_settings
+print(json.dumps({{"transformers": "transformers" in sys.modules, "pandas": "pandas" in sys.modules,
+                  "snapshot": s["tokenizer_snapshot"], "detail": s["tokenizer_snapshot_detail"],
+                  "encoder": s["encoder"], "turns": s["fallback_turns"]}}))
+"""
+
+
+def _child(tmp_path, src, out, tok_dir, chat=None, **env):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    r = subprocess.run([sys.executable, str(script), str(src), str(out), str(tok_dir),
+                        json.dumps(chat or {})], capture_output=True, text=True, timeout=600,
+                       cwd="/", env=backend.child_env({**os.environ, **env}))
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _prepare(src, out, tok_dir, chat=None):
+    rep = fastaxo.prepare(str(src), str(out), 4096, tokenizer=str(tok_dir), overflow="split",
+                          chat=chat, progress=False)
+    return rep.tokenizer_settings
+
+
+def _table(path):
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path)
+
+
+def _convs():
+    convs = chat_data.conversations(seed=31, n=20, turns=(2, 8), hi=60)
+    # text an NFC tokenizer changes: the offsets path
+    convs.append([{"role": "user", "content": "cafe\u0301?"},
+                  {"role": "assistant", "content": "cafe\u0301 ok"}])
+    convs.append([{"role": "system", "content": "  s "}, {"role": "user", "content": "q\n"},
+                  {"role": "assistant", "content": "\n secret a  "}])
+    return convs
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    src = tmp_path_factory.mktemp("snap") / "chat.jsonl"
+    with open(src, "w", encoding="utf-8") as fh:
+        for c in _convs():
+            fh.write(json.dumps({"messages": c}, ensure_ascii=False) + "\n")
+    return src
+
+
+def _llama_dir(dest: Path) -> Path:
+    """Llama 3.2's tokenizer with its Instruct template (which renders today's date)."""
+    try:
+        src = tokenizer_data.llama3_json().parent
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    dest.mkdir()
+    shutil.copy(src / "tokenizer.json", dest / "tokenizer.json")
+    cfg = json.loads((src / "tokenizer_config.json").read_text())
+    cfg["chat_template"] = chat_data.LLAMA32_TEMPLATE
+    (dest / "tokenizer_config.json").write_text(json.dumps(cfg))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory):
+    return _llama_dir(tmp_path_factory.mktemp("llama") / "llama3.2")
+
+
+def _records(cache):
+    return sorted((Path(cache) / "tokenizers").glob("*.json"))
+
+
+# -- a repeated prepare replays, with the same files -------------------------------------------
+
+@pytest.mark.parametrize("mode", ["auto", "hf"])
+@pytest.mark.parametrize("which", ["qwen3", "llama3.2"])
+def test_second_prepare_does_not_import_transformers(tmp_path, data, llama_dir, monkeypatch,
+                                                     which, mode):
+    tok_dir = chat_data.qwen3_dir() if which == "qwen3" else llama_dir
+    chat = {"eot_tokens": ["<|eot_id|>"]} if which == "llama3.2" else None
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("FASTAXO_TOKENIZER", mode)
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", "off")
+    off = _prepare(data, tmp_path / "off.parquet", tok_dir, chat)
+    assert off["tokenizer_snapshot"] == "off" and not (tmp_path / "cache").exists()
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", str(cache))
+    if which == "qwen3" and mode == "auto":  # the first run in a child of its own too
+        first = _child(tmp_path, data, tmp_path / "1.parquet", tok_dir, chat)
+        assert first["transformers"] and first["snapshot"] == "miss"
+    else:
+        first = _prepare(data, tmp_path / "1.parquet", tok_dir, chat)
+        assert first["tokenizer_snapshot"] == "miss"
+    (record,) = _records(cache)
+    assert oct(record.stat().st_mode & 0o777) == "0o600"
+    second = _child(tmp_path, data, tmp_path / "2.parquet", tok_dir, chat)
+    assert second["snapshot"] == "hit", second
+    assert second["transformers"] is False, second
+    assert second["pandas"] is False  # (pa.array and Array.to_numpy import it)
+    assert second["encoder"] == ("fastaxo" if mode == "auto" else "hf")
+    assert second["turns"] == off["fallback_turns"]
+    want = _table(tmp_path / "off.parquet")
+    assert _table(tmp_path / "1.parquet").equals(want)
+    assert _table(tmp_path / "2.parquet").equals(want)
+    rec = json.loads(record.read_text())
+    renders = [v for k, v in rec["calls"].items() if k.startswith('["apply_chat_template"')]
+    assert renders and rec["environment"] == {"equal": True, "differences": []}
+    # Llama's template renders the date: its renders hold for today only
+    assert all((v["date"] is not None) == (which == "llama3.2") for v in renders)
+
+
+# -- what misses ----------------------------------------------------------------------------
+
+def _qwen_copy(tmp_path):
+    d = tmp_path / "qwen3"
+    shutil.copytree(chat_data.qwen3_dir(), d)
+    return d
+
+
+def _open(path, loads):
+    from transformers import AutoTokenizer
+
+    def loader(p):
+        loads.append(p)
+        return AutoTokenizer.from_pretrained(p, local_files_only=True)
+
+    return snapshot.open_tokenizer(str(path), loader)
+
+
+def _record_once(path):
+    from fastaxo.pipeline.columns import ChatTokenizer
+
+    ct = ChatTokenizer(str(path))
+    return snapshot.status(ct.spec.tokenizer)
+
+
+def test_one_byte_of_the_template_changed_misses(tmp_path, monkeypatch):
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", str(tmp_path / "cache"))
+    d = _qwen_copy(tmp_path)
+    assert _record_once(d)["state"] == "miss"
+    assert _record_once(d)["state"] == "hit"
+    cfg = d / "tokenizer_config.json"
+    text = cfg.read_text()
+    assert "<|im_start|>assistant" in text
+    cfg.write_text(text.replace("<|im_start|>assistant", "<|im_start|>assistent", 1))
+    loads: list = []
+    tok, info = _open(d, loads)
+    assert info["state"] == "miss" and info["why"] == "no snapshot yet" and loads
+    assert "assistent" in tok.chat_template
+    # a file in a subdirectory counts too (additional_chat_templates/)
+    before = snapshot.snapshot_key(str(d))
+    (d / "additional_chat_templates").mkdir()
+    (d / "additional_chat_templates" / "x.jinja").write_text("{{ 1 }}")
+    assert snapshot.snapshot_key(str(d)) != before
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not JSON", "another key", "a bad value"])
+def test_a_damaged_record_is_ignored(tmp_path, monkeypatch, damage):
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", str(tmp_path / "cache"))
+    d = _qwen_copy(tmp_path)
+    _record_once(d)
+    (record,) = _records(tmp_path / "cache")
+    text = record.read_text()
+    rec = json.loads(text)
+    if damage == "truncated":
+        record.write_text(text[: len(text) // 2])
+    elif damage == "not JSON":
+        record.write_bytes(b"\x80garbage")
+    elif damage == "another key":
+        rec["key"]["files"] = "0" * 64
+        record.write_text(json.dumps(rec))
+    else:
+        rec["attrs"]["eos_token"] = {"x": 1}
+        record.write_text(json.dumps(rec))
+    loads: list = []
+    tok, info = _open(d, loads)
+    assert info["state"] == "miss" and info["why"].startswith("snapshot ignored"), info
+    assert loads and tok.eos_token == "<|im_end|>"
+    # the next run records afresh over it
+    assert _record_once(d)["state"] == "miss"
+    assert _record_once(d)["state"] == "hit"
+
+
+def test_an_unwritable_cache_still_prepares(tmp_path, monkeypatch, data):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", str(blocker))  # (root writes any directory)
+    got = _prepare(data, tmp_path / "a.parquet", chat_data.qwen3_dir())
+    assert got["tokenizer_snapshot"] == "miss"
+    assert _prepare(data, tmp_path / "b.parquet", chat_data.qwen3_dir())[
+        "tokenizer_snapshot"] == "miss"
+    assert _table(tmp_path / "a.parquet").equals(_table(tmp_path / "b.parquet"))
+    if os.geteuid() != 0:
+        ro = tmp_path / "ro"
+        (ro / "tokenizers").mkdir(parents=True)
+        os.chmod(ro / "tokenizers", 0o500)
+        monkeypatch.setenv("FASTAXO_CACHE_DIR", str(ro))
+        assert _prepare(data, tmp_path / "c.parquet", chat_data.qwen3_dir())[
+            "tokenizer_snapshot"] == "miss"
+        assert not list((ro / "tokenizers").iterdir())
+
+
+def test_off_writes_nothing(tmp_path, monkeypatch, data):
+    home, xdg = tmp_path / "home", tmp_path / "xdg"
+    home.mkdir()
+    xdg.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", "off")
+    assert _prepare(data, tmp_path / "a.parquet", chat_data.qwen3_dir())[
+        "tokenizer_snapshot"] == "off"
+    assert not list(home.iterdir()) and not list(xdg.iterdir())
+    # unset: $XDG_CACHE_HOME/fastaxo, else ~/.cache/fastaxo
+    monkeypatch.delenv("FASTAXO_CACHE_DIR")
+    assert snapshot.cache_dir() == str(xdg / "fastaxo" / "tokenizers")
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert snapshot.cache_dir() == str(home / ".cache" / "fastaxo" / "tokenizers")
+
+
+# -- what the record lacks loads the real tokenizer ---------------------------------------------
+
+# a template whose output depends on a message's text: those turns are placed by Axolotl's
+# own diff (renders of their own)
+CONTENT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if 'secret' in "
+                    "m.content %}[hidden]{% endif %}{{ m.content }}<|im_end|>\n{% endfor %}")
+
+
+def test_a_call_the_record_lacks_loads_transformers_and_gives_the_same_rows(tmp_path, data):
+    cache = tmp_path / "cache"
+    chat = {"chat_template": CONTENT_TEMPLATE}
+    off = _child(tmp_path, data, tmp_path / "off.parquet", chat_data.qwen3_dir(), chat,
+                 FASTAXO_CACHE_DIR="off")
+    assert off["snapshot"] == "off"
+    assert off["turns"] == {"the template's output depends on message text": 1}
+    _child(tmp_path, data, tmp_path / "1.parquet", chat_data.qwen3_dir(), chat,
+           FASTAXO_CACHE_DIR=str(cache))
+    (record,) = _records(cache)
+    rec = json.loads(record.read_text())
+    rec["calls"] = {k: v for k, v in rec["calls"].items()
+                    if not k.startswith('["apply_chat_template"')}
+    record.write_text(json.dumps(rec))
+    got = _child(tmp_path, data, tmp_path / "2.parquet", chat_data.qwen3_dir(), chat,
+                 FASTAXO_CACHE_DIR=str(cache))
+    assert got["snapshot"] == "hit" and got["transformers"] is True
+    assert "transformers loaded for a call of apply_chat_template" in got["detail"]
+    assert _table(tmp_path / "2.parquet").equals(_table(tmp_path / "off.parquet"))
+    # the record grew back: the next run replays it all
+    assert got["turns"] == off["turns"]
+    again = _child(tmp_path, data, tmp_path / "3.parquet", chat_data.qwen3_dir(), chat,
+                   FASTAXO_CACHE_DIR=str(cache))
+    assert again["snapshot"] == "hit" and again["transformers"] is False, again
+    assert again["turns"] == off["turns"]
+    assert _table(tmp_path / "3.parquet").equals(_table(tmp_path / "off.parquet"))
+
+
+def test_the_proxy_answers_as_the_real_tokenizer(tmp_path, monkeypatch, qwen):
+    from fastaxo import Tokenizer
+    from fastaxo.tokenizer.select import fast_tokenizer
+
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", str(tmp_path / "cache"))
+    d = chat_data.qwen3_dir()
+    _record_once(d)
+    loads: list = []
+    tok, info = _open(d, loads)
+    assert info["state"] == "hit" and not loads
+    assert type(tok).__name__ == type(qwen).__name__ and isinstance(tok, snapshot.TokenizerSnapshot)
+    assert tok.backend_tokenizer is tok._tokenizer
+    # the same encoder as the real tokenizer's, and the per-object cache holds for it
+    mine, real = Tokenizer.from_hf(tok), Tokenizer.from_hf(qwen)
+    assert (mine.sha256, mine.source, repr(mine)) == (real.sha256, real.source, repr(real))
+    assert fast_tokenizer(tok)[0] is fast_tokenizer(tok)[0]
+    # a replayed call gives tuples back as tuples
+    probe = ["<probe> a\n\n b\u00e9 \u6570\u636e"]
+    kw = dict(add_special_tokens=False, return_offsets_mapping=True, return_attention_mask=False)
+    replayed = tok(probe, **kw)
+    assert replayed["offset_mapping"] == qwen(probe, **kw)["offset_mapping"]
+    assert type(replayed["offset_mapping"][0][0]) is tuple and not loads
+    # anything else: the real tokenizer, loaded then, and the same answer
+    assert tok.convert_ids_to_tokens([9707, 1879]) == qwen.convert_ids_to_tokens([9707, 1879])
+    assert loads == [str(d)] and "transformers loaded for attribute 'convert_ids_to_tokens'" in \
+        snapshot.status(tok)["why"]
+    assert tok(probe, **kw)["offset_mapping"] == replayed["offset_mapping"]
+    assert len(tok) == len(qwen)
+
+
+def test_nondeterministic_templates(tmp_path, monkeypatch, qwen):
+    from fastaxo.chat import ChatSpec
+
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", str(tmp_path / "cache"))
+    d = chat_data.qwen3_dir()
+    for tpl, dated in ((chat_data.LLAMA32_TEMPLATE, True),
+                       ("{% for m in messages %}{{ m.content }}{{ [1, 2] | random }}"
+                        "{% endfor %}", None)):
+        tok, _ = _open(d, [])
+        ChatSpec.create(tok, tpl)
+        snapshot.seal(tok)
+        renders = [v for k, v in tok._fx.rec["calls"].items()
+                   if k.startswith('["apply_chat_template"')
+                   and snapshot._decode(json.loads(k)[2])["chat_template"] == tpl]
+        if dated is None:  # random: never recorded
+            assert renders == []
+        else:
+            import time
+
+            assert renders and all(v["date"].startswith(time.strftime("%Y-%m-%d"))
+                                   for v in renders)
+
+
+# -- the environment's verdict ----------------------------------------------------------------
+
+def test_a_false_verdict_uses_transformers_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", str(tmp_path / "cache"))
+    d = chat_data.qwen3_dir()
+    _record_once(d)
+    (record,) = _records(tmp_path / "cache")
+    rec = json.loads(record.read_text())
+    rec["environment"] = {"equal": False, "differences": ["trim_blocks"]}
+    record.write_text(json.dumps(rec))
+    tok, info = _open(d, [])
+    assert info["state"] == "hit"
+    assert snapshot.jinja_environment(tok) is environment.transformers_environment()
+    rec["environment"] = {"equal": True, "differences": []}
+    record.write_text(json.dumps(rec))
+    tok, info = _open(d, [])
+    assert snapshot.jinja_environment(tok) is environment.fastaxo_environment()
+
+
+def test_info_says_where_the_cache_is(tmp_path, monkeypatch, capsys):
+    from fastaxo.__main__ import main
+
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", str(tmp_path / "c"))
+    assert main(["info"]) == 0
+    assert f"tokenizer cache  : {tmp_path / 'c' / 'tokenizers'} (FASTAXO_CACHE_DIR" in \
+        capsys.readouterr().out
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", "off")
+    assert main(["info"]) == 0
+    assert "tokenizer cache  : off (FASTAXO_CACHE_DIR" in capsys.readouterr().out
