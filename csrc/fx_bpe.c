@@ -177,6 +177,7 @@ void fx_bpe_free(fx_bpe *m)
     free(m->vocab_slots);
     free(m->merges);
     free(m->merge_to);
+    free(m->byte_rank);
     free(m->whole);
     free(m->direct);
     free(m->added_bytes);
@@ -242,8 +243,9 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
     m->merges = calloc(mt, sizeof(uint64_t));
     m->merge_to = malloc(((size_t)sp->n_merges + 1) * sizeof(int32_t));
     m->whole = calloc(nv, 1);
+    m->byte_rank = malloc(65536 * sizeof(int32_t));
     if (!m->tok_bytes || !m->tok_off || !m->vocab_slots || !m->merges || !m->merge_to ||
-        !m->whole) {
+        !m->whole || !m->byte_rank) {
         *status = FX_BPE_ENOMEM;
         goto fail;
     }
@@ -272,6 +274,9 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
         }
     }
     m->merge_mask = mt - 1;
+    m->merge_shift = 64;
+    for (size_t t = mt; t > 1; t >>= 1)
+        m->merge_shift--;
     for (int32_t r = 0; r < sp->n_merges; r++) {
         int32_t a = sp->merges[3 * r], b = sp->merges[3 * r + 1], c = sp->merges[3 * r + 2];
         if (a < 0 || b < 0 || c < 0 || a >= m->n_vocab || b >= m->n_vocab || c >= m->n_vocab) {
@@ -285,6 +290,9 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
         m->merges[i] = key | ((uint64_t)r + 1); /* a repeated pair: the last rank */
         m->merge_to[r] = c;
     }
+    for (int x = 0; x < 256; x++)
+        for (int y = 0; y < 256; y++)
+            m->byte_rank[x << 8 | y] = merge_rank(m, m->byte_id[x], m->byte_id[y]);
     m->n_added = sp->n_added;
     size_t na = (size_t)sp->n_added;
     for (int b = 0; b < 256; b++)

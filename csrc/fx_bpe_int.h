@@ -53,6 +53,10 @@ struct fx_bpe {
     uint64_t *merges;
     int32_t *merge_to; /* merge_to[rank]: the id the merge of that rank makes */
     size_t merge_mask;
+    unsigned merge_shift; /* merge_home: the top bits of a multiplicative hash */
+    /* byte_rank[x << 8 | y]: merge_rank of the tokens of bytes x and y (the first pairs of
+     * every piece: one load instead of a probe of the merge table) */
+    int32_t *byte_rank;
     uint8_t *whole;    /* whole[id]: BPE of the token's own bytes is the token itself */
     direct_slot *direct;
     size_t direct_mask;
@@ -74,10 +78,11 @@ static inline uint64_t merge_key(int32_t a, int32_t b)
            | (uint64_t)(uint32_t)b << MERGE_RANK_BITS;
 }
 
-/* The first slot to probe for key k (merge_key). */
+/* The first slot to probe for key k (merge_key): Fibonacci hashing (the key's bits are
+ * spread by one multiply; its top bits index), one multiply where mix64 takes two. */
 static inline size_t merge_home(const fx_bpe *m, uint64_t k)
 {
-    return (size_t)mix64(k) & m->merge_mask;
+    return (size_t)((k * 0x9e3779b97f4a7c15ull) >> m->merge_shift);
 }
 
 /* The rank of the merge of ids a and b, or INT32_MAX when there is none. */
