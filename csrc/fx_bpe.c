@@ -262,6 +262,9 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
     m->ignore_merges = sp->ignore_merges != 0;
     m->nfc = sp->nfc != 0;
     m->bos_id = sp->bos_id;
+#if FX_GNUC && (defined(__x86_64__) || defined(__i386__))
+    m->avx2 = __builtin_cpu_supports("avx2") != 0;
+#endif
     for (size_t i = 0; i < nv; i++) {
         if (sp->tok_off[i + 1] < sp->tok_off[i]) {
             *what = "vocabulary offsets decrease";

@@ -82,6 +82,7 @@ struct fx_bpe {
     trie added;
     int added_first; /* the one first byte of every added token (memchr finds them), or -1 */
     int32_t pretok, ignore_merges, nfc, bos_id;
+    int avx2; /* the processor has AVX2 (fx_bpe_merge.c scans ranks with it) */
 };
 
 static inline uint64_t merge_key(int32_t a, int32_t b)
