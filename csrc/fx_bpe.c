@@ -743,6 +743,7 @@ static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s
     int rc = reserve(out, len), per_piece = rc == FX_BPE_EBIG && out->fixed;
     if (rc && !per_piece)
         return rc;
+    const int want_offsets = out->want_offsets;
     size_t ends[BATCH];
     batch_key bk[BATCH];
     for (size_t i = 0; i < len;) {
@@ -767,12 +768,12 @@ static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s
             size_t pn = ends[q] - a;
             bk[q].id = -1;
             if (pn <= KEY_MAX) {
-                if (pn <= 8) {
+                if (pn <= 8)
                     bk[q].id = direct8_find(m, bk[q].k[0], pn, bk[q].h);
-                    bk[q].k[1] = bk[q].k[2] = 0;
-                } else {
+                else
                     bk[q].id = direct_find(m, bk[q].k, pn, bk[q].h);
-                }
+                if (bk[q].id < 0 && pn <= 8)
+                    bk[q].k[1] = bk[q].k[2] = 0;
                 if (bk[q].id < 0 && cache) {
                     const cache_slot *set = cache_set(cache, bk[q].h);
                     FX_PREFETCH(set);
@@ -780,26 +781,35 @@ static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s
                 }
             }
         }
-        /* 3: the ids, in order */
+        /* 3: the ids, in order (their count kept here, written to out when needed) */
+        int64_t on = out->n;
         for (size_t q = 0; q < np; q++) {
             size_t e = ends[q], pn = e - i;
-            int64_t first = out->n, got = 1;
-            if (per_piece && (rc = reserve(out, pn)) != 0)
-                return rc;
-            int32_t *dst = out->ids + first;
+            int64_t got = 1;
+            if (per_piece) {
+                out->n = on;
+                if ((rc = reserve(out, pn)) != 0)
+                    return rc;
+            }
+            int32_t *dst = out->ids + on;
             if (bk[q].id >= 0)
                 dst[0] = bk[q].id;
             else if (pn <= KEY_MAX)
                 got = cached_short(m, cache, text + i, pn, bk[q].k, bk[q].h, dst);
             else
                 got = encode_long(m, cache, text + i, pn, dst);
-            if (got < 0)
+            if (got < 0) {
+                out->n = on;
                 return (int)-got;
-            out->n = first + got;
-            if (out->want_offsets)
-                set_offsets(m, out, first, i, len, src, s, (int64_t)n, base);
+            }
+            if (want_offsets) {
+                out->n = on + got;
+                set_offsets(m, out, on, i, len, src, s, (int64_t)n, base);
+            }
+            on += got;
             i = e;
         }
+        out->n = on;
     }
     return FX_BPE_OK;
 }
