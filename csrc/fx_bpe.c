@@ -47,7 +47,7 @@ static const uint64_t low_bytes[9] = { /* low_bytes[v]: the first v bytes (littl
     0xffffffffffffffull, ~0ull};
 #endif
 
-/* Key of p[0..n) (2 <= n <= KEY_MAX), where p[0..room) may be read (room >= n). */
+/* Key of p[0..n) (1 <= n <= KEY_MAX), where p[0..room) may be read (room >= n). */
 static inline void make_key(const uint8_t *p, size_t n, size_t room, uint64_t k[3])
 {
 #if FX_LITTLE
@@ -63,6 +63,30 @@ static inline void make_key(const uint8_t *p, size_t n, size_t room, uint64_t k[
     uint8_t b[KEY_MAX] = {0};
     memcpy(b, p, n);
     memcpy(k, b, KEY_MAX);
+}
+
+/* Key of p[0..n) (1 <= n <= 8), where p[0..room) may be read (room >= n): the first word of
+ * make_key's (the other two are 0). */
+static inline uint64_t make_key8(const uint8_t *p, size_t n, size_t room)
+{
+#if FX_LITTLE
+    if (room >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        return w & low_bytes[n];
+    }
+#endif
+    (void)room;
+    uint64_t k[3];
+    make_key(p, n, n, k);
+    return k[0];
+}
+
+/* key_hash of a key of 8 bytes or fewer ({k0, 0, 0}). */
+static inline uint64_t key_hash8(uint64_t k0, size_t n)
+{
+    uint64_t h = (k0 ^ (uint64_t)n) * 0x9e3779b97f4a7c15ull;
+    return h ^ (h << 29);
 }
 
 static inline uint64_t key_hash(const uint64_t k[3], size_t n)
@@ -100,7 +124,23 @@ static int32_t vocab_find(const fx_bpe *m, const uint8_t *p, size_t n)
     return vocab_find_h(m, p, n, hash_bytes(p, n));
 }
 
-/* The id a piece with key k of n bytes (hash h) encodes to when it is one token, or -1. */
+/* The id a piece of 2 to 8 bytes with key k0 (hash h) encodes to when it is one token, or
+ * -1. */
+static inline int32_t direct8_find(const fx_bpe *m, uint64_t k0, size_t n, uint64_t h)
+{
+    size_t i = (size_t)(h >> m->direct8_shift);
+    for (;;) {
+        const direct8_slot *d = &m->direct8[i];
+        if (d->len == n && d->k == k0)
+            return d->id;
+        if (d->len == 0)
+            return -1;
+        i = (i + 1) & m->direct8_mask;
+    }
+}
+
+/* The id a piece of 9 to KEY_MAX bytes with key k (hash h) encodes to when it is one token,
+ * or -1. */
 static inline int32_t direct_find(const fx_bpe *m, const uint64_t k[3], size_t n, uint64_t h)
 {
     size_t i = (size_t)(h >> m->direct_shift);
@@ -177,8 +217,10 @@ void fx_bpe_free(fx_bpe *m)
     free(m->vocab_slots);
     free(m->merges);
     free(m->merge_to);
+    free(m->byte_rank);
     free(m->whole);
     free(m->direct);
+    free(m->direct8);
     free(m->added_bytes);
     free(m->added_off);
     free(m->added_ids);
@@ -220,6 +262,9 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
     m->ignore_merges = sp->ignore_merges != 0;
     m->nfc = sp->nfc != 0;
     m->bos_id = sp->bos_id;
+#if FX_GNUC && (defined(__x86_64__) || defined(__i386__))
+    m->avx2 = __builtin_cpu_supports("avx2") != 0;
+#endif
     for (size_t i = 0; i < nv; i++) {
         if (sp->tok_off[i + 1] < sp->tok_off[i]) {
             *what = "vocabulary offsets decrease";
@@ -242,8 +287,9 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
     m->merges = calloc(mt, sizeof(uint64_t));
     m->merge_to = malloc(((size_t)sp->n_merges + 1) * sizeof(int32_t));
     m->whole = calloc(nv, 1);
+    m->byte_rank = malloc(65536 * sizeof(int32_t));
     if (!m->tok_bytes || !m->tok_off || !m->vocab_slots || !m->merges || !m->merge_to ||
-        !m->whole) {
+        !m->whole || !m->byte_rank) {
         *status = FX_BPE_ENOMEM;
         goto fail;
     }
@@ -272,6 +318,9 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
         }
     }
     m->merge_mask = mt - 1;
+    m->merge_shift = 64;
+    for (size_t t = mt; t > 1; t >>= 1)
+        m->merge_shift--;
     for (int32_t r = 0; r < sp->n_merges; r++) {
         int32_t a = sp->merges[3 * r], b = sp->merges[3 * r + 1], c = sp->merges[3 * r + 2];
         if (a < 0 || b < 0 || c < 0 || a >= m->n_vocab || b >= m->n_vocab || c >= m->n_vocab) {
@@ -285,6 +334,9 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
         m->merges[i] = key | ((uint64_t)r + 1); /* a repeated pair: the last rank */
         m->merge_to[r] = c;
     }
+    for (int x = 0; x < 256; x++)
+        for (int y = 0; y < 256; y++)
+            m->byte_rank[x << 8 | y] = merge_rank(m, m->byte_id[x], m->byte_id[y]);
     m->n_added = sp->n_added;
     size_t na = (size_t)sp->n_added;
     for (int b = 0; b < 256; b++)
@@ -347,28 +399,42 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
         }
         free(scratch);
     }
-    /* the direct table: at most 2/3 full */
+    /* the direct tables: each at most 2/3 full */
     {
-        size_t count = 0, bits = 4;
+        size_t count = 0, count8 = 0, bits = 4, bits8 = 4;
         for (size_t id = 0; id < nv; id++) {
             size_t n = (size_t)(m->tok_off[id + 1] - m->tok_off[id]);
-            count += n >= 2 && n <= KEY_MAX && (m->ignore_merges || m->whole[id]);
+            if (n >= 2 && n <= KEY_MAX && (m->ignore_merges || m->whole[id]))
+                *(n <= 8 ? &count8 : &count) += 1;
         }
+        count8 += 256; /* and the bytes, in direct8 too (one path for pieces up to 8 bytes) */
         while (((size_t)1 << bits) < count + count / 2 + 1)
             bits++;
+        while (((size_t)1 << bits8) < count8 + count8 / 2 + 1)
+            bits8++;
         m->direct = calloc((size_t)1 << bits, sizeof(direct_slot));
-        if (!m->direct) {
+        m->direct8 = calloc((size_t)1 << bits8, sizeof(direct8_slot));
+        if (!m->direct || !m->direct8) {
             *status = FX_BPE_ENOMEM;
             goto fail;
         }
         m->direct_mask = ((size_t)1 << bits) - 1;
         m->direct_shift = 64 - (unsigned)bits;
+        m->direct8_mask = ((size_t)1 << bits8) - 1;
+        m->direct8_shift = 64 - (unsigned)bits8;
         for (size_t id = 0; id < nv; id++) {
             size_t n = (size_t)(m->tok_off[id + 1] - m->tok_off[id]);
-            if (n < 2 || n > KEY_MAX || !(m->ignore_merges || m->whole[id]))
-                continue;
+            if (n < 1 || n > KEY_MAX || !(n == 1 || m->ignore_merges || m->whole[id]))
+                continue; /* (a byte's token is byte_id, whole or not) */
             uint64_t k[3];
             make_key(m->tok_bytes + m->tok_off[id], n, n, k);
+            if (n <= 8) {
+                size_t i = (size_t)(key_hash8(k[0], n) >> m->direct8_shift);
+                while (m->direct8[i].len)
+                    i = (i + 1) & m->direct8_mask;
+                m->direct8[i] = (direct8_slot){k[0], (int32_t)id, (uint32_t)n};
+                continue;
+            }
             size_t i = (size_t)(key_hash(k, n) >> m->direct_shift);
             while (m->direct[i].len)
                 i = (i + 1) & m->direct_mask;
@@ -677,26 +743,37 @@ static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s
     int rc = reserve(out, len), per_piece = rc == FX_BPE_EBIG && out->fixed;
     if (rc && !per_piece)
         return rc;
+    const int want_offsets = out->want_offsets;
     size_t ends[BATCH];
     batch_key bk[BATCH];
     for (size_t i = 0; i < len;) {
         size_t np = fx_pretok_split(text, len, i, m->pretok, ends, BATCH);
-        /* 1: the keys, and the direct table's slots fetched */
+        /* 1: the keys, and the direct tables' slots fetched (a key of 8 bytes or fewer: its
+         * first word only, the others set in step 2 when the word cache needs them) */
         for (size_t q = 0, a = i; q < np; a = ends[q++]) {
             size_t pn = ends[q] - a;
-            if (pn >= 2 && pn <= KEY_MAX) {
+            if (pn <= 8) {
+                bk[q].k[0] = make_key8(text + a, pn, len - a);
+                bk[q].h = key_hash8(bk[q].k[0], pn);
+                FX_PREFETCH(&m->direct8[bk[q].h >> m->direct8_shift]);
+            } else if (pn > 8 && pn <= KEY_MAX) {
                 make_key(text + a, pn, len - a, bk[q].k);
                 bk[q].h = key_hash(bk[q].k, pn);
                 FX_PREFETCH(&m->direct[bk[q].h >> m->direct_shift]);
             }
         }
-        /* 2: the direct table (and single bytes); a short piece not there has its word
+        /* 2: the direct tables (and single bytes); a short piece not there has its word
          * cache set fetched */
         for (size_t q = 0, a = i; q < np; a = ends[q++]) {
             size_t pn = ends[q] - a;
-            bk[q].id = pn == 1 ? m->byte_id[text[a]] : -1;
-            if (pn >= 2 && pn <= KEY_MAX) {
-                bk[q].id = direct_find(m, bk[q].k, pn, bk[q].h);
+            bk[q].id = -1;
+            if (pn <= KEY_MAX) {
+                if (pn <= 8)
+                    bk[q].id = direct8_find(m, bk[q].k[0], pn, bk[q].h);
+                else
+                    bk[q].id = direct_find(m, bk[q].k, pn, bk[q].h);
+                if (bk[q].id < 0 && pn <= 8)
+                    bk[q].k[1] = bk[q].k[2] = 0;
                 if (bk[q].id < 0 && cache) {
                     const cache_slot *set = cache_set(cache, bk[q].h);
                     FX_PREFETCH(set);
@@ -704,26 +781,35 @@ static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s
                 }
             }
         }
-        /* 3: the ids, in order */
+        /* 3: the ids, in order (their count kept here, written to out when needed) */
+        int64_t on = out->n;
         for (size_t q = 0; q < np; q++) {
             size_t e = ends[q], pn = e - i;
-            int64_t first = out->n, got = 1;
-            if (per_piece && (rc = reserve(out, pn)) != 0)
-                return rc;
-            int32_t *dst = out->ids + first;
+            int64_t got = 1;
+            if (per_piece) {
+                out->n = on;
+                if ((rc = reserve(out, pn)) != 0)
+                    return rc;
+            }
+            int32_t *dst = out->ids + on;
             if (bk[q].id >= 0)
                 dst[0] = bk[q].id;
             else if (pn <= KEY_MAX)
                 got = cached_short(m, cache, text + i, pn, bk[q].k, bk[q].h, dst);
             else
                 got = encode_long(m, cache, text + i, pn, dst);
-            if (got < 0)
+            if (got < 0) {
+                out->n = on;
                 return (int)-got;
-            out->n = first + got;
-            if (out->want_offsets)
-                set_offsets(m, out, first, i, len, src, s, (int64_t)n, base);
+            }
+            if (want_offsets) {
+                out->n = on + got;
+                set_offsets(m, out, on, i, len, src, s, (int64_t)n, base);
+            }
+            on += got;
             i = e;
         }
+        out->n = on;
     }
     return FX_BPE_OK;
 }

@@ -4,32 +4,104 @@
 #include <string.h>
 
 #include "fx_bpe_int.h"
+#include "fx_compat.h"
+
+/* The index of the first lowest of rank[0..n4) (n4 a multiple of 4, at least 4), and that
+ * rank in *low. SSE2 (part of x86-64 itself) compares four ranks at a time: the minimum, then
+ * the first lane equal to it; elsewhere a scan with conditional moves. */
+#if !defined(FX_BPE_NO_SSE2) && FX_HAVE_CTZ64 && (defined(__SSE2__) || defined(_M_X64))
+#include <emmintrin.h>
+
+static inline __m128i min4(__m128i a, __m128i b)
+{
+    __m128i gt = _mm_cmpgt_epi32(a, b); /* (SSE2 has no pminsd) */
+    return _mm_or_si128(_mm_and_si128(gt, b), _mm_andnot_si128(gt, a));
+}
+
+static inline size_t first_lowest(const int32_t *rank, size_t n4, int32_t *low)
+{
+    __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)rank);
+    for (size_t i = 4; i < n4; i += 4)
+        lo = min4(lo, _mm_loadu_si128((const __m128i *)(const void *)(rank + i)));
+    lo = min4(lo, _mm_shuffle_epi32(lo, _MM_SHUFFLE(1, 0, 3, 2)));
+    lo = min4(lo, _mm_shuffle_epi32(lo, _MM_SHUFFLE(2, 3, 0, 1)));
+    *low = _mm_cvtsi128_si32(lo);
+    for (size_t i = 0;; i += 4) { /* found by i == n4 - 4 at the latest */
+        __m128i eq = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(rank + i)),
+                                     lo);
+        unsigned mask = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(eq));
+        if (mask)
+            return i + FX_CTZ64(mask);
+    }
+}
+/* The same with AVX2, eight ranks at a time (n8 a multiple of 8), where the processor has it
+ * (fx_bpe_new asks: m->avx2): gcc and clang compile it for AVX2 alone. */
+#if FX_GNUC && (defined(__x86_64__) || defined(__i386__)) && !defined(FX_BPE_NO_AVX2)
+#define FX_BPE_AVX2 1
+#include <immintrin.h>
+
+__attribute__((target("avx2"))) static inline size_t first_lowest8(const int32_t *rank,
+                                                                     size_t n8, int32_t *low)
+{
+    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)rank);
+    for (size_t i = 8; i < n8; i += 8)
+        lo = _mm256_min_epi32(lo, _mm256_loadu_si256((const __m256i *)(const void *)(rank + i)));
+    __m128i m = _mm_min_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
+    m = _mm_min_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+    m = _mm_min_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+    *low = _mm_cvtsi128_si32(m);
+    __m256i all = _mm256_broadcastd_epi32(m);
+    for (size_t i = 0;; i += 8) { /* found by i == n8 - 8 at the latest */
+        __m256i eq = _mm256_cmpeq_epi32(
+            _mm256_loadu_si256((const __m256i *)(const void *)(rank + i)), all);
+        unsigned mask = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(eq));
+        if (mask)
+            return i + FX_CTZ64(mask);
+    }
+}
+#endif
+#else
+static inline size_t first_lowest(const int32_t *rank, size_t n4, int32_t *low)
+{
+    size_t best = 0;
+    int32_t lo = rank[0];
+    for (size_t i = 1; i < n4; i++) {
+        int32_t r = rank[i];
+        best = r < lo ? i : best;
+        lo = r < lo ? r : lo;
+    }
+    *low = lo;
+    return best;
+}
+#endif
 
 /* Short pieces (up to SHORT_PIECE bytes): repeatedly merge the adjacent pair of lowest rank,
  * leftmost first (HF's heap order). rank[i] is the rank of symbol i's pair with the next
  * symbol still there (INT32_MAX: none, or symbol i merged away); symbols stay where they
  * started, linked by next/prev, so a merge moves nothing and re-probes two pairs. Each step
- * scans all n ranks: the same trip count every time and conditional moves, not branches
- * that depend on the ranks. */
-static void merge_short(const fx_bpe *m, int32_t *ids, size_t n, size_t *n_out)
+ * scans all n ranks (four at a time), with no branch that depends on them. The first ranks,
+ * pairs of bytes, come from byte_rank. */
+static FX_FORCE_INLINE void merge_short_with(const fx_bpe *m, const uint8_t *p, int32_t *ids,
+                                             size_t n, size_t *n_out, int avx2)
 {
-    int32_t rank[SHORT_PIECE];
+    int32_t rank[SHORT_PIECE + 8];
     uint8_t next[SHORT_PIECE], prev[SHORT_PIECE];
+    size_t n4 = avx2 ? (n + 7) & ~(size_t)7 : (n + 3) & ~(size_t)3;
     for (size_t i = 0; i + 1 < n; i++) {
-        rank[i] = merge_rank(m, ids[i], ids[i + 1]);
+        rank[i] = m->byte_rank[(unsigned)p[i] << 8 | p[i + 1]];
         next[i] = (uint8_t)(i + 1);
         prev[i + 1] = (uint8_t)i;
     }
-    rank[n - 1] = INT32_MAX;
+    for (size_t i = n - 1; i < n4; i++)
+        rank[i] = INT32_MAX;
     next[n - 1] = (uint8_t)n;
     for (;;) {
-        size_t best = 0;
-        int32_t low = rank[0];
-        for (size_t i = 1; i < n; i++) {
-            int32_t r = rank[i];
-            best = r < low ? i : best;
-            low = r < low ? r : low;
-        }
+        int32_t low;
+#ifdef FX_BPE_AVX2
+        size_t best = avx2 ? first_lowest8(rank, n4, &low) : first_lowest(rank, n4, &low);
+#else
+        size_t best = first_lowest(rank, n4, &low);
+#endif
         if (low == INT32_MAX)
             break;
         size_t gone = next[best], after = next[gone];
@@ -49,6 +121,27 @@ static void merge_short(const fx_bpe *m, int32_t *ids, size_t n, size_t *n_out)
     for (size_t i = 0; i < n; i = next[i])
         ids[k++] = ids[i];
     *n_out = k;
+}
+
+#ifdef FX_BPE_AVX2
+__attribute__((target("avx2"))) static void merge_short_avx2(const fx_bpe *m, const uint8_t *p,
+                                                             int32_t *ids, size_t n,
+                                                             size_t *n_out)
+{
+    merge_short_with(m, p, ids, n, n_out, 1);
+}
+#endif
+
+static void merge_short(const fx_bpe *m, const uint8_t *p, int32_t *ids, size_t n,
+                        size_t *n_out)
+{
+#ifdef FX_BPE_AVX2
+    if (m->avx2) {
+        merge_short_avx2(m, p, ids, n, n_out);
+        return;
+    }
+#endif
+    merge_short_with(m, p, ids, n, n_out, 0);
 }
 
 /* Long pieces: a binary heap of candidate merges ordered by (rank, position) over a linked
@@ -97,7 +190,8 @@ static cand heap_pop(cand *h, size_t *n)
     return top;
 }
 
-static int merge_long(const fx_bpe *m, int32_t *ids, size_t n, size_t *n_out)
+static int merge_long(const fx_bpe *m, const uint8_t *p, int32_t *ids, size_t n,
+                      size_t *n_out)
 {
     /* each symbol: its id, prev and next (positions are the original byte indices) */
     int32_t *prev = malloc(n * sizeof(int32_t)), *next = malloc(n * sizeof(int32_t));
@@ -114,7 +208,7 @@ static int merge_long(const fx_bpe *m, int32_t *ids, size_t n, size_t *n_out)
         next[i] = i + 1 < n ? (int32_t)i + 1 : -1;
     }
     for (size_t i = 0; i + 1 < n; i++) {
-        int32_t r = merge_rank(m, ids[i], ids[i + 1]);
+        int32_t r = m->byte_rank[(unsigned)p[i] << 8 | p[i + 1]];
         if (r != INT32_MAX)
             heap_push(heap, &hn, (cand){r, (int32_t)i, ids[i], ids[i + 1]});
     }
@@ -157,8 +251,8 @@ int fx_bpe_merge_ids(const fx_bpe *m, const uint8_t *p, size_t n, int32_t *ids, 
         ids[i] = m->byte_id[p[i]];
     size_t k;
     if (n <= SHORT_PIECE) {
-        merge_short(m, ids, n, &k);
-    } else if (merge_long(m, ids, n, &k) != FX_BPE_OK) {
+        merge_short(m, p, ids, n, &k);
+    } else if (merge_long(m, p, ids, n, &k) != FX_BPE_OK) {
         return FX_BPE_ENOMEM;
     }
     memcpy(out, ids, k * sizeof *ids);

@@ -87,10 +87,17 @@ static inline size_t letters(const uint8_t *s, size_t n, size_t i)
 #endif
         while (i < n && (byte_cls[s[i]] & FX_UC_L))
             i++;
-        size_t len;
-        if (i >= n || s[i] < 0x80 || !(cls(fx_utf8_at(s, n, i, &len)) & FX_UC_L))
+        if (i >= n || s[i] < 0x80)
             return i;
-        i += len;
+        /* letters past ASCII one after another (a word of most scripts), then ASCII again */
+        do {
+            size_t len;
+            if (!(cls(fx_utf8_at(s, n, i, &len)) & FX_UC_L))
+                return i;
+            i += len;
+        } while (i < n && s[i] >= 0x80);
+        if (i >= n || !(byte_cls[s[i]] & FX_UC_L))
+            return i;
     }
 }
 
@@ -140,21 +147,40 @@ static size_t contraction(const uint8_t *s, size_t n, size_t i, int fold)
 /* Whitespace from i (s[i] is \s): \s*[\r\n]+ | \s+(?!\S) | \s+ */
 static size_t spaces(const uint8_t *s, size_t n, size_t i, int crlf_alt)
 {
-    size_t j = i, last_nl = 0, last_start = i, count = 0;
+    size_t j = i, last_nl = 0, last_start = i; /* last_start: where the last \s began */
     while (j < n) {
+#if FX_LITTLE && FX_HAVE_CTZ64
+        if (s[j] == ' ') { /* a run of spaces (indentation), eight bytes at a time */
+            size_t e = j + 1;
+            while (e + 8 <= n) {
+                uint64_t w;
+                memcpy(&w, s + e, 8);
+                w ^= 0x2020202020202020ull;
+                if (w) {
+                    e += FX_CTZ64(w) >> 3;
+                    break;
+                }
+                e += 8;
+            }
+            while (e < n && s[e] == ' ')
+                e++;
+            last_start = e - 1;
+            j = e;
+            continue;
+        }
+#endif
         size_t len;
         unsigned k = cls_at(s, n, j, &len);
         if (!IS_WS(k))
             break;
         last_start = j;
         j += len;
-        count++;
         if (k & FX_UC_CRLF)
             last_nl = j;
     }
     if (crlf_alt && last_nl)
         return last_nl; /* \s*[\r\n]+ backs off to the last line break of the run */
-    if (j == n || count == 1)
+    if (j == n || last_start == i)
         return j;      /* \s+(?!\S) to the end, or \s+ for a single character */
     return last_start; /* \s+(?!\S) leaves the last one for the next token */
 }
@@ -174,8 +200,14 @@ static FX_FORCE_INLINE size_t next_llama3(const uint8_t *s, size_t n, size_t i, 
         if (!(kb & (FX_UC_N | FX_UC_CRLF)) && (kn & FX_UC_L))
             return letters(s, n, i + 2);
         if (!(kn & HI)) {
-            if (kb & FX_UC_N)
-                return run(s, n, i, FX_UC_N, digits);
+            if (kb & FX_UC_N) { /* ASCII digits here; any other digit through run() */
+                size_t j = i + 1;
+                while (j < n && j - i < digits && (byte_cls[s[j]] & FX_UC_N))
+                    j++;
+                if (j - i < digits && j < n && s[j] >= 0x80)
+                    return run(s, n, j, FX_UC_N, digits - (j - i));
+                return j;
+            }
             if (IS_P(kb) || (b == ' ' && i + 1 < n && IS_P(kn))) {
                 e = run_p(s, n, b == ' ' ? i + 1 : i);
                 while (e < n && (s[e] == '\r' || s[e] == '\n'))

@@ -17,36 +17,34 @@ static inline uint32_t fx_utf8_at(const uint8_t *s, size_t n, size_t i, size_t *
         *len = 1;
         return c;
     }
-    size_t k;
-    uint32_t min;
-    if (c >= 0xC2 && c <= 0xDF) {
-        k = 1, c &= 0x1F, min = 0x80;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        k = 2, c &= 0x0F, min = 0x800;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        k = 3, c &= 0x07, min = 0x10000;
-    } else {
-        *len = 1;
-        return FX_UTF8_BAD;
-    }
-    if (n - i <= k) {
-        *len = 1;
-        return FX_UTF8_BAD;
-    }
-    for (size_t j = 1; j <= k; j++) {
-        uint32_t b = s[i + j];
-        if ((b & 0xC0) != 0x80) {
-            *len = 1;
-            return FX_UTF8_BAD;
+    /* each length by itself, its continuation bytes tested together: the same answers as a
+     * loop over them, with fewer branches (most text past ASCII is 2 or 3 bytes a letter) */
+    size_t room = n - i;
+    if (c < 0xE0) {
+        if (c >= 0xC2 && room >= 2 && (s[i + 1] & 0xC0) == 0x80) {
+            *len = 2;
+            return (c & 0x1F) << 6 | (s[i + 1] & 0x3Fu);
         }
-        c = (c << 6) | (b & 0x3F);
+    } else if (c < 0xF0) {
+        if (room >= 3 && ((s[i + 1] & 0xC0) | (s[i + 2] & 0xC0) << 8) == 0x8080) {
+            uint32_t cp = (c & 0x0F) << 12 | (s[i + 1] & 0x3Fu) << 6 | (s[i + 2] & 0x3Fu);
+            if (cp >= 0x800 && cp - 0xD800 >= 0x800) { /* no overlong, no surrogate */
+                *len = 3;
+                return cp;
+            }
+        }
+    } else if (c <= 0xF4 && room >= 4 &&
+               ((s[i + 1] & 0xC0) | (s[i + 2] & 0xC0) << 8 | (uint32_t)(s[i + 3] & 0xC0) << 16)
+                   == 0x808080) {
+        uint32_t cp = (c & 0x07) << 18 | (s[i + 1] & 0x3Fu) << 12 | (s[i + 2] & 0x3Fu) << 6 |
+                      (s[i + 3] & 0x3Fu);
+        if (cp >= 0x10000 && cp <= 0x10FFFF) {
+            *len = 4;
+            return cp;
+        }
     }
-    if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) {
-        *len = 1;
-        return FX_UTF8_BAD;
-    }
-    *len = k + 1;
-    return c;
+    *len = 1;
+    return FX_UTF8_BAD;
 }
 
 #endif /* FX_UTF8_H */
