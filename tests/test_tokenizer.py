@@ -242,7 +242,6 @@ def _edit(key, value):
     (_edit(("normalizer",), {"type": "Lowercase"}), "normalizer 'Lowercase'"),
     (_edit(("pre_tokenizer", "pretokenizers", 0, "pattern", "Regex"), r"\w+"),
      "is not one fastaxo implements"),
-    (_edit(("added_tokens", 0, "single_word"), True), "single_word"),
     (_edit(("model", "byte_fallback"), True), "byte_fallback"),
 ])
 def test_unsupported_tokenizers_say_why(tmp_path, edit, says):
