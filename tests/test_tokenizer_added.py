@@ -228,3 +228,26 @@ def test_tokens_equal_after_nfc_are_refused():
     gpt2.add_tokens([AddedToken("o\u0308x", normalized=True), AddedToken("\u00f6x", normalized=True)])
     _check((Tokenizer.from_hf(gpt2), gpt2), ["o\u0308x \u00f6x", "\u00f6xo\u0308x"])
 
+
+def test_rstrip_with_a_token_that_starts_with_whitespace():
+    """In one pass, HF's next match can start inside the whitespace an rstrip token swallowed
+    (overlapping splits; with lstrip, a crash): refused. In different passes it cannot."""
+    hf = tokenizers.Tokenizer.from_file(str(data.gpt2_json()))
+    hf.add_tokens([AddedToken("<a>", rstrip=True, normalized=False),
+                   AddedToken("  b", normalized=False)])
+    assert hf.encode("<a>  b").offsets == [(0, 5), (3, 6)]  # HF's overlap
+    why = Tokenizer.supported(hf)
+    assert why is not None and "starts with whitespace" in why
+    other = tokenizers.Tokenizer.from_file(str(data.gpt2_json()))
+    other.add_tokens([AddedToken("<a>", rstrip=True, normalized=False),
+                      AddedToken("  b", normalized=True)])
+    _check((Tokenizer.from_hf(other), other), ["<a>  b", "<a>   b", "x  b<a>  b", "  b<a>"])
+
+
+def test_the_spec_builders_whitespace_is_the_encoders():
+    """The whitespace the refusal above tests is fx_uclass's (HF's \\s, White_Space)."""
+    from fastaxo import _tok
+    from fastaxo.tokenizer._spec import WHITE_SPACE
+
+    classes = _tok._uclass_all()
+    assert {chr(c) for c in range(0x110000) if classes[c] & _tok.UC_WS} == WHITE_SPACE

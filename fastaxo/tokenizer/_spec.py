@@ -26,6 +26,11 @@ PATTERN_NAMES = {PRETOK_LLAMA3: "llama3", PRETOK_QWEN2: "qwen2", PRETOK_GPT2: "g
 
 # csrc/fx_bpe.h FX_ADDED_*
 ADDED_LSTRIP, ADDED_RSTRIP, ADDED_SPECIAL, ADDED_SINGLE_WORD, ADDED_NORMALIZED = 1, 2, 4, 8, 16
+# Unicode's White_Space (PropList.txt, unchanged since 6.3; scripts/gen_unicode.py's
+# WHITE_SPACE, fx_uclass FX_UC_WS): the \s that lstrip and rstrip swallow in HF
+WHITE_SPACE = frozenset(map(chr, (*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680,
+                                  *range(0x2000, 0x200B), 0x2028, 0x2029, 0x202F, 0x205F,
+                                  0x3000)))
 
 
 class Unsupported(Exception):
@@ -226,7 +231,9 @@ def _added_arrays(added_tokens: list[dict[str, Any]], nfc: bool
     "normalized" on the raw text, then the normalized ones on each piece left, after the
     normalizer, as their own normalized content. Refused: two tokens of one pass that match
     the same text (HF builds its matcher from a hash map: which one wins changes from process
-    to process)."""
+    to process), and an rstrip token with one that starts with whitespace in the same pass
+    (HF's next match may then start inside the whitespace the first swallowed: overlapping or,
+    with lstrip, crashing splits)."""
     contents, ids, flags = [], [], []
     seen: dict[tuple[bool, str], str] = {}
     for t in added_tokens:
@@ -244,6 +251,15 @@ def _added_arrays(added_tokens: list[dict[str, Any]], nfc: bool
                      + ADDED_SPECIAL * bool(t.get("special"))
                      + ADDED_SINGLE_WORD * bool(t.get("single_word"))
                      + ADDED_NORMALIZED * norm)
+    for norm in (False, True):
+        kind = [(c, f) for c, f in zip(contents, flags, strict=True)
+                if bool(f & ADDED_NORMALIZED) == norm]
+        rstrip = next((c for c, f in kind if f & ADDED_RSTRIP), None)
+        spaced = next((c for c, _ in kind if c.decode("utf-8")[0] in WHITE_SPACE), None)
+        if rstrip is not None and spaced is not None:
+            raise Unsupported(f"added token {rstrip.decode()!r} is rstrip and "
+                              f"{spaced.decode()!r} starts with whitespace (HF's splits of "
+                              "them can overlap)")
     return contents, ids, flags
 
 
