@@ -226,6 +226,7 @@ void fx_bpe_free(fx_bpe *m)
     free(m->added_ids);
     free(m->added_flags);
     free(m->added.nodes);
+    free(m->added_norm.nodes);
     free(m);
 }
 
@@ -340,7 +341,7 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
     m->n_added = sp->n_added;
     size_t na = (size_t)sp->n_added;
     for (int b = 0; b < 256; b++)
-        m->added.root[b] = -1;
+        m->added.root[b] = m->added_norm.root[b] = -1;
     if (na) {
         m->added_bytes = dup(sp->added_bytes, (size_t)sp->added_off[na]);
         m->added_off = dup(sp->added_off, (na + 1) * sizeof(int64_t));
@@ -350,25 +351,30 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
             *status = FX_BPE_ENOMEM;
             goto fail;
         }
-        size_t cap = 0;
+        size_t cap = 0, cap_norm = 0;
         for (size_t k = 0; k < na; k++) {
             int64_t a = m->added_off[k], b = m->added_off[k + 1];
             if (b <= a || m->added_ids[k] < 0) {
                 *what = "an added token is empty or has a negative id";
                 goto fail;
             }
-            if (trie_add(&m->added, m->added_bytes + a, (size_t)(b - a), (int32_t)k, &cap)) {
+            int norm = (m->added_flags[k] & FX_ADDED_NORMALIZED) != 0;
+            if (trie_add(norm ? &m->added_norm : &m->added, m->added_bytes + a, (size_t)(b - a),
+                         (int32_t)k, norm ? &cap_norm : &cap)) {
                 *status = FX_BPE_ENOMEM;
                 goto fail;
             }
         }
     }
-    m->added_first = -1;
-    for (int b = 0, seen = 0; b < 256; b++) {
-        if (m->added.root[b] >= 0) {
-            m->added_first = seen++ ? -1 : b;
-            if (seen > 1)
-                break;
+    for (int t = 0; t < 2; t++) {
+        trie *tr = t ? &m->added_norm : &m->added;
+        tr->first = -1;
+        for (int b = 0, seen = 0; b < 256; b++) {
+            if (tr->root[b] >= 0) {
+                tr->first = seen++ ? -1 : b;
+                if (seen > 1)
+                    break;
+            }
         }
     }
     /* whole[id]: merging the token's own bytes ends in the token (then a piece equal to it
@@ -656,6 +662,26 @@ static int64_t encode_long(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *
     return got;
 }
 
+/* The offsets of id k of out, which spans text[pos..end) (pos < end <= n): see set_offsets. */
+static inline void set_span(fx_ids *out, int64_t k, size_t pos, size_t end, size_t n,
+                            const int64_t *src, const uint8_t *seg, int64_t src_end,
+                            int64_t base)
+{
+    int64_t a = (int64_t)pos, b = (int64_t)end;
+    if (src && out->want_offsets == FX_OFFSETS_CHARS) {
+        size_t cl;
+        a = src[pos];
+        b = src[end - 1];
+        (void)fx_utf8_at(seg, (size_t)src_end, (size_t)b, &cl);
+        b += (int64_t)cl;
+    } else if (src) {
+        a = src[pos];
+        b = end < n ? src[end] : src_end;
+    }
+    out->offsets[2 * k] = base + a;
+    out->offsets[2 * k + 1] = base + b;
+}
+
 /* Offsets of the ids out->ids[first..out->n) that came from text[0..n) starting at byte `at`
  * of that text: each id spans its token's byte length; src (or NULL for the identity) maps a
  * byte of text to its byte in the segment seg[0..src_end) (the text before NFC), base added.
@@ -667,21 +693,8 @@ static void set_offsets(const fx_bpe *m, fx_ids *out, int64_t first, size_t at, 
     size_t pos = at;
     for (int64_t k = first; k < out->n; k++) {
         int32_t id = out->ids[k];
-        size_t len = (size_t)(m->tok_off[id + 1] - m->tok_off[id]);
-        size_t end = pos + len;
-        int64_t a = (int64_t)pos, b = (int64_t)end;
-        if (src && out->want_offsets == FX_OFFSETS_CHARS) {
-            size_t cl;
-            a = src[pos];
-            b = src[end - 1];
-            (void)fx_utf8_at(seg, (size_t)src_end, (size_t)b, &cl);
-            b += (int64_t)cl;
-        } else if (src) {
-            a = src[pos];
-            b = end < n ? src[end] : src_end;
-        }
-        out->offsets[2 * k] = base + a;
-        out->offsets[2 * k + 1] = base + b;
+        size_t end = pos + (size_t)(m->tok_off[id + 1] - m->tok_off[id]);
+        set_span(out, k, pos, end, n, src, seg, src_end, base);
         pos = end;
     }
 }
@@ -722,7 +735,25 @@ static void bytes_to_chars(const uint8_t *s, size_t n, fx_ids *out, int64_t firs
     }
 }
 
-/* A segment between added tokens: normalize, pre-tokenize, merge. */
+static int32_t added_next(const fx_bpe *m, const trie *t, const uint8_t *s, size_t n, size_t i,
+                          size_t prev, size_t *a, size_t *e);
+
+/* Append added token k, which spans text[a..e) of a segment of len bytes (see set_offsets). */
+static int put_added(const fx_bpe *m, fx_ids *out, int32_t k, size_t a, size_t e, size_t len,
+                     const int64_t *src, const uint8_t *seg, int64_t src_end, int64_t base)
+{
+    int rc = reserve(out, 1);
+    if (rc)
+        return rc;
+    out->ids[out->n] = m->added_ids[k];
+    if (out->want_offsets)
+        set_span(out, out->n, a, e, len, src, seg, src_end, base);
+    out->n++;
+    return FX_BPE_OK;
+}
+
+/* A segment between added tokens: normalize, split out the normalized added tokens, then
+ * pre-tokenize and merge the rest. */
 static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t n,
                           int64_t base, fx_ids *out)
 {
@@ -746,8 +777,19 @@ static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s
     const int want_offsets = out->want_offsets;
     size_t ends[BATCH];
     batch_key bk[BATCH];
+    /* HF's second pass: the next normalized added token k spans text[ta..te) (ta = len: none);
+     * the text before it is pre-tokenized alone */
+    size_t ta, te;
+    int32_t k = added_next(m, &m->added_norm, text, len, 0, 0, &ta, &te);
     for (size_t i = 0; i < len;) {
-        size_t np = fx_pretok_split(text, len, i, m->pretok, ends, BATCH);
+        if (i == ta) {
+            if ((rc = put_added(m, out, k, ta, te, len, src, s, (int64_t)n, base)) != 0)
+                return rc;
+            i = te;
+            k = added_next(m, &m->added_norm, text, len, i, i, &ta, &te);
+            continue;
+        }
+        size_t np = fx_pretok_split(text, ta, i, m->pretok, ends, BATCH);
         /* 1: the keys, and the direct tables' slots fetched (a key of 8 bytes or fewer: its
          * first word only, the others set in step 2 when the word cache needs them) */
         for (size_t q = 0, a = i; q < np; a = ends[q++]) {
@@ -841,6 +883,64 @@ static size_t ws_after(const uint8_t *s, size_t n, size_t e)
     return e;
 }
 
+/* 1 when the code point that ends at byte i of s (i > 0) is a word character (\w). */
+static int word_before(const uint8_t *s, size_t i)
+{
+    size_t b = i - 1, len;
+    while (b > 0 && i - b < 4 && (s[b] & 0xC0) == 0x80)
+        b--;
+    uint32_t c = fx_utf8_at(s, i, b, &len);
+    return b + len == i && c != FX_UTF8_BAD && (fx_uclass(c) & FX_UC_W);
+}
+
+/* 1 when the code point at byte i of s[0..n) (i < n) is a word character (\w). */
+static int word_at(const uint8_t *s, size_t n, size_t i)
+{
+    size_t len;
+    uint32_t c = fx_utf8_at(s, n, i, &len);
+    return c != FX_UTF8_BAD && (fx_uclass(c) & FX_UC_W);
+}
+
+/* HF's find_matches (tokenizers' added_vocabulary.rs) over s[0..n), the text of one pass,
+ * from byte i on: the next token of trie t, leftmost-longest. A single_word token with a word
+ * character just before or after it (in s) is no match, and the search goes on after it (HF's
+ * Aho-Corasick iterator resumes there: a token starting inside it is never seen). Its span
+ * [*a, *e): widened by lstrip over the whitespace before it, back to prev (the end of the
+ * last token) at most, and by rstrip over the whitespace after it. The token's index, or -1
+ * (and *a = *e = n) when there is none. */
+static int32_t added_next(const fx_bpe *m, const trie *t, const uint8_t *s, size_t n, size_t i,
+                          size_t prev, size_t *a, size_t *e)
+{
+    *a = *e = n;
+    while (t->n_nodes && i < n) {
+        if (t->first >= 0) {
+            const uint8_t *hit = memchr(s + i, t->first, n - i);
+            if (!hit)
+                break;
+            i = (size_t)(hit - s);
+        } else if (t->root[s[i]] < 0) {
+            i++;
+            continue;
+        }
+        size_t end = i;
+        int32_t k = trie_longest(t, s, n, i, &end);
+        if (k < 0) {
+            i++;
+            continue;
+        }
+        uint8_t f = m->added_flags[k];
+        if ((f & FX_ADDED_SINGLE_WORD) &&
+            ((i > 0 && word_before(s, i)) || (end < n && word_at(s, n, end)))) {
+            i = end;
+            continue;
+        }
+        *a = f & FX_ADDED_LSTRIP ? ws_before(s, prev, i) : i;
+        *e = f & FX_ADDED_RSTRIP ? ws_after(s, n, end) : end;
+        return k;
+    }
+    return -1;
+}
+
 int fx_bpe_encode(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t n,
                   int with_specials, fx_ids *out)
 {
@@ -856,37 +956,14 @@ int fx_bpe_encode(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t
             out->offsets[2 * out->n] = out->offsets[2 * out->n + 1] = 0;
         out->n++;
     }
-    size_t seg = 0; /* start of the text not yet encoded */
-    for (size_t i = 0; m->n_added && i < n; i++) {
-        if (m->added_first >= 0) {
-            const uint8_t *hit = memchr(s + i, m->added_first, n - i);
-            if (!hit)
-                break;
-            i = (size_t)(hit - s);
-        } else if (m->added.root[s[i]] < 0) {
-            continue;
-        }
-        size_t e = i;
-        int32_t k = trie_longest(&m->added, s, n, i, &e);
-        if (k < 0)
-            continue;
-        size_t a = i;
-        if (m->added_flags[k] & FX_ADDED_LSTRIP)
-            a = ws_before(s, seg, a);
-        if (m->added_flags[k] & FX_ADDED_RSTRIP)
-            e = ws_after(s, n, e);
+    /* HF's first pass: the added tokens that are not normalized, on the raw text; seg: the
+     * start of the text not yet encoded */
+    size_t seg = 0, a, e;
+    for (int32_t k; (k = added_next(m, &m->added, s, n, seg, seg, &a, &e)) >= 0; seg = e) {
         if (a > seg && (rc = encode_segment(m, cache, s + seg, a - seg, (int64_t)seg, out)))
             return rc;
-        if ((rc = reserve(out, 1)) != 0)
+        if ((rc = put_added(m, out, k, a, e, n, NULL, s, (int64_t)n, 0)) != 0)
             return rc;
-        out->ids[out->n] = m->added_ids[k];
-        if (out->want_offsets) {
-            out->offsets[2 * out->n] = (int64_t)a;
-            out->offsets[2 * out->n + 1] = (int64_t)e;
-        }
-        out->n++;
-        seg = e;
-        i = e - 1;
     }
     if (seg < n && (rc = encode_segment(m, cache, s + seg, n - seg, (int64_t)seg, out)))
         return rc;

@@ -1,9 +1,11 @@
 /* fx_bpe: an exact byte-level BPE encoder (the tokenizer.json models of GPT-2, Llama 3 and
  * Qwen2/2.5/3), giving the ids Hugging Face `tokenizers` gives.
  *
- * Pipeline per text, in HF's order: split out the added tokens (leftmost-longest, their
- * lstrip/rstrip flags), then per segment between them: NFC when the model has that
- * normalizer, the pre-tokenizer (fx_pretok_next: the split pattern, by hand), and per piece
+ * Pipeline per text, in HF's order: split out the added tokens that are not "normalized"
+ * (leftmost-longest, their single_word/lstrip/rstrip flags), then per segment between them:
+ * NFC when the model has that normalizer, the same split for the "normalized" added tokens on
+ * the normalized segment, then per piece left the pre-tokenizer (fx_pretok_next: the split
+ * pattern, by hand), and per piece
  * byte-level BPE (lowest merge rank first, leftmost on ties; ignore_merges: a piece that is a
  * whole vocabulary entry is that entry). A BOS id, when given, starts every encoding made with
  * specials on (TemplateProcessing).
@@ -35,11 +37,16 @@ enum {
     FX_PRETOK_NONE = 3    /* the whole segment is one piece */
 };
 
-/* Flags of an added token (tokenizer.json "added_tokens"). */
+/* Flags of an added token (tokenizer.json "added_tokens"), as HF's AddedVocabulary applies
+ * them (tokenizers 0.23's added_vocabulary.rs find_matches). */
 enum {
-    FX_ADDED_LSTRIP = 1,  /* swallows the whitespace before it */
-    FX_ADDED_RSTRIP = 2,  /* swallows the whitespace after it */
-    FX_ADDED_SPECIAL = 4  /* a special token (kept in the text either way; informational) */
+    FX_ADDED_LSTRIP = 1,      /* swallows the whitespace before it (not past the last token) */
+    FX_ADDED_RSTRIP = 2,      /* swallows the whitespace after it */
+    FX_ADDED_SPECIAL = 4,     /* a special token (kept in the text either way; informational) */
+    FX_ADDED_SINGLE_WORD = 8, /* a match with a word character (\w, fx_uclass FX_UC_W) just
+                               * before or after it is no match; the search goes on after it */
+    FX_ADDED_NORMALIZED = 16  /* matched in the second pass: on each segment left by the
+                               * others, after NFC (when nfc) */
 };
 
 typedef struct {
@@ -53,8 +60,10 @@ typedef struct {
     int32_t n_merges;
     const int32_t *merges;
     /* added tokens: content added_bytes[added_off[k] .. added_off[k+1]), id added_ids[k],
-     * flags added_flags[k]; matched on the raw text (none may be "normalized" under a
-     * normalizer that changes text: the loader refuses those). */
+     * flags added_flags[k]. Those without FX_ADDED_NORMALIZED are matched on the raw text,
+     * those with it on the normalized segments: their bytes must be the NFC of their content
+     * when nfc (HF matches that; the loader normalizes them). Two tokens of one pass with the
+     * same bytes: the first is matched. */
     int32_t n_added;
     const uint8_t *added_bytes;
     const int64_t *added_off;

@@ -51,6 +51,7 @@ typedef struct { /* a trie over added-token bytes: first child, next sibling */
 typedef struct {
     trie_node *nodes;
     int32_t n_nodes, root[256];
+    int first; /* the one first byte of every token in it (memchr finds them), or -1 */
 } trie;
 
 struct fx_bpe {
@@ -79,8 +80,7 @@ struct fx_bpe {
     int64_t *added_off;
     int32_t *added_ids;
     uint8_t *added_flags;
-    trie added;
-    int added_first; /* the one first byte of every added token (memchr finds them), or -1 */
+    trie added, added_norm; /* the added tokens matched on the raw text; on normalized text */
     int32_t pretok, ignore_merges, nfc, bos_id;
     int avx2; /* the processor has AVX2 (fx_bpe_merge.c scans ranks with it) */
 };

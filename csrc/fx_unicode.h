@@ -1,7 +1,9 @@
 /* fx_unicode: the Unicode layer of the BPE encoder, exactly as HF tokenizers 0.23.3 does it.
  *
  * - fx_uclass: the classes the pre-tokenizer regexes test, as HF's Oniguruma (Unicode 16.0):
- *   \p{L}, \p{N}, \s (White_Space), \p{M}, and CR/LF; two loads below U+32400.
+ *   \p{L}, \p{N}, \s (White_Space), \p{M}, and CR/LF; two loads below U+32400. Also \w as
+ *   HF's regex crate has it (Unicode 16.0): the word characters a single_word added token
+ *   must not touch.
  * - fx_nfc_is_quick / fx_nfc: NFC as HF's NFC normalizer computes it. That crate carries
  *   Unicode 9.0 normalization data: a mark assigned later is a starter to it (ccc 0), and a
  *   character assigned later neither decomposes nor composes. See scripts/gen_unicode.py.
@@ -22,8 +24,9 @@
 
 #include "fx_unicode_tables.h"
 
-/* Class bits of fx_uclass. L, N, WS and M exclude each other; CRLF comes with WS. */
-enum { FX_UC_L = 1, FX_UC_N = 2, FX_UC_WS = 4, FX_UC_M = 8, FX_UC_CRLF = 16 };
+/* Class bits of fx_uclass. L, N, WS and M exclude each other; CRLF comes with WS; W (\w:
+ * Alphabetic, M, Nd, Pc, Join_Control) overlaps L, N and M. */
+enum { FX_UC_L = 1, FX_UC_N = 2, FX_UC_WS = 4, FX_UC_M = 8, FX_UC_CRLF = 16, FX_UC_W = 32 };
 
 enum { FX_UNI_OK = 0, FX_UNI_ENOMEM = 1 };
 

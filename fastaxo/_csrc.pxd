@@ -177,7 +177,7 @@ cdef extern from "fx_sync.h" nogil:
 cdef extern from "fx_unicode.h" nogil:
     const char *FX_UC_VERSION
     const char *FX_UC_NFC_VERSION
-    int FX_UC_L, FX_UC_N, FX_UC_WS, FX_UC_M, FX_UC_CRLF
+    int FX_UC_L, FX_UC_N, FX_UC_WS, FX_UC_M, FX_UC_CRLF, FX_UC_W
     int FX_UNI_OK, FX_UNI_ENOMEM
     unsigned fx_uclass(uint32_t cp)
     int fx_nfc_is_quick(const uint8_t *s, size_t n)

@@ -12,6 +12,7 @@ UC_N: int
 UC_WS: int
 UC_M: int
 UC_CRLF: int
+UC_W: int
 OFFSETS_NONE: int
 OFFSETS_BYTES: int
 OFFSETS_CHARS: int

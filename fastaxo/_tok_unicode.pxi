@@ -8,6 +8,7 @@ UC_N = FX_UC_N
 UC_WS = FX_UC_WS
 UC_M = FX_UC_M
 UC_CRLF = FX_UC_CRLF
+UC_W = FX_UC_W
 
 
 def _uclass_all():

@@ -242,7 +242,8 @@ def _edit(key, value):
     (_edit(("normalizer",), {"type": "Lowercase"}), "normalizer 'Lowercase'"),
     (_edit(("pre_tokenizer", "pretokenizers", 0, "pattern", "Regex"), r"\w+"),
      "is not one fastaxo implements"),
-    (_edit(("added_tokens", 0, "single_word"), True), "single_word"),
+    (lambda d: (d["added_tokens"][0].update(rstrip=True), d["added_tokens"].append(
+        {**d["added_tokens"][1], "id": 151669, "content": "\n\n<x>"})), "starts with whitespace"),
     (_edit(("model", "byte_fallback"), True), "byte_fallback"),
 ])
 def test_unsupported_tokenizers_say_why(tmp_path, edit, says):

@@ -74,6 +74,28 @@ def test_class_of_every_code_point_is_onigurumas(classes, pattern, bit):
     assert wrong == [], f"{len(wrong)} code points differ from HF's {pattern}: {wrong[:20]}"
 
 
+def test_word_class_of_every_code_point_is_hfs_single_word_test(classes):
+    """UC_W is the \\w HF tests around a single_word added token (its regex crate's, not
+    Oniguruma's): HF drops the token's match when a word character touches it. Every code point
+    goes before the token in one text and after it in another, probes apart by a space; the
+    matches HF keeps are the code points that are not word characters."""
+    from tokenizers import AddedToken, Tokenizer, models
+
+    hf = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    hf.add_tokens([AddedToken("<w>", single_word=True, normalized=False)])
+    ours = [bool(classes[c] & tok.UC_W) for c in SCALARS]
+    for before in (True, False):
+        probes = [chr(c) + "<w>" if before else "<w>" + chr(c) for c in SCALARS]
+        at = [i * 5 + (1 if before else 0) for i in range(len(SCALARS))]  # each probe's <w>
+        e = hf.encode(" ".join(probes), add_special_tokens=False)
+        kept = {a for i, (a, _) in zip(e.ids, e.offsets) if i == 1}
+        theirs = [a not in kept for a in at]
+        wrong = [f"U+{c:04X}" for c, x, y in zip(SCALARS, ours, theirs) if x != y]
+        assert wrong == [], (f"{len(wrong)} code points {'before' if before else 'after'} the "
+                             f"token differ from HF's \\w: {wrong[:20]}")
+    assert sum(ours) > 100_000 and not ours[ord(" ")] and ours[ord("_")]
+
+
 def test_crlf_and_surrogates(classes):
     assert [c for c in range(0x110000) if classes[c] & tok.UC_CRLF] == [0x0A, 0x0D]
     assert len(classes) == 0x110000

@@ -2,8 +2,9 @@
 
 Only what is proven to give HF's ids is accepted: a byte-level BPE model with one of the
 pre-tokenizer patterns the C scanner implements (compared as exact strings), at most the NFC
-normalizer, and the post-processors that add nothing but a BOS. Anything else is a reason
-string: the caller then uses HF and says so.
+normalizer, added tokens with any of HF's flags (but for the two combinations in which HF's
+own result is ambiguous: _added_arrays), and the post-processors that add nothing but a BOS.
+Anything else is a reason string: the caller then uses HF and says so.
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ PRETOK_LLAMA3, PRETOK_QWEN2, PRETOK_GPT2 = 0, 1, 2
 PATTERNS = {LLAMA3: PRETOK_LLAMA3, QWEN2: PRETOK_QWEN2}
 PATTERN_NAMES = {PRETOK_LLAMA3: "llama3", PRETOK_QWEN2: "qwen2", PRETOK_GPT2: "gpt2"}
 
-ADDED_LSTRIP, ADDED_RSTRIP, ADDED_SPECIAL = 1, 2, 4
+# csrc/fx_bpe.h FX_ADDED_*
+ADDED_LSTRIP, ADDED_RSTRIP, ADDED_SPECIAL, ADDED_SINGLE_WORD, ADDED_NORMALIZED = 1, 2, 4, 8, 16
+# Unicode's White_Space (PropList.txt, unchanged since 6.3; scripts/gen_unicode.py's
+# WHITE_SPACE, fx_uclass FX_UC_WS): the \s that lstrip and rstrip swallow in HF
+WHITE_SPACE = frozenset(map(chr, (*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680,
+                                  *range(0x2000, 0x200B), 0x2028, 0x2029, 0x202F, 0x205F,
+                                  0x3000)))
 
 
 class Unsupported(Exception):
@@ -203,6 +210,59 @@ def _added_tokens(added: Any) -> list[dict[str, Any]]:
     return added
 
 
+def _hf_nfc(text: str) -> str:
+    """HF's NFC of text: fx_nfc, whose Unicode 9.0 data is HF's (tests/test_unicode_tables.py
+    compares them)."""
+    if text.isascii():
+        return text
+    from fastaxo._core.backend import tok_ext
+
+    if tok_ext is None:
+        raise Unsupported(f"normalized added token {text!r}: its NFC needs fastaxo's compiled "
+                          "extension")
+    return bytes(tok_ext._nfc_utf8(text.encode("utf-8"), False)[0]).decode("utf-8")
+
+
+def _added_arrays(added_tokens: list[dict[str, Any]], nfc: bool
+                  ) -> tuple[list[bytes], list[int], list[int]]:
+    """Each added token's bytes as HF matches them, id and FX_ADDED_* flags.
+
+    HF matches the tokens in two passes (AddedVocabulary.extract_and_normalize): those not
+    "normalized" on the raw text, then the normalized ones on each piece left, after the
+    normalizer, as their own normalized content. Refused: two tokens of one pass that match
+    the same text (HF builds its matcher from a hash map: which one wins changes from process
+    to process), and an rstrip token with one that starts with whitespace in the same pass
+    (HF's next match may then start inside the whitespace the first swallowed: overlapping or,
+    with lstrip, crashing splits)."""
+    contents, ids, flags = [], [], []
+    seen: dict[tuple[bool, str], str] = {}
+    for t in added_tokens:
+        content, norm = t["content"], bool(t.get("normalized"))
+        if not content:
+            raise Unsupported("an added token is empty")
+        matched = _hf_nfc(content) if norm and nfc else content
+        other = seen.setdefault((norm, matched), content)
+        if other != content:
+            raise Unsupported(f"added tokens {other!r} and {content!r} both match {matched!r} "
+                              "(HF picks one of them at random)")
+        contents.append(matched.encode("utf-8"))
+        ids.append(int(t["id"]))
+        flags.append(ADDED_LSTRIP * bool(t.get("lstrip")) + ADDED_RSTRIP * bool(t.get("rstrip"))
+                     + ADDED_SPECIAL * bool(t.get("special"))
+                     + ADDED_SINGLE_WORD * bool(t.get("single_word"))
+                     + ADDED_NORMALIZED * norm)
+    for norm in (False, True):
+        kind = [(c, f) for c, f in zip(contents, flags, strict=True)
+                if bool(f & ADDED_NORMALIZED) == norm]
+        rstrip = next((c for c, f in kind if f & ADDED_RSTRIP), None)
+        spaced = next((c for c, _ in kind if c.decode("utf-8")[0] in WHITE_SPACE), None)
+        if rstrip is not None and spaced is not None:
+            raise Unsupported(f"added token {rstrip.decode()!r} is rstrip and "
+                              f"{spaced.decode()!r} starts with whitespace (HF's splits of "
+                              "them can overlap)")
+    return contents, ids, flags
+
+
 def build(doc: Any) -> Spec:
     """The C encoder's arrays for a parsed tokenizer.json; Unsupported says why not."""
     if not isinstance(doc, dict):
@@ -260,20 +320,8 @@ def build(doc: Any) -> Spec:
         raise Unsupported(f"merge {bad!r} names a token outside the vocabulary") from None
     if undecodable and any(set(mg) & undecodable for mg in merges):
         raise Unsupported("a merge names a token outside the byte-level vocabulary")
-    contents, ids, flags = [], [], []
-    added: dict[str, int] = {}
-    for t in added_tokens:
-        if t.get("single_word"):
-            raise Unsupported(f"added token {t['content']!r} is single_word")
-        if t.get("normalized") and (nfc or any(not u.get("normalized") for u in added_tokens)):
-            raise Unsupported(f"added token {t['content']!r} is normalized")
-        contents.append(t["content"].encode("utf-8"))
-        ids.append(int(t["id"]))
-        flags.append(ADDED_LSTRIP * bool(t.get("lstrip")) + ADDED_RSTRIP * bool(t.get("rstrip"))
-                     + ADDED_SPECIAL * bool(t.get("special")))
-        added[t["content"]] = int(t["id"])
-    if any(not c for c in contents):
-        raise Unsupported("an added token is empty")
+    contents, ids, flags = _added_arrays(added_tokens, nfc)
+    added = {t["content"]: int(t["id"]) for t in added_tokens}
     added_bytes, added_off = _ragged(contents)
     return Spec(tok_bytes=tok_bytes, tok_off=tok_off,
                 merges=np.asarray(merges, np.int32).reshape(-1),
