@@ -85,6 +85,11 @@ void fx_bpe_free(fx_bpe *m);
 /* n_vocab of the spec the model was built from. */
 int32_t fx_bpe_vocab_size(const fx_bpe *m);
 
+/* Whether merging scans ranks with AVX2 (set at fx_bpe_new from the processor); a test hook:
+ * 0 turns it off (the SSE2 or plain scan then runs) and 1 asks for it, granted only where the
+ * build and the processor have it. Returns the setting in effect. Not while encoding. */
+int fx_bpe_use_avx2(fx_bpe *m, int on);
+
 /* A word cache, and the scratch the NFC step needs: one per thread (two threads never share
  * one). NULL from fx_bpe_cache_new when out of memory. */
 typedef struct fx_bpe_cache fx_bpe_cache;

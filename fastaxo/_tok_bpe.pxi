@@ -127,6 +127,12 @@ cdef class BPEModel:
         else:
             self._busy.release()
 
+    def _use_avx2(self, bint on):
+        """Test hook: merge with AVX2 (where the build and the processor have it) or without
+        (SSE2 or plain). Returns whether AVX2 is in use."""
+        with self._busy:
+            return bool(fx_bpe_use_avx2(self.m, on))
+
     def clear_cache(self):
         """Drop the word caches (the next call starts cold)."""
         cdef uintptr_t p

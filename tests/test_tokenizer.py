@@ -168,6 +168,27 @@ def test_word_caches_warm_and_evicted(pair):
         assert ours.encode_batch(texts).to_pylist() == want
 
 
+def test_merge_scans_with_and_without_avx2(pair):
+    """The rank scan's AVX2 path (where the processor has it) and its SSE2 / plain path give
+    HF's ids on real text and on the cache test's long words (words of up to 90 letters merge
+    through scans of every length)."""
+    import random
+
+    _, hf = pair
+    rng = random.Random(12)
+    letters = "abcdefghijklmnopqrstuvwxyzабвгдежзийклмнопрстуфхцчшщαβγδεζηθικλμνξ"
+    words = ["".join(rng.choice(letters) for _ in range(rng.choice((3, 9, 17, 33, 65, 90))))
+             for _ in range(3000)]
+    texts = [" ".join(words[i:i + 100]) for i in range(0, len(words), 100)]
+    texts += list(data.corpus("multi", 200_000))
+    seen = set()
+    for on in (False, True):
+        ours = Tokenizer.from_hf(hf)
+        seen.add(ours._model._use_avx2(on))
+        _check((ours, hf), texts)
+    assert False in seen  # the other path ran at least once
+
+
 # -- API ----------------------------------------------------------------------------------
 
 def test_encode_offsets_and_types(pair):
