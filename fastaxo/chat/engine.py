@@ -124,9 +124,8 @@ class ChatEngine:
         joined before the next part's tokenization starts and before this returns."""
         out: list[Row | Fallback | None] = [None] * len(conversations)
         parts = [range(a, min(a + PART_ROWS, len(out))) for a in range(0, len(out), PART_ROWS)]
-        # the spec's lazily built tables, made here (once) and not by two threads at once
-        if len(parts) > 1 and self.spec.byte_tokens() is not None:
-            self.spec.encoder  # noqa: B018
+        if len(parts) > 1:  # not built by two threads at once
+            self.spec.build_tables()
         pending: _Pending | None = None
         try:
             for part in parts:

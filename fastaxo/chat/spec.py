@@ -310,6 +310,13 @@ class ChatSpec:
                     cache["bytes"] = table
         return cache["bytes"]
 
+    def build_tables(self) -> None:
+        """The lazily built byte table and encoder choice, made now (once): before threads
+        share the spec, or while a tokenizer snapshot records. Raises what :attr:`encoder`
+        raises (``FASTAXO_TOKENIZER=fastaxo`` on a tokenizer it does not reproduce)."""
+        if self.byte_tokens() is not None:
+            self.encoder  # noqa: B018 - chooses (and caches) the encoder
+
     # -- the quicker ways to the same text and tokens ---------------------------------------
     def _fast_render(self) -> Any:
         cache = self.__dict__.setdefault("_cache", {})

@@ -551,9 +551,8 @@ def _ask_now(spec: Any) -> None:
     encoder does not reproduce) is raised where it was, on first use."""
     if spec.problem() is not None:
         return
-    spec.byte_tokens()
     try:
-        spec.encoder  # noqa: B018 - chooses (and caches) the encoder
+        spec.build_tables()
     except InvalidInputError:
         pass
 
