@@ -139,7 +139,9 @@ def test_second_prepare_does_not_import_transformers(tmp_path, data, llama_dir, 
     assert _table(tmp_path / "2.parquet").equals(want)
     rec = json.loads(record.read_text())
     renders = [v for k, v in rec["calls"].items() if k.startswith('["apply_chat_template"')]
-    assert renders and rec["environment"] == {"equal": True, "differences": []}
+    assert renders and rec["environment"] == {
+        "equal": True, "differences": [],
+        "variant": environment.closest_variant(environment.transformers_environment())[0]}
     # Llama's template renders the date: its renders hold for today only
     assert all((v["date"] is not None) == (which == "llama3.2") for v in renders)
 
@@ -349,15 +351,20 @@ def test_a_false_verdict_uses_transformers_environment(tmp_path, monkeypatch):
     _record_once(d)
     (record,) = _records(tmp_path / "cache")
     rec = json.loads(record.read_text())
-    rec["environment"] = {"equal": False, "differences": ["trim_blocks"]}
+    rec["environment"] = {"equal": False, "variant": "plain", "differences": ["trim_blocks"]}
     record.write_text(json.dumps(rec))
     tok, info = _open(d, [])
     assert info["state"] == "hit"
     assert snapshot.jinja_environment(tok) is environment.transformers_environment()
-    rec["environment"] = {"equal": True, "differences": []}
+    for variant in environment.VARIANTS:  # the variant the verdict names
+        rec["environment"] = {"equal": True, "variant": variant, "differences": []}
+        record.write_text(json.dumps(rec))
+        tok, info = _open(d, [])
+        assert snapshot.jinja_environment(tok) is environment.fastaxo_environment(variant)
+    rec["environment"] = {"equal": True, "variant": "newer", "differences": []}
     record.write_text(json.dumps(rec))
     tok, info = _open(d, [])
-    assert snapshot.jinja_environment(tok) is environment.fastaxo_environment()
+    assert info["state"] == "miss" and "verdict is malformed" in info["why"], info
 
 
 def test_info_says_where_the_cache_is(tmp_path, monkeypatch, capsys):

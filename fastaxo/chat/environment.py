@@ -19,6 +19,7 @@ import inspect
 import json
 import types
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
@@ -29,17 +30,54 @@ import jinja2.ext
 import jinja2.nodes
 import jinja2.parser
 import jinja2.runtime
+import jinja2.utils
 from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-__all__ = ["environment_differences", "fastaxo_environment", "transformers_environment"]
+__all__ = ["VARIANTS", "closest_variant", "environment_differences", "fastaxo_environment",
+           "transformers_environment"]
 
 
-def _build(**options: Any) -> Any:
-    """The environment, built as transformers builds it (the nested definitions mirror
-    ``_cached_compile_jinja_template``, whose bytecode they must equal; transformers is
-    Apache-2.0, as fastaxo). ``options`` replace the environment's options (tests)."""
+# The environments transformers has built, oldest first (a verdict names one): "plain"
+# (5.x up to 5.23: the tracker's state on the extension) and "guarded" (5.24: the tracker's
+# state in a ContextVar, and ``dict`` and ``namespace`` globals that refuse type-hackery).
+VARIANTS = ("plain", "guarded")
 
+
+def _build(variant: str = "plain", **options: Any) -> Any:
+    """The environment ``variant`` (:data:`VARIANTS`), built as transformers builds it (the
+    nested definitions mirror ``_cached_compile_jinja_template``, whose bytecode they must
+    equal; transformers is Apache-2.0, as fastaxo). ``options`` replace the environment's
+    options (tests)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant: expected one of {VARIANTS}, got {variant!r}")
+    tracker = _plain_tracker() if variant == "plain" else _guarded_tracker()
+
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        # (Jinja's own tojson escapes HTML characters)
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                          sort_keys=sort_keys)
+
+    def strftime_now(format):
+        return datetime.now().strftime(format)
+
+    kwargs = dict(trim_blocks=True, lstrip_blocks=True,
+                  extensions=[tracker, jinja2.ext.loopcontrols])
+    jinja_env = ImmutableSandboxedEnvironment(**{**kwargs, **options})
+    jinja_env.filters["tojson"] = tojson
+    jinja_env.globals["raise_exception"] = raise_exception
+    jinja_env.globals["strftime_now"] = strftime_now
+    if variant == "guarded":
+        template_dict, template_namespace = _guarded_globals()
+        jinja_env.globals["dict"] = template_dict()
+        jinja_env.globals["namespace"] = template_namespace
+    return jinja_env
+
+
+def _plain_tracker() -> type:
     class AssistantTracker(Extension):
         # (tracks the indices of assistant-generated tokens in the rendered chat)
         tags = {"generation"}  # noqa: RUF012 - (as transformers writes it)
@@ -85,31 +123,93 @@ def _build(**options: Any) -> Any:
                 self._rendered_blocks = None
                 self._generation_indices = None
 
-    def raise_exception(message):
-        raise jinja2.exceptions.TemplateError(message)
+    return AssistantTracker
 
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        # (Jinja's own tojson escapes HTML characters)
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                          sort_keys=sort_keys)
 
-    def strftime_now(format):
-        return datetime.now().strftime(format)
+def _guarded_tracker() -> type:
+    class AssistantTracker(Extension):
+        # (the tracker's state lives in a ContextVar: one environment, many threads)
+        tags = {"generation"}  # noqa: RUF012 - (as transformers writes it)
 
-    kwargs = dict(trim_blocks=True, lstrip_blocks=True,
-                  extensions=[AssistantTracker, jinja2.ext.loopcontrols])
-    jinja_env = ImmutableSandboxedEnvironment(**{**kwargs, **options})
-    jinja_env.filters["tojson"] = tojson
-    jinja_env.globals["raise_exception"] = raise_exception
-    jinja_env.globals["strftime_now"] = strftime_now
-    return jinja_env
+        def __init__(self, environment: ImmutableSandboxedEnvironment):
+            # The class is only initiated by jinja.
+            super().__init__(environment)
+            environment.extend(activate_tracker=self.activate_tracker)
+            self._tracking = ContextVar("assistant_tracker", default=None)
+
+        def parse(self, parser: jinja2.parser.Parser) -> jinja2.nodes.CallBlock:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+            return jinja2.nodes.CallBlock(self.call_method("_generation_support"), [], [],
+                                          body).set_lineno(lineno)
+
+        @jinja2.pass_eval_context
+        def _generation_support(self, context: jinja2.nodes.EvalContext,
+                                caller: jinja2.runtime.Macro) -> str:
+            rv = caller()
+            if (tracking := self._tracking.get()) is not None:
+                # Only track generation indices if the tracker is active
+                rendered_blocks, generation_indices = tracking
+                start_index = len("".join(rendered_blocks))
+                end_index = start_index + len(rv)
+                generation_indices.append((start_index, end_index))
+            return rv
+
+        def is_active(self) -> bool:
+            return self._tracking.get() is not None
+
+        @contextmanager
+        def activate_tracker(self, rendered_blocks: list[int],
+                             generation_indices: list[int]):
+            if self.is_active():
+                raise ValueError("AssistantTracker should not be reused before closed")
+            token = self._tracking.set((rendered_blocks, generation_indices))  # type: ignore[arg-type]
+            try:
+                yield
+            finally:
+                self._tracking.reset(token)
+
+    return AssistantTracker
+
+
+def _guarded_globals() -> tuple[type, type]:
+    class TemplateDict:
+        # (a callable, not the dict type: no attribute access to the type from a template)
+        def __call__(self, *args, **kwargs):
+            return dict(*args, **kwargs)
+
+        def fromkeys(self, *args, **kwargs):
+            return dict.fromkeys(*args, **kwargs)
+
+    class TemplateNamespace(jinja2.utils.Namespace):
+        # (refuses underscore-prefixed names: no reach into CPython internals)
+        def __init__(*args, **kwargs):  # noqa: N805 - (Jinja's own signature trick)
+            self, args = args[0], args[1:]
+            attrs = dict(*args, **kwargs)
+            for name in attrs:
+                TemplateNamespace._check_name(name)
+            jinja2.utils.Namespace.__init__(self, attrs)
+
+        def __setitem__(self, name, value):
+            TemplateNamespace._check_name(name)
+            jinja2.utils.Namespace.__setitem__(self, name, value)
+
+        @staticmethod
+        def _check_name(name):
+            if isinstance(name, str) and name.startswith("_"):
+                raise jinja2.exceptions.SecurityError(
+                    f"Chat templates cannot store underscore-prefixed attributes on a namespace, "
+                    f"but got {name!r}. Please rename the attribute."
+                )
+
+    return TemplateDict, TemplateNamespace
 
 
 @functools.cache
-def fastaxo_environment() -> Any:
-    """fastaxo's copy of transformers' chat-template environment (one per process; the bounded
-    renderer only ever overlays it)."""
-    return _build()
+def fastaxo_environment(variant: str = "plain") -> Any:
+    """fastaxo's copy of transformers' chat-template environment ``variant`` (one per process
+    and variant; the bounded renderer only ever overlays it)."""
+    return _build(variant)
 
 
 def transformers_environment() -> Any:
@@ -118,6 +218,20 @@ def transformers_environment() -> Any:
     from transformers.utils.chat_template_utils import _compile_jinja_template
 
     return _compile_jinja_template("").environment
+
+
+def closest_variant(theirs: Any) -> tuple[str, list[str]]:
+    """The variant of fastaxo's copy equal to ``theirs`` and no differences, or, where none is,
+    the one with the fewest differences and those differences."""
+    best: tuple[str, list[str]] | None = None
+    for variant in reversed(VARIANTS):
+        diffs = environment_differences(theirs, fastaxo_environment(variant))
+        if not diffs:
+            return variant, []
+        if best is None or len(diffs) < len(best[1]):
+            best = (variant, diffs)
+    assert best is not None
+    return best
 
 
 # -- the structural comparison ----------------------------------------------------------------
@@ -215,6 +329,8 @@ def _same(x: Any, y: Any, seen: dict[tuple[int, int], bool]) -> bool:
         return _same_class(x, y, seen)
     if isinstance(x, types.ModuleType):
         return False  # (the same module is the same object)
+    if isinstance(x, ContextVar):  # state of a tracker: its name and value in this context
+        return x.name == y.name and _same(x.get(_MISSING), y.get(_MISSING), seen)
     try:
         vx, vy = vars(x), vars(y)
     except TypeError:  # a builtin object that is not the same one

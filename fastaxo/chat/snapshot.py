@@ -216,7 +216,8 @@ def _read(file: str, key: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
                 and (rec.get("backend") is None or type(rec.get("backend")) is str)):
             raise ValueError("a field is missing or of another type")
         env = rec.get("environment")
-        if env is not None and not (type(env) is dict and type(env.get("equal")) is bool):
+        if env is not None and not (type(env) is dict and type(env.get("equal")) is bool
+                                    and env.get("variant") in _env_variants()):
             raise ValueError("the environment verdict is malformed")
         for v in rec["attrs"].values():
             _decode(v)
@@ -520,12 +521,18 @@ def go_live(tok: Any, why: str) -> bool:
     return True
 
 
+def _env_variants() -> tuple[str, ...]:
+    from fastaxo.chat.environment import VARIANTS  # (imports jinja2: only a record's check)
+
+    return VARIANTS
+
+
 def jinja_environment(tok: Any) -> Any:
     """The Jinja environment to render ``tok``'s chat templates in: fastaxo's copy where a
     run that had transformers loaded found it equal to transformers' (the verdict is in the
     snapshot), else transformers' own (the verdict is recorded while recording)."""
     from fastaxo.chat.environment import (
-        environment_differences,
+        closest_variant,
         fastaxo_environment,
         transformers_environment,
     )
@@ -533,14 +540,14 @@ def jinja_environment(tok: Any) -> Any:
     st = _state_of(tok)
     verdict = None if st is None else st.rec.get("environment")
     if verdict is not None and verdict["equal"]:
-        return fastaxo_environment()
+        return fastaxo_environment(verdict["variant"])
     env = transformers_environment()
     if st is not None and st.recording and verdict is None:
-        diffs = environment_differences(env, fastaxo_environment())
-        st.rec["environment"] = {"equal": not diffs, "differences": diffs}
+        variant, diffs = closest_variant(env)
+        st.rec["environment"] = {"equal": not diffs, "variant": variant, "differences": diffs}
         st.grew = True
         if diffs:
-            LOG.info("tokenizer snapshot: fastaxo's Jinja environment differs from "
-                     "transformers' (%s): later runs import transformers' environment",
-                     ", ".join(diffs))
+            LOG.info("tokenizer snapshot: fastaxo's Jinja environments differ from "
+                     "transformers' (%s, the closest): later runs import transformers' "
+                     "environment", ", ".join(diffs))
     return env
