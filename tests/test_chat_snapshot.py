@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -103,7 +104,8 @@ def llama_dir(tmp_path_factory):
 
 
 def _records(cache):
-    return sorted((Path(cache) / "tokenizers").glob("*.json"))
+    return sorted(f for f in (Path(cache) / "tokenizers").glob("*.json")
+                  if not f.name.startswith("."))
 
 
 # -- a repeated prepare replays, with the same files -------------------------------------------
@@ -337,8 +339,6 @@ def test_nondeterministic_templates(tmp_path, monkeypatch, qwen):
         if dated is None:  # random: never recorded
             assert renders == []
         else:
-            import time
-
             assert renders and all(v["date"].startswith(time.strftime("%Y-%m-%d"))
                                    for v in renders)
 
@@ -377,3 +377,53 @@ def test_info_says_where_the_cache_is(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FASTAXO_CACHE_DIR", "off")
     assert main(["info"]) == 0
     assert "tokenizer cache  : off (FASTAXO_CACHE_DIR" in capsys.readouterr().out
+
+
+# -- the cache's bounds -----------------------------------------------------------------------
+
+def _old_records(folder, n, size=10):
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for i in range(n):  # older the higher i: 1 hour apart
+        f = folder / f"{i:064x}.json"
+        f.write_bytes(b"{}".ljust(size))
+        t = time.time() - 3600 * (i + 1)
+        os.utime(f, (t, t))
+        files.append(f)
+    return files
+
+
+def test_the_cache_keeps_the_newest_records_and_drops_stale_temporaries(tmp_path, monkeypatch):
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "cache" / "tokenizers"
+    old = _old_records(folder, snapshot._KEEP_RECORDS + 8)
+    stale, fresh = folder / ".tmp-stale.json", folder / ".tmp-fresh.json"
+    for f in (stale, fresh):
+        f.write_bytes(b"partial")
+    t = time.time() - 2 * snapshot._STALE_TMP
+    os.utime(stale, (t, t))
+    d = _qwen_copy(tmp_path)
+    assert _record_once(d)["state"] == "miss"
+    new = set(_records(tmp_path / "cache")) - set(old)
+    assert len(new) == 1
+    # the new record and the 31 most recently used others
+    assert [f.exists() for f in old] == [True] * (snapshot._KEEP_RECORDS - 1) + [False] * 9
+    assert not stale.exists() and fresh.exists()
+    # a replay marks its record used: it outlives older ones
+    (record,) = new
+    t = time.time() - 10 ** 6
+    os.utime(record, (t, t))
+    assert _record_once(d)["state"] == "hit"
+    assert record.stat().st_mtime > time.time() - 600
+
+
+def test_the_cache_keeps_within_its_size(tmp_path, monkeypatch):
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", str(tmp_path / "cache"))
+    old = _old_records(tmp_path / "cache" / "tokenizers", 4, size=1000)
+    d = _qwen_copy(tmp_path)
+    _record_once(d)
+    (record,) = set(_records(tmp_path / "cache")) - set(old)
+    monkeypatch.setattr(snapshot, "_MAX_CACHE", record.stat().st_size + 2500)
+    snapshot._prune(str(record.parent), str(record))
+    assert [f.exists() for f in old] == [True, True, False, False]
+    assert record.exists()

@@ -52,6 +52,12 @@ ENV = "FASTAXO_CACHE_DIR"
 FORMAT = 1
 _MAX_HASHED = 64 << 20  # bigger files (model weights) by name, size and mtime
 _MAX_RECORD = 512 << 20
+# the cache's bounds: records past the newest _KEEP_RECORDS, or past _MAX_CACHE bytes in all,
+# go (least recently used first); a writer's temporary file left by a killed process goes
+# after _STALE_TMP seconds
+_KEEP_RECORDS = 32
+_MAX_CACHE = 1 << 30
+_STALE_TMP = 3600
 # methods whose answers depend on the tokenizer's files and their arguments only
 RECORDED_METHODS = frozenset({"apply_chat_template", "encode", "get_chat_template", "__call__"})
 _BACKEND = ("backend_tokenizer", "_tokenizer")
@@ -251,6 +257,55 @@ def _write(file: str, rec: dict[str, Any]) -> None:
             raise
     except (OSError, ValueError, TypeError) as e:
         LOG.debug("tokenizer snapshot: not written to %s: %s", file, e)
+        return
+    _prune(folder, file)
+
+
+def _prune(folder: str, keep: str) -> None:
+    """Bound the cache: the newest :data:`_KEEP_RECORDS` records within :data:`_MAX_CACHE`
+    bytes stay (a record's time is its last use: a replay touches it), ``keep`` always; stale
+    temporary files go. Races with another process pruning or writing are harmless (a record
+    gone is recorded again)."""
+    now = time.time()
+    records = []
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                if e.name.startswith(".tmp-"):
+                    if now - st.st_mtime > _STALE_TMP:
+                        _unlink(e.path)
+                elif e.name.endswith(".json") and e.path != keep:
+                    records.append((st.st_mtime, st.st_size, e.path))
+        total = os.stat(keep).st_size
+    except OSError:
+        return
+    records.sort(reverse=True)
+    for n, (_, size, path) in enumerate(records, start=1):
+        total += size
+        if n >= _KEEP_RECORDS or total > _MAX_CACHE:
+            _unlink(path)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _touch(file: str) -> None:
+    """Mark a record used now (its place in :func:`_prune`'s order); a read-only cache keeps
+    its times."""
+    try:
+        os.utime(file)
+    except OSError:
+        pass
 
 
 # -- the proxy ----------------------------------------------------------------------------------
@@ -467,7 +522,9 @@ def open_tokenizer(path: str, loader: Callable[[str], Any]) -> tuple[Any, dict[s
     file = os.path.join(where, _key_digest(key) + ".json")
     rec, why = _read(file, key)
     live = None
-    if rec is None:
+    if rec is not None:
+        _touch(file)
+    else:
         live = loader(path)
         rec = {"format": FORMAT, "key": key, "type": type(live).__name__, "attrs": {},
                "calls": {}, "methods": [], "backend": _backend_json(live),
