@@ -1,9 +1,11 @@
-/* fx_utf8: one UTF-8 decoder for the tokenizer's C (fx_pretok, fx_bpe). */
+/* fx_utf8: one UTF-8 decoder for the tokenizer's C (fx_pretok, fx_bpe), and the encoder of
+ * Python's str storage (PEP 393: 1, 2 or 4 bytes a code point) into UTF-8. */
 #ifndef FX_UTF8_H
 #define FX_UTF8_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* What fx_utf8_at returns for a byte that does not start a valid sequence. */
 #define FX_UTF8_BAD 0xFFFFFFFFu
@@ -45,6 +47,93 @@ static inline uint32_t fx_utf8_at(const uint8_t *s, size_t n, size_t i, size_t *
     }
     *len = 1;
     return FX_UTF8_BAD;
+}
+
+/* Bytes of UTF-8 that n code points of `kind` bytes each (1, 2, 4) take at most. */
+static inline int64_t fx_ucs_utf8_bound(int kind, int64_t n)
+{
+    return kind == 1 ? 2 * n : kind == 2 ? 3 * n : 4 * n;
+}
+
+/* One code point of a 2- or 4-byte str into o; returns the new end, or NULL for a
+ * surrogate. */
+static inline uint8_t *fx_ucs_put(uint32_t c, uint8_t *o)
+{
+    if (c < 0x80) {
+        *o++ = (uint8_t)c;
+    } else if (c < 0x800) {
+        *o++ = (uint8_t)(0xC0 | c >> 6);
+        *o++ = (uint8_t)(0x80 | (c & 0x3F));
+    } else if (c < 0x10000) {
+        if (c - 0xD800u < 0x800u)
+            return NULL;
+        *o++ = (uint8_t)(0xE0 | c >> 12);
+        *o++ = (uint8_t)(0x80 | (c >> 6 & 0x3F));
+        *o++ = (uint8_t)(0x80 | (c & 0x3F));
+    } else {
+        *o++ = (uint8_t)(0xF0 | c >> 18);
+        *o++ = (uint8_t)(0x80 | (c >> 12 & 0x3F));
+        *o++ = (uint8_t)(0x80 | (c >> 6 & 0x3F));
+        *o++ = (uint8_t)(0x80 | (c & 0x3F));
+    }
+    return o;
+}
+
+/* The UTF-8 of the n code points at data (`kind` bytes each, 1, 2 or 4, native order: a
+ * PEP 393 string's storage) into out (fx_ucs_utf8_bound bytes of room). Returns the bytes
+ * written, or -1 with *bad the index of the first surrogate: UTF-8 cannot hold one
+ * (str.encode("utf-8") refuses it too). Code points past U+10FFFF do not occur in a str.
+ * (One loop per kind, so that none tests the kind per code point.) */
+static inline int64_t fx_ucs_to_utf8(int kind, const void *data, int64_t n, uint8_t *out,
+                                     int64_t *bad)
+{
+    uint8_t *o = out;
+    int64_t i = 0;
+    if (kind == 1) {
+        const uint8_t *p = (const uint8_t *)data;
+        while (i < n) {
+            /* ASCII 8 at a time (Latin-1 text is mostly ASCII) */
+            while (i + 8 <= n) {
+                uint64_t w;
+                memcpy(&w, p + i, 8);
+                if (w & 0x8080808080808080u)
+                    break;
+                memcpy(o, &w, 8);
+                o += 8;
+                i += 8;
+            }
+            if (i == n)
+                break;
+            uint8_t c = p[i++];
+            if (c < 0x80) {
+                *o++ = c;
+            } else {
+                *o++ = (uint8_t)(0xC0 | c >> 6);
+                *o++ = (uint8_t)(0x80 | (c & 0x3F));
+            }
+        }
+    } else if (kind == 2) {
+        const uint16_t *p = (const uint16_t *)data;
+        for (; i < n; i++) {
+            if (p[i] < 0x80) {
+                *o++ = (uint8_t)p[i];
+            } else if ((o = fx_ucs_put(p[i], o)) == NULL) {
+                *bad = i;
+                return -1;
+            }
+        }
+    } else {
+        const uint32_t *p = (const uint32_t *)data;
+        for (; i < n; i++) {
+            if (p[i] < 0x80) {
+                *o++ = (uint8_t)p[i];
+            } else if ((o = fx_ucs_put(p[i], o)) == NULL) {
+                *bad = i;
+                return -1;
+            }
+        }
+    }
+    return o - out;
 }
 
 #endif /* FX_UTF8_H */

@@ -4,7 +4,9 @@ tokenizers 0.23.3, and its Unicode layer's test hooks. The public API is
 :mod:`fastaxo.tokenizer`."""
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uintptr_t
-from libc.stdlib cimport free
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy
+from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 
 from fastaxo._csrc cimport *
 

@@ -34,6 +34,88 @@ cdef int8_t _encode_chunk(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *d
     return <int8_t>rc
 
 
+# _encode_source's status for a str holding a surrogate (not an fx_bpe status)
+cdef int8_t _SURROGATE = 100
+
+
+# Where encode_many's texts are: UTF-8 bytes and offsets (data != NULL), or the storage of
+# Python str objects (kinds: 0 ASCII, else PEP 393's 1, 2 or 4 bytes a code point).
+ctypedef struct _Source:
+    const uint8_t *data
+    const int64_t *off
+    bint validate
+    const int8_t *kinds
+    const uintptr_t *ptrs
+    const int64_t *lens
+    const int64_t *bounds
+
+
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX < 0x030C0000
+    #define fx_unicode_ready(o) PyUnicode_READY(o)
+    #else
+    #define fx_unicode_ready(o) 0
+    #endif
+    #define fx_unicode_is_ascii(o) PyUnicode_IS_ASCII(o)
+    """
+    int _unicode_ready "fx_unicode_ready"(object o) except -1
+    bint _unicode_is_ascii "fx_unicode_is_ascii"(object o)
+
+
+cdef void _check_mode(int mode, int num_threads) except *:
+    if mode not in (FX_OFFSETS_NONE, FX_OFFSETS_BYTES, FX_OFFSETS_CHARS):
+        raise ValueError(f"mode: expected OFFSETS_NONE, OFFSETS_BYTES or OFFSETS_CHARS, "
+                         f"got {mode}")
+    if num_threads < 1:
+        raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+
+
+cdef int8_t _encode_source(const fx_bpe *m, fx_bpe_cache *cache, const _Source *src,
+                           int64_t first,
+                           int64_t last, bint specials, int32_t *ids, int64_t *spans, int mode,
+                           int64_t cap, int64_t *counts, int64_t *used, int64_t *bad
+                           ) noexcept nogil:
+    """Texts [first, last) of src into ids[0..cap): src's bytes as they are, or each str's
+    UTF-8 made into a buffer of this call's own first."""
+    if src.data != NULL:
+        return _encode_chunk(m, cache, src.data, src.off, first, last, specials, src.validate,
+                             ids, spans, mode, cap, counts, used, bad)
+    cdef int64_t i, room = 0, at = 0, w, pos = 0
+    cdef int8_t rc
+    for i in range(first, last):
+        room += src.bounds[i]
+    cdef uint8_t *buf = <uint8_t *>malloc(room if room else 1)
+    cdef int64_t *off = <int64_t *>malloc((last - first + 1) * sizeof(int64_t))
+    used[0] = 0
+    if buf == NULL or off == NULL:
+        free(buf)
+        free(off)
+        return FX_BPE_ENOMEM
+    off[0] = 0
+    for i in range(first, last):
+        if src.kinds[i] == 0:
+            w = src.lens[i]
+            memcpy(buf + at, <const void *>src.ptrs[i], w)
+        else:
+            w = fx_ucs_to_utf8(src.kinds[i], <const void *>src.ptrs[i], src.lens[i], buf + at,
+                               &pos)
+            if w < 0:
+                free(buf)
+                free(off)
+                bad[0] = i
+                return _SURROGATE
+        at += w
+        off[i - first + 1] = at
+    rc = _encode_chunk(m, cache, buf, off, 0, last - first, specials, False, ids, spans, mode,
+                       cap, counts + first, used, bad)
+    if rc and bad[0] >= 0:
+        bad[0] += first
+    free(buf)
+    free(off)
+    return rc
+
+
 cdef class BPEModel:
     """An fx_bpe model built from the arrays of fastaxo.tokenizer._spec.Spec."""
     cdef fx_bpe *m
@@ -147,30 +229,77 @@ cdef class BPEModel:
         texts data[offsets[i] - offsets[0] : offsets[i + 1] - offsets[0]]; mode: OFFSETS_NONE,
         OFFSETS_BYTES (UTF-8 byte spans) or OFFSETS_CHARS (HF's code point offsets); validate:
         check each is UTF-8 (ValueError naming the first that is not)."""
-        import numpy as np
-        cdef int64_t n = offsets.shape[0] - 1, i, c, nchunks, room, pos, k
-        cdef int64_t base, nbytes
-        cdef bint want_offsets = mode != FX_OFFSETS_NONE
-        if mode not in (FX_OFFSETS_NONE, FX_OFFSETS_BYTES, FX_OFFSETS_CHARS):
-            raise ValueError(f"mode: expected OFFSETS_NONE, OFFSETS_BYTES or OFFSETS_CHARS, "
-                             f"got {mode}")
+        cdef int64_t n = offsets.shape[0] - 1, i
+        _check_mode(mode, num_threads)
         if n < 0:
             raise ValueError("offsets: expected at least one entry")
-        if num_threads < 1:
-            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
         for i in range(n):
             if offsets[i + 1] < offsets[i]:
                 raise ValueError(f"offsets: text {i} ends before it starts")
-        nbytes = offsets[n] - offsets[0]
-        if nbytes > data.shape[0]:
-            raise ValueError(f"offsets: the texts span {nbytes} bytes, data holds {data.shape[0]}")
+        if offsets[n] - offsets[0] > data.shape[0]:
+            raise ValueError(f"offsets: the texts span {offsets[n] - offsets[0]} bytes, data "
+                             f"holds {data.shape[0]}")
+        cdef uint8_t empty = 0
+        cdef _Source src
+        src.data = &data[0] if data.shape[0] else &empty
+        src.off = &offsets[0]
+        src.validate = validate
+        import numpy as np
+        return self._encode(&src, np.diff(offsets), specials, num_threads, mode)
+
+    def encode_strs(self, texts, bint specials, int num_threads, int mode):
+        """encode_many for a list (or tuple) of str, each text's UTF-8 made in C by the thread
+        that encodes it: no str.encode under the GIL, no joined copy. None where the sequence
+        holds something other than a str or a str holding a surrogate (the caller's
+        str.encode path then raises the error it should), or NFC outgrew a chunk's room."""
+        import numpy as np
+        cdef tuple keep = tuple(texts)  # (a list another thread changes cannot free a text)
+        cdef int64_t n = len(keep), i, k
+        cdef object t
+        _check_mode(mode, num_threads)
+        kinds = np.empty(n, np.int8)
+        ptrs = np.empty(n, np.uintp)
+        lens = np.empty(n, np.int64)
+        bounds = np.empty(n, np.int64)
+        cdef int8_t[::1] kd = kinds
+        cdef uintptr_t[::1] pt = ptrs
+        cdef int64_t[::1] ln = lens, bd = bounds
+        for i in range(n):
+            t = keep[i]
+            if not isinstance(t, str):
+                return None
+            _unicode_ready(t)
+            k = PyUnicode_GET_LENGTH(t)
+            kd[i] = 0 if _unicode_is_ascii(t) else <int8_t>PyUnicode_KIND(t)
+            pt[i] = <uintptr_t>PyUnicode_DATA(t)
+            ln[i] = k
+            bd[i] = k if kd[i] == 0 else fx_ucs_utf8_bound(kd[i], k)
+        cdef _Source src
+        src.data = NULL
+        src.off = NULL
+        src.validate = False
+        src.kinds = &kd[0] if n else NULL
+        src.ptrs = &pt[0] if n else NULL
+        src.lens = &ln[0] if n else NULL
+        src.bounds = &bd[0] if n else NULL
+        return self._encode(&src, bounds, specials, num_threads, mode)
+
+    cdef object _encode(self, const _Source *src, object sizes, bint specials, int num_threads,
+                        int mode):
+        """The texts of ``src`` (``sizes``: each one's UTF-8 bytes, or a bound of them) in
+        chunks of whole texts over the threads (the caller keeps src's memory alive)."""
+        import numpy as np
+        cdef int64_t[::1] size = np.ascontiguousarray(sizes, np.int64)
+        cdef int64_t n = size.shape[0], i, c, nchunks, pos, k, acc
+        cdef bint want_offsets = mode != FX_OFFSETS_NONE
         # chunks of whole texts, about BPE_CHUNK_BYTES each
         starts = [0]
-        base = offsets[0]
+        acc = 0
         for i in range(n):
-            if offsets[i + 1] - base >= BPE_CHUNK_BYTES and i + 1 < n:
+            acc += size[i]
+            if acc >= BPE_CHUNK_BYTES and i + 1 < n:
                 starts.append(i + 1)
-                base = offsets[i + 1]
+                acc = 0
         starts.append(n)
         nchunks = len(starts) - 1
         cdef int64_t[::1] cstart = np.asarray(starts, np.int64)
@@ -178,8 +307,10 @@ cdef class BPEModel:
         cdef int64_t[::1] region = np.empty(nchunks + 1, np.int64)
         region[0] = 0
         for c in range(nchunks):
-            region[c + 1] = region[c] + (offsets[cstart[c + 1]] - offsets[cstart[c]]) + \
-                (cstart[c + 1] - cstart[c]) * (1 if specials else 0)
+            acc = 0
+            for i in range(cstart[c], cstart[c + 1]):
+                acc += size[i]
+            region[c + 1] = region[c] + acc + (cstart[c + 1] - cstart[c]) * (1 if specials else 0)
         vals = np.empty(max(region[nchunks], 1), np.int32)
         spans = np.empty((max(region[nchunks], 1), 2), np.int64) if want_offsets else None
         cdef int32_t[::1] v = vals
@@ -193,30 +324,31 @@ cdef class BPEModel:
         cdef bint owned = False
         cdef list caches = self._take_caches(nt, &owned)
         cdef uintptr_t[::1] cptr = np.asarray(caches, np.uintp)
-        cdef const uint8_t *d0 = &data[0] if data.shape[0] else NULL
-        cdef uint8_t empty = 0
         cdef dict wide = {}  # chunk -> (ids, spans) of a chunk NFC made outgrow its region
-        if d0 == NULL:
-            d0 = &empty
         try:
             with nogil:
                 for c in prange(nchunks, num_threads=nt, schedule="dynamic", chunksize=1,
                                 use_threads_if=nt > 1):
-                    status[c] = _encode_chunk(
-                        self.m, <fx_bpe_cache *>cptr[threadid()], d0, &offsets[0], cstart[c],
-                        cstart[c + 1], specials, validate, &v[region[c]],
+                    status[c] = _encode_source(
+                        self.m, <fx_bpe_cache *>cptr[threadid()], src, cstart[c],
+                        cstart[c + 1], specials, &v[region[c]],
                         &sp[region[c], 0] if want_offsets else NULL, mode,
                         region[c + 1] - region[c], &cnt[0], &used[c], &badrow[c])
             for c in range(nchunks):
                 if status[c] == FX_BPE_EBIG:
-                    wide[c] = self._wide_chunk(d0, offsets, cstart[c], cstart[c + 1], specials,
-                                               validate, mode, <fx_bpe_cache *>cptr[0], cnt,
-                                               &used[c], &badrow[c], &status[c])
+                    if src.data == NULL:
+                        return None  # (text from str: the caller's joined path has the room)
+                    wide[c] = self._wide_chunk(src.data, src.off, cstart[c], cstart[c + 1],
+                                               specials, src.validate, mode,
+                                               <fx_bpe_cache *>cptr[0], cnt, &used[c],
+                                               &badrow[c], &status[c])
         finally:
             self._give_caches(caches, owned)
         for c in range(nchunks):
             if status[c] == FX_BPE_ENOMEM:
                 raise MemoryError("tokenizer: out of memory encoding")
+            if status[c] == _SURROGATE:
+                return None
             if status[c] == FX_BPE_EUTF8:
                 raise ValueError(f"texts: text {badrow[c]} is not valid UTF-8")
             if status[c] != FX_BPE_OK:
@@ -225,21 +357,30 @@ cdef class BPEModel:
         if wide:
             return (_closed_up(vals, region, used, wide, 0, nchunks), counts,
                     _closed_up(spans, region, used, wide, 1, nchunks) if want_offsets else None)
-        # the regions, closed up in order
-        pos = 0
+        # the regions gathered in order into arrays of their own size, on the threads
+        dest = np.empty(nchunks + 1, np.int64)
+        cdef int64_t[::1] at = dest
+        at[0] = 0
         for c in range(nchunks):
-            k = used[c]
-            if region[c] != pos and k:
-                vals[pos:pos + k] = vals[region[c]:region[c] + k]
-                if want_offsets:
-                    spans[pos:pos + k] = spans[region[c]:region[c] + k]
-            pos += k
-        vals = vals[:pos].copy() if pos < vals.shape[0] // 2 or pos == 0 else vals[:pos]
+            at[c + 1] = at[c] + used[c]
+        pos = at[nchunks]
+        out = np.empty(max(pos, 1), np.int32)
+        cdef int32_t[::1] o = out
+        out_spans = np.empty((max(pos, 1), 2), np.int64) if want_offsets else None
+        cdef int64_t[:, ::1] osp = out_spans if want_offsets else sp
+        with nogil:
+            for c in prange(nchunks, num_threads=nt, schedule="static",
+                            use_threads_if=nt > 1 and pos > BPE_CHUNK_BYTES):
+                if used[c]:
+                    memcpy(&o[at[c]], &v[region[c]], used[c] * sizeof(int32_t))
+                    if want_offsets:
+                        memcpy(&osp[at[c], 0], &sp[region[c], 0], used[c] * 2 * sizeof(int64_t))
+        vals = out[:pos]
         if want_offsets:
-            spans = spans[:pos].copy()
+            spans = out_spans[:pos]
         return vals, counts, spans
 
-    cdef tuple _wide_chunk(self, const uint8_t *d0, const int64_t[::1] offsets, int64_t first,
+    cdef tuple _wide_chunk(self, const uint8_t *d0, const int64_t *offsets, int64_t first,
                            int64_t last, bint specials, bint validate, int mode,
                            fx_bpe_cache *cache, int64_t[::1] cnt, int64_t *used, int64_t *bad,
                            int8_t *status):
@@ -256,7 +397,7 @@ cdef class BPEModel:
         cdef int64_t[:, ::1] sp = spans if spans is not None else np.empty((1, 2), np.int64)
         bad[0] = -1
         with nogil:
-            status[0] = _encode_chunk(self.m, cache, d0, &offsets[0], first, last, specials,
+            status[0] = _encode_chunk(self.m, cache, d0, offsets, first, last, specials,
                                       validate, &v[0], &sp[0, 0] if mode != FX_OFFSETS_NONE
                                       else NULL, mode, room, &cnt[0], used, bad)
         return vals, spans

@@ -217,6 +217,52 @@ def test_arrow_input_and_threads(pair):
         ours.encode_batch(pa.array(["a", None]))
 
 
+class _Str(str):
+    pass
+
+
+@settings(max_examples=int(os.environ.get("FASTAXO_HYPOTHESIS_EXAMPLES", "300")) // 3,
+          deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                HealthCheck.too_slow])
+@given(texts=_texts(), specials=st.booleans())
+def test_str_input_equals_arrow_input(pair, texts, specials):
+    """A list of str goes to C as the strings' own storage (ASCII, Latin-1, 2 and 4 bytes a
+    code point), its UTF-8 made on the encoding threads: ids and spans equal Arrow's bytes,
+    from a list, a tuple, a generator and str subclasses alike."""
+    import pyarrow as pa
+
+    ours, _ = pair
+    arrow = pa.array(texts, pa.large_string())
+    want = ours.encode_batch(arrow, specials).to_pylist()
+    for given_ in (texts, tuple(texts), (t for t in texts), [_Str(t) for t in texts]):
+        assert ours.encode_batch(given_, specials, num_threads=2).to_pylist() == want
+    for unit in ("bytes", "chars"):
+        ids, spans = ours.encode_batch_offsets(texts, specials, unit=unit)
+        ids2, spans2 = ours.encode_batch_offsets(arrow, specials, unit=unit)
+        assert ids.to_pylist() == ids2.to_pylist() and spans.to_pylist() == spans2.to_pylist()
+
+
+def test_str_input_of_every_storage_kind_in_many_chunks(pair):
+    ours, hf = pair
+    kinds = ["plain ascii words " * 3000, "caf\u00e9 na\u00efve " * 3000,
+             "\u65e5\u672c\u8a9e\u306e\u6587 " * 3000, "\U0001f600 emoji \U0001d11e " * 3000]
+    texts = [kinds[i % 4][: 1000 + 37 * i] for i in range(400)]  # ~100 chunks of 256 KB
+    want = [e.ids for e in hf.encode_batch(texts)]
+    assert ours.encode_batch(texts, num_threads=2).to_pylist() == want
+    assert ours.encode_batch(texts, num_threads=1).to_pylist() == want
+
+
+def test_str_input_errors_name_the_text(pair):
+    ours, _ = pair
+    big = ["x" * 300_000, "\u00e9" * 200_000]  # the bad text in a later chunk
+    with pytest.raises(InvalidTypeError, match=r"text 3 holds a lone surrogate U\+DC00 at "
+                                               r"character 5"):
+        ours.encode_batch([*big, "ok", "\u65e5abcd\udc00"], num_threads=2)
+    with pytest.raises(InvalidTypeError, match=r"text 2 is bytes, expected str"):
+        ours.encode_batch([*big, b"x"], num_threads=2)
+    assert ours.encode_batch((), num_threads=2).to_pylist() == []
+
+
 def test_lone_surrogates_are_refused_as_hf_does(pair):
     ours, hf = pair
     with pytest.raises(TypeError):

@@ -236,6 +236,14 @@ class Tokenizer:
 
     def _batch(self, texts: Any, specials: bool, num_threads: int | None, mode: int
                ) -> tuple[np.ndarray, np.ndarray, Any]:
+        if not isinstance(texts, (pa.Array, pa.ChunkedArray, str)):
+            # str objects straight to C: their UTF-8 made on the encoding threads. None: an
+            # item that is not a str, or a lone surrogate: the path below says which
+            texts = texts if isinstance(texts, (list, tuple)) else list(texts)
+            got = self._model.encode_strs(texts, bool(specials),
+                                          resolve_num_threads(num_threads), mode)
+            if got is not None:
+                return got
         data, offsets, arrow = _buffers(texts)
         try:
             return self._model.encode_many(data, offsets, bool(specials),
