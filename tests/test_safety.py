@@ -270,6 +270,52 @@ def test_a_child_forked_after_a_parallel_kernel_does_not_hang():
     _ok(r, "child 0")
 
 
+@needs_ext
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_a_child_forked_while_another_thread_encodes_does_not_hang():
+    # the fork lands while a thread is inside the encoder: its OpenMP team is running and the
+    # tokenizer's cache lock is held. The child must neither wait for that lock (it takes
+    # caches of its own) nor start a thread team (threads are off after fork), and its ids
+    # must be the parent's
+    import tokenizer_data
+
+    r = _child(f"""
+        import os, threading, time
+        from fastaxo import Tokenizer
+        tok = Tokenizer.from_pretrained({str(tokenizer_data.qwen3_json())!r})
+        big = ["Fork-safe encoding, word after word. " * 400] * 2000
+        small = ["caf\u00e9 \u65e5\u672c\u8a9e", "plain words"] * 500
+        want = tok.encode_batch(small, num_threads=2).to_pylist()
+        stop = threading.Event()
+        started = threading.Event()
+
+        calls = [0, 0]                         # started, finished
+
+        def spin():
+            while not stop.is_set():
+                calls[0] += 1
+                started.set()
+                tok.encode_batch(big, num_threads=2)
+                calls[1] += 1
+
+        th = threading.Thread(target=spin)
+        th.start()
+        started.wait()
+        time.sleep(0.05)                       # inside an encode_batch of ~30 MB
+        inside = calls[0] != calls[1]
+        pid = os.fork()
+        if pid == 0:
+            ok = (tok.encode_batch(small, num_threads=2).to_pylist() == want
+                  and tok.encode_batch(big[:3]).to_pylist() == tok.encode_batch(big[:3]).to_pylist())
+            os._exit(0 if ok else 3)
+        _, st = os.waitpid(pid, 0)
+        stop.set()
+        th.join()
+        print("child", os.waitstatus_to_exitcode(st), "forked inside a call", inside)
+        """, timeout=120, PYTHONWARNINGS="ignore::DeprecationWarning")
+    _ok(r, "child 0 forked inside a call True")
+
+
 # ------------------------------------------------------------------ busy cores
 def _openmp_built() -> bool:
     r = _child("import fastaxo._hash as h; print(h.openmp_enabled())")
