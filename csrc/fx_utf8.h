@@ -55,8 +55,7 @@ static inline int64_t fx_ucs_utf8_bound(int kind, int64_t n)
     return kind == 1 ? 2 * n : kind == 2 ? 3 * n : 4 * n;
 }
 
-/* One code point of a 2- or 4-byte str into o; returns the new end, or NULL for a
- * surrogate. */
+/* One code point of a str into o; returns the new end, or NULL for a surrogate. */
 static inline uint8_t *fx_ucs_put(uint32_t c, uint8_t *o)
 {
     if (c < 0x80) {
@@ -104,20 +103,12 @@ static inline int64_t fx_ucs_to_utf8(int kind, const void *data, int64_t n, uint
             }
             if (i == n)
                 break;
-            uint8_t c = p[i++];
-            if (c < 0x80) {
-                *o++ = c;
-            } else {
-                *o++ = (uint8_t)(0xC0 | c >> 6);
-                *o++ = (uint8_t)(0x80 | (c & 0x3F));
-            }
+            o = fx_ucs_put(p[i++], o); /* (below U+0100: never a surrogate) */
         }
     } else if (kind == 2) {
         const uint16_t *p = (const uint16_t *)data;
         for (; i < n; i++) {
-            if (p[i] < 0x80) {
-                *o++ = (uint8_t)p[i];
-            } else if ((o = fx_ucs_put(p[i], o)) == NULL) {
+            if ((o = fx_ucs_put(p[i], o)) == NULL) {
                 *bad = i;
                 return -1;
             }
@@ -125,9 +116,7 @@ static inline int64_t fx_ucs_to_utf8(int kind, const void *data, int64_t n, uint
     } else {
         const uint32_t *p = (const uint32_t *)data;
         for (; i < n; i++) {
-            if (p[i] < 0x80) {
-                *o++ = (uint8_t)p[i];
-            } else if ((o = fx_ucs_put(p[i], o)) == NULL) {
+            if ((o = fx_ucs_put(p[i], o)) == NULL) {
                 *bad = i;
                 return -1;
             }

@@ -292,25 +292,25 @@ cdef class BPEModel:
         cdef int64_t[::1] size = np.ascontiguousarray(sizes, np.int64)
         cdef int64_t n = size.shape[0], i, c, nchunks, pos, k, acc
         cdef bint want_offsets = mode != FX_OFFSETS_NONE
-        # chunks of whole texts, about BPE_CHUNK_BYTES each
-        starts = [0]
+        # chunks of whole texts, about BPE_CHUNK_BYTES each, and the bytes each holds
+        starts, sums = [0], []
         acc = 0
         for i in range(n):
             acc += size[i]
             if acc >= BPE_CHUNK_BYTES and i + 1 < n:
                 starts.append(i + 1)
+                sums.append(acc)
                 acc = 0
         starts.append(n)
+        sums.append(acc)
         nchunks = len(starts) - 1
         cdef int64_t[::1] cstart = np.asarray(starts, np.int64)
         # each chunk writes into its own region: a text of b bytes gives at most b ids (+ BOS)
         cdef int64_t[::1] region = np.empty(nchunks + 1, np.int64)
         region[0] = 0
         for c in range(nchunks):
-            acc = 0
-            for i in range(cstart[c], cstart[c + 1]):
-                acc += size[i]
-            region[c + 1] = region[c] + acc + (cstart[c + 1] - cstart[c]) * (1 if specials else 0)
+            region[c + 1] = region[c] + sums[c] + (cstart[c + 1] - cstart[c]) * (
+                1 if specials else 0)
         vals = np.empty(max(region[nchunks], 1), np.int32)
         spans = np.empty((max(region[nchunks], 1), 2), np.int64) if want_offsets else None
         cdef int32_t[::1] v = vals
