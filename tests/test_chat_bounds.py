@@ -291,7 +291,8 @@ def _counting_spec(qwen) -> _Counting:
 def test_long_conversation_with_a_rewritten_message_takes_a_few_renders(qwen, damage):
     """2,000 messages: one with a private-use character (the old marker), or '</think>' in
     every answer (Qwen3 rewrites each): a handful of renders, not one per turn (the old path
-    rendered 2 x 1,000 times, 58 s)."""
+    rendered 2 x 1,000 times, 58 s). Two of them are the frame of the row's roles, which this
+    row's text does not read as when the answers are rewritten."""
     conv = _long_conversation(2000)
     if damage == "marker":
         conv[1001]["content"] += "\ue000\ue001\U000F0000"
@@ -301,7 +302,7 @@ def test_long_conversation_with_a_rewritten_message_takes_a_few_renders(qwen, da
     spec = _counting_spec(qwen)
     res = tokenize_chat([conv], spec=spec)
     assert res.fallbacks == {}
-    assert spec.__dict__["renders"] <= 12, spec.__dict__["renders"]
+    assert spec.__dict__["renders"] <= 14, spec.__dict__["renders"]
     # the same as Axolotl's algorithm, on a prefix short enough for it (it is quadratic)
     short = conv[:60]
     assert tokenize_chat([short], spec=spec).to_dict() == {

@@ -103,10 +103,57 @@ def test_parse_refuses_a_reading_that_is_not_the_only_one(text, frames, written)
 
 # -- templates against Axolotl's algorithm -----------------------------------------------------
 
-def test_qwen3_rows_take_three_renders(qwen):
+def test_qwen3_rows_take_one_render_and_two_per_sequence_of_roles(qwen):
+    """Text 1 each, and the two renders with every content a placeholder once per sequence of
+    roles (kept on the spec: a second run renders text 1 alone)."""
     spec = _spec(qwen)
-    convs = chat_data.conversations(seed=21, n=10, turns=(2, 12), hi=80)
-    assert _run(spec, convs) == 3 * len(convs)
+    convs = chat_data.conversations(seed=21, n=40, turns=(2, 6), hi=80)
+    sequences = {tuple(m["role"] for m in c) for c in convs}
+    assert len(sequences) < len(convs) / 2
+    assert _run(spec, convs) == len(convs) + 2 * len(sequences)
+    assert _run(spec, convs) == len(convs)
+
+
+def test_rows_the_whole_frame_does_not_prove_take_three_renders(qwen):
+    """A template that writes what the users say otherwise (upper case): the frame of the
+    roles never reads, the rows take the placeholder renders of their trainable turns, and
+    after a few sequences of roles no more frames are rendered for it."""
+    tpl = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.role == 'user' %}"
+           "{{ m.content | upper }}{% else %}{{ m.content }}{% endif %}<|im_end|>\n{% endfor %}")
+    spec = _spec(qwen, tpl)
+    convs = [_conv(*[f"q{i}" if k % 2 == 0 else f"answer {i}.{k}" for k in range(2 * (i + 1))])
+             for i in range(60)]
+    assert _run(spec, convs) == 3 * len(convs) + 2 * 32
+
+
+def test_templates_that_look_at_what_is_not_trained(qwen):
+    """The frame of the roles is made with every content a placeholder, the users' too; a
+    template whose text around an answer depends on the question (or the system prompt) must
+    not be read through it: each row equals Axolotl's algorithm, whichever rows came first."""
+    rows = [_conv("q1", "a1", "q2", "a2"), _conv("a secret q", "a1", "q2", "a2"),
+            _conv("q1", "a1", "a secret q", "a2"), _conv("q1", "a1", "q2", "a2"),
+            _conv("same", "same", "q", "x"), _conv(S1, "a", S2, "b"), _conv("", "a", "", "b"),
+            _conv("sys", "q", "a", roles=("system", "user", "assistant")),
+            _conv("secret sys", "q", "a", roles=("system", "user", "assistant"))]
+    for tpl in (
+            # an answer after a secret question is written otherwise
+            "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if loop.previtem and 'secret' "
+            "in loop.previtem.content %}[after a secret]{% endif %}{{ m.content }}<|im_end|>\n"
+            "{% endfor %}",
+            # the system prompt decides how answers end
+            "{% set end = '<|im_end|>' if 'secret' in messages[0].content else '</s>' %}"
+            "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}{{ end }}\n"
+            "{% endfor %}",
+            # a question's length decides
+            "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+            "{% if m.role == 'user' and m.content | length > 4 %} (long){% endif %}<|im_end|>\n"
+            "{% endfor %}",
+            # the questions are counted by their text
+            "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>"
+            "{% if m.role == 'assistant' %}[{{ messages | selectattr('content', 'equalto', "
+            "m.content) | list | length }}]{% endif %}\n{% endfor %}"):
+        for order in (rows, rows[::-1]):
+            _run(_spec(qwen, tpl), order)
 
 
 @pytest.mark.parametrize("eos", ["turn", "last"])

@@ -3,14 +3,16 @@
 
 Axolotl finds each trainable turn by rendering the whole conversation twice more with a
 placeholder in the turn's place and diffing the texts (O(turns x length) per conversation).
-Here each conversation is rendered three times whatever its length: as it is (text 1, the
-text that is tokenized), and with every trainable message's content replaced by each of
-Axolotl's two placeholders. The placeholder renders fix the template's text around the
-contents (the frame), and text 1 must be that frame with each content written as it is (or as
-one of the :data:`~fastaxo.chat.locate.VARIANTS` a template may make of it), in exactly one
-way (:mod:`fastaxo.chat.locate` has the argument): then the template's output does not depend
-on those contents, and Axolotl's diff of text 1 against a render with one placeholder is
-computed from the positions alone (:func:`_placeholder_span`).
+Here each conversation is rendered once whatever its length (text 1, the text that is
+tokenized), and once per sequence of roles with every message's content replaced by each of
+Axolotl's two placeholders (:class:`_Frames`: those renders depend on the roles alone); a row
+text 1 does not read through that frame is rendered with every trainable message's content
+replaced by each placeholder (three renders a row). The placeholder renders fix the template's
+text around the contents (the frame), and text 1 must be that frame with each content written
+as it is (or as one of the :data:`~fastaxo.chat.locate.VARIANTS` a template may make of it),
+in exactly one way (:mod:`fastaxo.chat.locate` has the argument): then the template's output
+does not depend on those contents, and Axolotl's diff of text 1 against a render with one
+placeholder is computed from the positions alone (:func:`_placeholder_span`).
 
 A row that this does not prove takes the marker rounds (:class:`~fastaxo.chat.locate.RowState`):
 renders with each content between two marker characters of its own, which say where each is;
@@ -56,6 +58,7 @@ from fastaxo.chat.locate import (
     RowState,
     common_prefix,
     common_suffix,
+    frame,
 )
 from fastaxo.chat.render import OutputTooLarge
 from fastaxo.chat.spec import ChatSpec
@@ -112,6 +115,7 @@ class ChatEngine:
         self._taken = frozenset(MARK_RE.findall(spec.chat_template))
         self.turn_counts: Counter[str] = Counter()
         self.encoder_counts: Counter[str] = Counter()
+        self._frames: _Frames = spec.__dict__.setdefault("_frames", _Frames())
 
     # -- the pass ---------------------------------------------------------------------------
     def run(self, conversations: Sequence[list[dict[str, Any]]]) -> list[Row | Fallback]:
@@ -222,7 +226,8 @@ class ChatEngine:
         place (:meth:`RowState.prove`). A render that fails in any way (even past the step
         bound) leaves its row to the marker rounds, which render what they need themselves:
         a row raises or falls back there exactly as it would have without this pass."""
-        todo = [i for i in texts if out[i] is None and not state[i].settled]
+        todo = [i for i in texts if out[i] is None and not state[i].settled
+                and not self._prove_whole(texts[i], state[i])]
         if not todo:
             return
         got = [self._render_quiet([state[i].with_placeholder(s) for i in todo])
@@ -230,6 +235,25 @@ class ChatEngine:
         for i, d1, d2 in zip(todo, *got, strict=True):
             if isinstance(d1, str) and isinstance(d2, str):
                 state[i].prove(texts[i], d1, d2)
+
+    def _prove_whole(self, text: str, st: RowState) -> bool:
+        """:meth:`RowState.prove_whole` with the frame of this row's roles: the two renders
+        with every content a placeholder depend on the roles alone, so they are made once per
+        sequence of roles and kept on the spec (:class:`_Frames`)."""
+        frames = self._frames
+        roles = tuple([t["role"] for t in st.turns])
+        got = frames.get(roles)
+        if got is None:
+            if not frames.worth_trying():
+                return False
+            d1, d2 = self._render_quiet([[{"role": r, "content": s} for r in roles]
+                                         for s in ref.SENTINELS])
+            got = (frame(d1, d2, len(roles)) if isinstance(d1, str) and isinstance(d2, str)
+                   else None) or []
+            frames.put(roles, got)
+        ok = bool(got) and st.prove_whole(text, got)
+        frames.count(ok)
+        return ok
 
     def _render_quiet(self, convs: list[list[dict[str, Any]]]) -> list[Any]:
         """Each conversation rendered, or None where its render raised (anything)."""
@@ -514,6 +538,40 @@ class _Pending:
             err, self.error = self.error, None
             raise err
 
+
+class _Frames:
+    """Per sequence of roles, the frame of the renders with every content a placeholder
+    (:func:`~fastaxo.chat.locate.frame`; ``[]``: the renders failed or are not one frame),
+    for :meth:`ChatEngine._prove_whole`. At most :data:`FRAME_KEYS` sequences are kept (all
+    are dropped when full: datasets hold a few dozen). Where that proof fails on most rows
+    (a template that rewrites what the users write, say), new sequences stop being rendered
+    for it: those two renders would come on top of the row's own placeholder renders."""
+
+    __slots__ = ("bad", "good", "known")
+
+    def __init__(self) -> None:
+        self.known: dict[tuple[str, ...], list[str]] = {}
+        self.good = self.bad = 0
+
+    def get(self, roles: tuple[str, ...]) -> list[str] | None:
+        return self.known.get(roles)
+
+    def put(self, roles: tuple[str, ...], frames: list[str]) -> None:
+        if len(self.known) >= FRAME_KEYS:
+            self.known.clear()
+        self.known[roles] = frames
+
+    def worth_trying(self) -> bool:
+        return self.bad < 32 or self.good * 4 >= self.bad
+
+    def count(self, ok: bool) -> None:
+        if ok:
+            self.good += 1
+        else:
+            self.bad += 1
+
+
+FRAME_KEYS = 4096
 
 # Rows per part of ChatEngine.run: one part is tokenized while the next is rendered (~0.4 s of
 # renders for 16-turn rows; a part's texts, ~6 MB, are the memory it adds)

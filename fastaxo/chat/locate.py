@@ -18,6 +18,11 @@ content replaced by Axolotl's placeholders ``S1`` / ``S2``.
    no other way of writing it, can sit where turn k is read (this is what the marker
    characters, one pair per turn, proved about order and place).
 
+:meth:`RowState.prove_whole` reads text 1 the same way through the frame of ``D1`` / ``D2``
+made with every message's content replaced, trained or not: those renders depend on the
+sequence of roles alone (the engine makes them once per sequence), and text 1 must then hold
+every content, the users' too, in its slot.
+
 Then the template writes the same text around the real contents and around both placeholders,
 and each content in its own place, as is: the equations the marker rounds check
 (``D == text 1 with the placeholder spliced over each proven content``) hold by construction,
@@ -85,8 +90,20 @@ class RowState:
         if frames is None:
             return False
         got = parse(text, frames, [self.written(k) for k in range(len(self.trainable))])
-        if got is None:
+        return got is not None and self._place(got)
+
+    def prove_whole(self, text: str, frames: list[str]) -> bool:
+        """As :meth:`prove`, from the frame of the placeholder renders of this row's roles with
+        every content replaced, trained or not (the engine renders those once per sequence of
+        roles): text 1 must read as that frame with every message's content in its slot, in
+        one way only; the trainable turns' segments are taken from that reading."""
+        if len(frames) != len(self.turns) + 1:
             return False
+        got = parse(text, frames, [self._ways(j) for j in range(len(self.turns))])
+        return got is not None and self._place([got[j] for j in self.trainable])
+
+    def _place(self, got: list[tuple[int, int, int]]) -> bool:
+        """Every trainable turn placed from a proven reading, ``(start, variant, length)``."""
         for k, (start, v, length) in enumerate(got):
             self.var[k] = v
             self.segments[k] = (start, start + length)
@@ -95,8 +112,14 @@ class RowState:
 
     def written(self, k: int) -> list[tuple[int, str]]:
         """The distinct ways the template may write turn k's content: (variant, text)."""
-        j = self.trainable[k]
+        return self._ways(self.trainable[k])
+
+    def _ways(self, j: int) -> list[tuple[int, str]]:
+        """The distinct ways the template may write message j's content: (variant, text)."""
         content, after = self.turns[j]["content"], j > self.last
+        if (not content or not (content[0].isspace() or content[-1].isspace())) and (
+                "</think>" not in content):
+            return [(0, content)]  # every variant writes it as it is
         got = [(0, content)]
         for v in range(1, len(VARIANTS)):
             w = VARIANTS[v](content, after)
