@@ -298,26 +298,33 @@ def parse(text: str, frames: list[str], written: list[list[tuple[int, str]]]
             owner[w] = k if owner.get(w, k) == k else -1
     if not text.startswith(frames[0]):
         return None
-    longest = max(map(len, owner), default=0)
+    # the ways of writing by length: a candidate end is compared in place (a slice of the
+    # text and its hash cost more than the whole search)
+    by_len: dict[int, list[str]] = {}
+    for w in owner:
+        by_len.setdefault(len(w), []).append(w)
+    longest = max(by_len, default=0)
     pos, n, got = len(frames[0]), len(written), []
     # characters the searches may scan: a row with one long content and many turns would scan
     # that length per turn; past this the marker rounds (linear) place the row
     budget = 4 * len(text) + 4096
+    hit: str | None
     for k in range(n):
         after = frames[k + 1]
         if k + 1 == n:  # the last frame ends the text
-            end = len(text) - len(after)
-            if end < pos or not text.endswith(after):
+            found = len(text) - len(after)
+            if found < pos or not text.endswith(after):
                 return None
-            found = end
+            hit = _written_at(text, pos, by_len.get(found - pos), owner)
         else:
-            found, hi, tries = -1, min(pos + longest + len(after), len(text)), 0
+            found, hi, tries, hit = -1, min(pos + longest + len(after), len(text)), 0, None
             p = text.find(after, pos, hi)
             while p >= 0:
-                if text[pos:p] in owner:
+                here = _written_at(text, pos, by_len.get(p - pos), owner)
+                if here is not None:
                     if found >= 0:
                         return None
-                    found = p
+                    found, hit = p, here
                 tries += 1
                 if tries > _MAX_ENDS:  # a short frame that recurs: let the markers say
                     return None
@@ -325,16 +332,25 @@ def parse(text: str, frames: list[str], written: list[list[tuple[int, str]]]
             budget -= hi - pos
             if budget < 0:
                 return None
-            if found < 0:
-                return None
-        w = text[pos:found]
-        if owner.get(w) != k:
+        if hit is None or owner[hit] != k:
             return None
-        got.append((pos, next(v for v, x in written[k] if x == w), len(w)))
+        got.append((pos, next(v for v, x in written[k] if x == hit), len(hit)))
         pos = found + len(after)
     if n == 0 and len(frames[0]) != len(text):
         return None
     return got
+
+
+def _written_at(text: str, pos: int, ways: list[str] | None, owner: dict[str, int]
+                ) -> str | None:
+    """The way of writing (of one length) that ``text`` holds at ``pos``, or None: compared in
+    place, or by one slice and hash where many share the length (bounded work per end)."""
+    if not ways:
+        return None
+    if len(ways) <= 4:
+        return next((w for w in ways if text.startswith(w, pos)), None)
+    w = text[pos:pos + len(ways[0])]
+    return w if w in owner else None
 
 
 def _lcp_at(a: str, i: int, b: str, j: int) -> int:
