@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fastaxo._core import backend
+from fastaxo._core import backend, cache
 
 pytest.importorskip("transformers")
 import chat_data  # noqa: E402
@@ -400,7 +400,7 @@ def test_the_cache_keeps_the_newest_records_and_drops_stale_temporaries(tmp_path
     stale, fresh = folder / ".tmp-stale.json", folder / ".tmp-fresh.json"
     for f in (stale, fresh):
         f.write_bytes(b"partial")
-    t = time.time() - 2 * snapshot._STALE_TMP
+    t = time.time() - 2 * cache.STALE_TMP
     os.utime(stale, (t, t))
     d = _qwen_copy(tmp_path)
     assert _record_once(d)["state"] == "miss"

@@ -36,28 +36,26 @@ import math
 import os
 import stat
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from fastaxo._core import cache
 from fastaxo._version import __version__
 
 __all__ = ["ENV", "FORMAT", "TokenizerSnapshot", "cache_dir", "go_live", "jinja_environment",
            "open_tokenizer", "seal", "snapshot_key", "status"]
 
 LOG = logging.getLogger("fastaxo.chat")
-ENV = "FASTAXO_CACHE_DIR"
+ENV = cache.ENV
 FORMAT = 1
 _MAX_HASHED = 64 << 20  # bigger files (model weights) by name, size and mtime
 _MAX_RECORD = 512 << 20
 # the cache's bounds: records past the newest _KEEP_RECORDS, or past _MAX_CACHE bytes in all,
-# go (least recently used first); a writer's temporary file left by a killed process goes
-# after _STALE_TMP seconds
+# go (least recently used first)
 _KEEP_RECORDS = 32
 _MAX_CACHE = 1 << 30
-_STALE_TMP = 3600
 # methods whose answers depend on the tokenizer's files and their arguments only
 RECORDED_METHODS = frozenset({"apply_chat_template", "encode", "get_chat_template", "__call__"})
 _BACKEND = ("backend_tokenizer", "_tokenizer")
@@ -69,14 +67,8 @@ _PACKAGES = ("transformers", "tokenizers", "jinja2", "markupsafe", "huggingface_
 
 def cache_dir() -> str | None:
     """Where tokenizer snapshots live, or None when ``FASTAXO_CACHE_DIR=off``."""
-    base = os.environ.get(ENV, "").strip()
-    if base.lower() == "off":
-        return None
-    if not base:
-        xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-        root = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
-        base = os.path.join(root, "fastaxo")
-    return os.path.join(base, "tokenizers")
+    base = cache.cache_root()
+    return None if base is None else os.path.join(base, "tokenizers")
 
 
 # -- the key ----------------------------------------------------------------------------------
@@ -238,65 +230,21 @@ def _read(file: str, key: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
 
 
 def _write(file: str, rec: dict[str, Any]) -> None:
-    """``rec`` to ``file``: a private temporary file renamed over it. A failure (a read-only
-    cache, a full disk) is logged, never raised: the snapshot is an optimisation."""
-    folder = os.path.dirname(file)
+    """``rec`` to ``file`` (:func:`~fastaxo._core.cache.write_atomic`), then the cache bounded
+    (:func:`_prune`). A failure is logged, never raised: the snapshot is an optimisation."""
     try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
         data = _dumps(rec).encode("utf-8", "surrogatepass")
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)  # mode 0600
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, file)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-    except (OSError, ValueError, TypeError) as e:
+    except (ValueError, TypeError) as e:
         LOG.debug("tokenizer snapshot: not written to %s: %s", file, e)
         return
-    _prune(folder, file)
+    if cache.write_atomic(file, data, "tokenizer snapshot"):
+        _prune(os.path.dirname(file), file)
 
 
 def _prune(folder: str, keep: str) -> None:
     """Bound the cache: the newest :data:`_KEEP_RECORDS` records within :data:`_MAX_CACHE`
-    bytes stay (a record's time is its last use: a replay touches it), ``keep`` always; stale
-    temporary files go. Races with another process pruning or writing are harmless (a record
-    gone is recorded again)."""
-    now = time.time()
-    records = []
-    try:
-        with os.scandir(folder) as it:
-            for e in it:
-                try:
-                    st = e.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if not stat.S_ISREG(st.st_mode):
-                    continue
-                if e.name.startswith(".tmp-"):
-                    if now - st.st_mtime > _STALE_TMP:
-                        _unlink(e.path)
-                elif e.name.endswith(".json") and e.path != keep:
-                    records.append((st.st_mtime, st.st_size, e.path))
-        total = os.stat(keep).st_size
-    except OSError:
-        return
-    records.sort(reverse=True)
-    for n, (_, size, path) in enumerate(records, start=1):
-        total += size
-        if n >= _KEEP_RECORDS or total > _MAX_CACHE:
-            _unlink(path)
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+    bytes stay, ``keep`` always (:func:`~fastaxo._core.cache.prune`)."""
+    cache.prune(folder, keep, ".json", _KEEP_RECORDS, _MAX_CACHE)
 
 
 def _touch(file: str) -> None:

@@ -22,6 +22,7 @@ import pyarrow as pa
 from fastaxo._core import arrow
 from fastaxo._core.threads import resolve_num_threads
 from fastaxo.errors import ExtensionUnavailableError, InvalidInputError, InvalidTypeError
+from fastaxo.tokenizer import _store
 from fastaxo.tokenizer._spec import PATTERN_NAMES, Spec, Unsupported, build
 
 __all__ = ["Tokenizer", "UnsupportedTokenizerError"]
@@ -41,9 +42,18 @@ def _json_path(path: str | os.PathLike[str]) -> Path:
 
 
 @functools.lru_cache(maxsize=8)
-def _spec_of(text: bytes) -> Spec:
+def _spec_of(text: bytes, sha256: str) -> Spec:
     """The arrays of one tokenizer.json (by content: new Tokenizer objects of the same file
-    build only the C model, not the arrays)."""
+    build only the C model, not the arrays), from the on-disk cache where it holds them
+    (:mod:`fastaxo.tokenizer._store`), else built and stored."""
+    spec = _store.load(sha256)
+    if spec is None:
+        spec = _build(text)
+        _store.save(sha256, spec)
+    return spec
+
+
+def _build(text: bytes) -> Spec:
     try:
         doc = json.loads(text)
     except ValueError as e:
@@ -115,24 +125,25 @@ class Tokenizer:
         does not reproduce exactly."""
         p = _json_path(path)
         text = p.read_bytes()
-        return cls(_spec_of(text), str(p), hashlib.sha256(text).hexdigest())
+        sha = hashlib.sha256(text).hexdigest()
+        return cls(_spec_of(text, sha), str(p), sha)
 
     @classmethod
     def from_hf(cls, obj: Any) -> Tokenizer:
         """The same encoder as ``obj``, a ``tokenizers.Tokenizer`` or a transformers fast
         tokenizer (its current state: post-processor, added tokens)."""
         text = _hf_json(obj)
-        return cls(_spec_of(text), type(obj).__name__, hashlib.sha256(text).hexdigest())
+        sha = hashlib.sha256(text).hexdigest()
+        return cls(_spec_of(text, sha), type(obj).__name__, sha)
 
     @staticmethod
     def supported(path_or_obj: Any) -> str | None:
         """None when :class:`Tokenizer` reproduces this tokenizer's ids exactly, else why not
         (one line)."""
         try:
-            if isinstance(path_or_obj, (str, os.PathLike)):
-                _spec_of(_json_path(path_or_obj).read_bytes())
-            else:
-                _spec_of(_hf_json(path_or_obj))
+            text = (_json_path(path_or_obj).read_bytes()
+                    if isinstance(path_or_obj, (str, os.PathLike)) else _hf_json(path_or_obj))
+            _spec_of(text, hashlib.sha256(text).hexdigest())
         except (UnsupportedTokenizerError, InvalidTypeError) as e:
             return str(e)
         return None

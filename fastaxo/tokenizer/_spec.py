@@ -9,6 +9,7 @@ Anything else is a reason string: the caller then uses HF and says so.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +54,7 @@ class Spec:
     nfc: bool
     bos_id: int
     added: dict[str, int]  # content -> id, for callers
-    vocab: dict[str, int]  # the model's vocabulary as tokenizer.json spells it
+    vocab: Mapping[str, int]  # the model's vocabulary as tokenizer.json spells it
     vocab_size: int  # ids the model can give: max(vocab, added) + 1
 
 
