@@ -123,8 +123,9 @@ def test_the_store_is_bounded(cache, monkeypatch):
     assert len(list(cache.glob("*.npz"))) == 3
 
 
-def test_a_child_process_uses_the_record(cache):
-    """What a user's second `prepare` sees: a new interpreter, the record there."""
+def test_a_child_process_uses_the_record(cache, tmp_path):
+    """What a user's second `prepare` sees: a new interpreter, the record there (run outside
+    the source tree: `python -c` puts the working directory first on sys.path)."""
     path = tokenizer_data.qwen3_json()
     want = _fresh(path).encode_batch(TEXTS).to_pylist()
     code = ("import sys, fastaxo.tokenizer as t\n"
@@ -133,5 +134,6 @@ def test_a_child_process_uses_the_record(cache):
             f"print(t.Tokenizer.from_pretrained({str(path)!r}).encode_batch({TEXTS!r})"
             ".to_pylist())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ}, check=True)
+                         env={**os.environ}, cwd=tmp_path, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == repr(want)
