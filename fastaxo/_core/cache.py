@@ -15,7 +15,7 @@ import stat
 import tempfile
 import time
 
-__all__ = ["ENV", "STALE_TMP", "cache_root", "prune", "write_atomic"]
+__all__ = ["ENV", "STALE_TMP", "cache_root", "prune", "touch", "write_atomic"]
 
 LOG = logging.getLogger("fastaxo")
 ENV = "FASTAXO_CACHE_DIR"
@@ -55,6 +55,15 @@ def write_atomic(file: str, data: bytes, what: str) -> bool:
         LOG.debug("%s: not written to %s: %s", what, file, e)
         return False
     return True
+
+
+def touch(file: str) -> None:
+    """Mark a record used now (its place in :func:`prune`'s order); a read-only cache keeps
+    its times."""
+    try:
+        os.utime(file)
+    except OSError:
+        pass
 
 
 def prune(folder: str, keep: str, suffix: str, max_records: int, max_bytes: int) -> None:

@@ -247,15 +247,6 @@ def _prune(folder: str, keep: str) -> None:
     cache.prune(folder, keep, ".json", _KEEP_RECORDS, _MAX_CACHE)
 
 
-def _touch(file: str) -> None:
-    """Mark a record used now (its place in :func:`_prune`'s order); a read-only cache keeps
-    its times."""
-    try:
-        os.utime(file)
-    except OSError:
-        pass
-
-
 # -- the proxy ----------------------------------------------------------------------------------
 
 class _State:
@@ -471,7 +462,7 @@ def open_tokenizer(path: str, loader: Callable[[str], Any]) -> tuple[Any, dict[s
     rec, why = _read(file, key)
     live = None
     if rec is not None:
-        _touch(file)
+        cache.touch(file)
     else:
         live = loader(path)
         rec = {"format": FORMAT, "key": key, "type": type(live).__name__, "attrs": {},

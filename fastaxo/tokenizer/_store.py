@@ -125,10 +125,7 @@ def load(sha256: str) -> Spec | None:
         LOG.debug("encoder arrays: %s ignored: %s", file, e)
         return None
     if spec is not None:
-        try:
-            os.utime(file)  # its last use, for the cache's bound
-        except OSError:
-            pass
+        cache.touch(file)  # its last use, for the cache's bound
     return spec
 
 
