@@ -7,6 +7,7 @@
 
 #include "fx_bpe_int.h"
 #include "fx_compat.h"
+#include "fx_mem.h"
 #include "fx_unicode.h"
 #include "fx_utf8.h"
 
@@ -214,13 +215,13 @@ void fx_bpe_free(fx_bpe *m)
         return;
     free(m->tok_bytes);
     free(m->tok_off);
-    free(m->vocab_slots);
-    free(m->merges);
+    fx_big_free(m->vocab_slots, m->vocab_bytes);
+    fx_big_free(m->merges, m->merges_bytes);
     free(m->merge_to);
     free(m->byte_rank);
     free(m->whole);
-    free(m->direct);
-    free(m->direct8);
+    fx_big_free(m->direct, m->direct_bytes);
+    fx_big_free(m->direct8, m->direct8_bytes);
     free(m->added_bytes);
     free(m->added_off);
     free(m->added_ids);
@@ -286,7 +287,8 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
     m->tok_bytes = dup(sp->tok_bytes, nb);
     m->tok_off = dup(sp->tok_off, (nv + 1) * sizeof(int64_t));
     size_t vt = table_size(nv);
-    m->vocab_slots = malloc(vt * sizeof(int32_t));
+    m->vocab_bytes = vt * sizeof(int32_t);
+    m->vocab_slots = fx_big_calloc(m->vocab_bytes);
     if (sp->n_vocab > ((int32_t)1 << MERGE_ID_BITS) ||
         sp->n_merges >= ((int32_t)1 << MERGE_RANK_BITS) - 1) {
         *what = "more than 2^21 vocabulary ids or 2^22 - 2 merges";
@@ -295,7 +297,8 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
     size_t mt = 16;
     while (mt < (size_t)sp->n_merges + (size_t)sp->n_merges * 3 / 5 + 1)
         mt <<= 1; /* at most 5/8 full */
-    m->merges = calloc(mt, sizeof(uint64_t));
+    m->merges_bytes = mt * sizeof(uint64_t);
+    m->merges = fx_big_calloc(m->merges_bytes);
     m->merge_to = malloc(((size_t)sp->n_merges + 1) * sizeof(int32_t));
     m->whole = calloc(nv, 1);
     m->byte_rank = malloc(65536 * sizeof(int32_t));
@@ -428,8 +431,10 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
             bits++;
         while (((size_t)1 << bits8) < count8 + count8 / 2 + 1)
             bits8++;
-        m->direct = calloc((size_t)1 << bits, sizeof(direct_slot));
-        m->direct8 = calloc((size_t)1 << bits8, sizeof(direct8_slot));
+        m->direct_bytes = ((size_t)1 << bits) * sizeof(direct_slot);
+        m->direct8_bytes = ((size_t)1 << bits8) * sizeof(direct8_slot);
+        m->direct = fx_big_calloc(m->direct_bytes);
+        m->direct8 = fx_big_calloc(m->direct8_bytes);
         if (!m->direct || !m->direct8) {
             *status = FX_BPE_ENOMEM;
             goto fail;
@@ -462,75 +467,6 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
 fail:
     fx_bpe_free(m);
     return NULL;
-}
-
-/* -- the word cache ----------------------------------------------------------------------- */
-
-/* Two-way sets of 64-byte slots (one cache line each), 2^16 slots: 4 MB per thread. It holds
- * the pieces of 2 to KEY_MAX bytes that are not one token (those the direct table gives) and
- * merge into at most CACHE_IDS ids. */
-#define CACHE_BITS 16
-#define CACHE_IDS 8
-
-typedef struct {
-    uint64_t k[3];
-    uint8_t len, nids; /* len 0: empty */
-    int32_t ids[CACHE_IDS];
-} cache_slot;
-
-/* Longer pieces (KEY_MAX + 1 to LONG_KEY bytes, at most LONG_IDS ids: words of scripts with
- * two or three bytes a letter) in a second direct-mapped table of 2^LONG_BITS 256-byte slots
- * (1 MB), keyed by hash_bytes and checked by memcmp. */
-#define LONG_BITS 12
-#define LONG_IDS 21
-#define LONG_KEY 160
-
-typedef struct {
-    uint64_t h;
-    uint16_t len, nids; /* len 0: empty */
-    int32_t ids[LONG_IDS];
-    uint8_t key[LONG_KEY];
-} long_slot;
-
-struct fx_bpe_cache {
-    cache_slot *slots; /* in raw, aligned to 64 bytes */
-    void *raw;
-    long_slot *longs;
-    uint8_t *norm; /* NFC scratch: the normalized segment and its source offsets */
-    int64_t *norm_src;
-    size_t norm_cap, norm_src_cap;
-};
-
-fx_bpe_cache *fx_bpe_cache_new(void)
-{
-    fx_bpe_cache *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
-    c->raw = calloc(((size_t)1 << CACHE_BITS) + 1, sizeof(cache_slot));
-    if (!c->raw) {
-        free(c);
-        return NULL;
-    }
-    c->longs = calloc((size_t)1 << LONG_BITS, sizeof(long_slot));
-    if (!c->longs) {
-        free(c->raw);
-        free(c);
-        return NULL;
-    }
-    uintptr_t a = (uintptr_t)c->raw;
-    c->slots = (cache_slot *)(void *)((char *)c->raw + ((64 - a % 64) % 64));
-    return c;
-}
-
-void fx_bpe_cache_free(fx_bpe_cache *c)
-{
-    if (c) {
-        free(c->raw);
-        free(c->longs);
-        free(c->norm);
-        free(c->norm_src);
-    }
-    free(c);
 }
 
 void fx_ids_free(fx_ids *out)
@@ -579,34 +515,6 @@ static int64_t merge_piece(const fx_bpe *m, const uint8_t *p, size_t n, int32_t 
     return rc ? -rc : (int64_t)got;
 }
 
-/* The long-piece slot of p[0..n) (whose hash is h) when it holds that piece, else NULL. */
-static inline const long_slot *long_hit(const fx_bpe_cache *c, const uint8_t *p, size_t n,
-                                        uint64_t h)
-{
-    const long_slot *ls = &c->longs[h >> (64 - LONG_BITS)];
-    return ls->h == h && ls->len == n && memcmp(ls->key, p, n) == 0 ? ls : NULL;
-}
-
-/* Keep the ids dst[0..got) of p[0..n) (hash h) in the long-piece table, if they fit. */
-static void long_put(fx_bpe_cache *c, const uint8_t *p, size_t n, uint64_t h,
-                     const int32_t *dst, int64_t got)
-{
-    if (n > LONG_KEY || got < 1 || got > LONG_IDS)
-        return;
-    long_slot *ls = &c->longs[h >> (64 - LONG_BITS)];
-    ls->h = h;
-    ls->len = (uint16_t)n;
-    ls->nids = (uint16_t)got;
-    memcpy(ls->key, p, n);
-    memcpy(ls->ids, dst, (size_t)got * sizeof(int32_t));
-}
-
-/* The two-way set of the word cache for a piece of hash h. */
-static inline cache_slot *cache_set(const fx_bpe_cache *c, uint64_t h)
-{
-    return &c->slots[(h >> (64 - CACHE_BITS)) & ~(uint64_t)1];
-}
-
 /* A short piece not in the direct table: its two-way set of the word cache (the most recently
  * hit in way 0), then the long-piece table (a result of more than CACHE_IDS ids), then merging. */
 static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, size_t n,
@@ -614,7 +522,7 @@ static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, 
 {
     if (!c)
         return merge_piece(m, p, n, dst);
-    cache_slot *set = cache_set(c, h);
+    cache_slot *set = fx_cache_set(c, h);
     for (int w = 0; w < 2; w++) {
         if (set[w].len == n && key_eq(set[w].k, k)) {
             size_t got = set[w].nids;
@@ -628,24 +536,16 @@ static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, 
             return (int64_t)got;
         }
     }
-    const long_slot *ls = long_hit(c, p, n, h);
+    const long_slot *ls = fx_long_hit(c, p, n, h);
     if (ls) {
         memcpy(dst, ls->ids, ls->nids * sizeof(int32_t));
         return ls->nids;
     }
     int64_t got = merge_piece(m, p, n, dst);
     if (got > CACHE_IDS) {
-        long_put(c, p, n, h, dst, got);
+        fx_long_put(c, p, n, h, dst, got);
     } else if (got > 0) {
-        /* a new piece takes way 1 (way 0 when empty), evicting the older or less used one:
-         * way 0 keeps a piece that was asked for again, so pieces seen in turn that map to
-         * one full set evict each other (k - 1 of k miss) rather than all of them (first in,
-         * first out: all k miss on every pass) */
-        cache_slot *to = set[0].len ? &set[1] : &set[0];
-        memcpy(to->k, k, sizeof to->k);
-        to->len = (uint8_t)n;
-        to->nids = (uint8_t)got;
-        memcpy(to->ids, dst, (size_t)got * sizeof(int32_t));
+        fx_cache_put(c, set, k, n, h, dst, got);
     }
     return got;
 }
@@ -661,14 +561,14 @@ static int64_t encode_long(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *
         dst[0] = id;
         return 1;
     }
-    const long_slot *ls = cache && n <= LONG_KEY ? long_hit(cache, p, n, h) : NULL;
+    const long_slot *ls = cache && n <= LONG_KEY ? fx_long_hit(cache, p, n, h) : NULL;
     if (ls) {
         memcpy(dst, ls->ids, ls->nids * sizeof(int32_t));
         return ls->nids;
     }
     int64_t got = merge_piece(m, p, n, dst);
     if (cache)
-        long_put(cache, p, n, h, dst, got);
+        fx_long_put(cache, p, n, h, dst, got);
     return got;
 }
 
@@ -827,7 +727,7 @@ static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s
                 if (bk[q].id < 0 && pn <= 8)
                     bk[q].k[1] = bk[q].k[2] = 0;
                 if (bk[q].id < 0 && cache) {
-                    const cache_slot *set = cache_set(cache, bk[q].h);
+                    const cache_slot *set = fx_cache_set(cache, bk[q].h);
                     FX_PREFETCH(set);
                     FX_PREFETCH(set + 1);
                 }

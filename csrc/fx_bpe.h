@@ -91,10 +91,14 @@ int32_t fx_bpe_vocab_size(const fx_bpe *m);
 int fx_bpe_use_avx2(fx_bpe *m, int on);
 
 /* A word cache, and the scratch the NFC step needs: one per thread (two threads never share
- * one). NULL from fx_bpe_cache_new when out of memory. */
+ * one). NULL from fx_bpe_cache_new when out of memory. It begins at 5 MB and grows once to
+ * 20 MB when a text's words do not fit (fx_bpe_int.h). */
 typedef struct fx_bpe_cache fx_bpe_cache;
 fx_bpe_cache *fx_bpe_cache_new(void);
 void fx_bpe_cache_free(fx_bpe_cache *c);
+
+/* A test hook: log2 of the cache's word slots and of its long-piece slots. */
+void fx_bpe_cache_bits(const fx_bpe_cache *c, unsigned *bits, unsigned *long_bits);
 
 /* What fx_ids.want_offsets asks for, per id (0 0 for the BOS):
  *   FX_OFFSETS_BYTES: its byte span [start, end) in the UTF-8 text given to fx_bpe_encode;

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "fx_bpe.h"
 
@@ -83,6 +84,8 @@ struct fx_bpe {
     trie added, added_norm; /* the added tokens matched on the raw text; on normalized text */
     int32_t pretok, ignore_merges, nfc, bos_id;
     int avx2; /* the processor has AVX2 (fx_bpe_merge.c scans ranks with it) */
+    /* the sizes of the tables fx_big_calloc made (fx_mem.h: huge pages; freed by size) */
+    size_t vocab_bytes, merges_bytes, direct_bytes, direct8_bytes;
 };
 
 static inline uint64_t merge_key(int32_t a, int32_t b)
@@ -118,5 +121,84 @@ static inline int32_t merge_rank(const fx_bpe *m, int32_t a, int32_t b)
  * FX_BPE_OK with the count in *n_out, or FX_BPE_ENOMEM. */
 int fx_bpe_merge_ids(const fx_bpe *m, const uint8_t *p, size_t n, int32_t *ids, int32_t *out,
                      size_t *n_out);
+
+/* -- the word cache (fx_bpe_cache.c) ------------------------------------------------------ */
+
+/* Two-way sets of 64-byte slots (one cache line each) for the pieces of 2 to 24 bytes that
+ * are not one token (those the direct tables give) and merge into at most CACHE_IDS ids:
+ * 2^CACHE_BITS_MIN slots (4 MB) to begin with, four times that (16 MB) once it has evicted
+ * half as many pieces as it holds (a text whose words do not fit: many languages at once; a
+ * few MB of one language stay below that, and do not pay for the larger table). */
+#define CACHE_BITS_MIN 16
+#define CACHE_BITS_MAX 18
+#define CACHE_IDS 8
+
+typedef struct {
+    uint64_t k[3];
+    uint8_t len, nids; /* len 0: empty */
+    uint16_t unused;
+    uint32_t hi; /* the hash's top 32 bits: the set, when the table grows */
+    int32_t ids[CACHE_IDS];
+} cache_slot;
+
+/* Longer pieces (25 to LONG_KEY bytes, at most LONG_IDS ids: words of scripts with two or
+ * three bytes a letter, and short pieces of more than CACHE_IDS ids) in two-way sets of
+ * 256-byte slots keyed by hash_bytes and checked by memcmp: 2^LONG_BITS_MIN slots (1 MB),
+ * growing as the word cache does to 2^LONG_BITS_MAX (4 MB). */
+#define LONG_BITS_MIN 12
+#define LONG_BITS_MAX 14
+#define LONG_IDS 21
+#define LONG_KEY 160
+
+typedef struct {
+    uint64_t h;
+    uint16_t len, nids; /* len 0: empty */
+    int32_t ids[LONG_IDS];
+    uint8_t key[LONG_KEY];
+} long_slot;
+
+struct fx_bpe_cache {
+    cache_slot *slots;
+    long_slot *longs;
+    unsigned bits, long_bits; /* 2^bits slots, 2^long_bits long slots */
+    size_t evicted, long_evicted; /* pieces pushed out since the table had its size */
+    uint8_t *norm; /* NFC scratch: the normalized segment and its source offsets */
+    int64_t *norm_src;
+    size_t norm_cap, norm_src_cap;
+};
+
+/* The two-way set of the word cache for a piece of hash h. */
+static inline cache_slot *fx_cache_set(const fx_bpe_cache *c, uint64_t h)
+{
+    return &c->slots[(h >> (64 - c->bits)) & ~(uint64_t)1];
+}
+
+/* The long-piece slot holding p[0..n) (whose hash is h), else NULL: a two-way set, as the
+ * word cache's (a hit in way 1 moves to way 0). */
+static inline const long_slot *fx_long_hit(fx_bpe_cache *c, const uint8_t *p, size_t n,
+                                           uint64_t h)
+{
+    long_slot *set = &c->longs[(h >> (64 - c->long_bits)) & ~(uint64_t)1];
+    for (int w = 0; w < 2; w++) {
+        if (set[w].h == h && set[w].len == n && memcmp(set[w].key, p, n) == 0) {
+            if (w) {
+                long_slot t = set[0];
+                set[0] = set[1];
+                set[1] = t;
+            }
+            return set;
+        }
+    }
+    return NULL;
+}
+
+/* Keep piece key k (n bytes, hash h) -> ids[0..got) (1 <= got <= CACHE_IDS) in set, its
+ * fx_cache_set; the table may grow (a failed allocation keeps the old one). */
+void fx_cache_put(fx_bpe_cache *c, cache_slot *set, const uint64_t k[3], size_t n, uint64_t h,
+                  const int32_t *ids, int64_t got);
+
+/* Keep the ids[0..got) of p[0..n) (hash h) in the long-piece table, if they fit. */
+void fx_long_put(fx_bpe_cache *c, const uint8_t *p, size_t n, uint64_t h, const int32_t *ids,
+                 int64_t got);
 
 #endif /* FX_BPE_INT_H */

@@ -168,6 +168,34 @@ def test_word_caches_warm_and_evicted(pair):
         assert ours.encode_batch(texts).to_pylist() == want
 
 
+@pytest.mark.parametrize("which", ["qwen3", "llama3"])
+def test_word_caches_grow_when_the_words_do_not_fit(which):
+    """More distinct words than a new word cache holds (122,544 of 4 to 24 bytes, 9,000 of 28
+    to 40): the cache grows once, in the middle of the first pass (both of its tables), and
+    every id is HF's on that pass and on a second one from the grown cache."""
+    import random
+
+    path = data.qwen3_json() if which == "qwen3" else data.llama3_json()
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    ours = Tokenizer.from_pretrained(path)
+    rng = random.Random(13)
+    # syllables: words of a few ids each (the word slots hold up to 8), distinct
+    syllables = [c + v for c in "bdgklmnprstvz" for v in "aeiou"]
+    words = list(dict.fromkeys("".join(rng.choice(syllables) for _ in range(rng.randint(2, 6)))
+                               for _ in range(150_000)))
+    # and 9,000 of 28 to 40 bytes (two bytes a letter) for the long-piece slots
+    cyrillic = [c + v for c in "бвгдклмнпрст" for v in "аеиоу"]
+    words += ["".join(rng.choice(cyrillic) for _ in range(rng.randint(7, 10)))
+              for _ in range(9_000)]
+    rng.shuffle(words)
+    texts = [" ".join(words[i:i + 500]) for i in range(0, len(words), 500)]
+    want = [e.ids for e in hf.encode_batch_fast(texts)]
+    assert ours._model._cache_bits() == []
+    for _ in range(2):
+        assert ours.encode_batch(texts, num_threads=1).to_pylist() == want
+        assert ours._model._cache_bits() == [(18, 14)]
+
+
 def test_merge_scans_with_and_without_avx2(pair):
     """The rank scan's AVX2 path (where the processor has it) and its SSE2 / plain path give
     HF's ids on real text and on the cache test's long words (words of up to 90 letters merge

@@ -102,7 +102,7 @@ class Tokenizer:
 
     Build one with :meth:`from_pretrained` (a directory holding ``tokenizer.json``, or the file)
     or :meth:`from_hf`. Objects are safe to share between threads; each keeps a word cache per
-    thread between calls.
+    thread between calls (5 MB, growing once to 20 MB when the text's words do not fit).
 
     Examples
     --------

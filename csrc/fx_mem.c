@@ -1,0 +1,63 @@
+/* fx_mem: see fx_mem.h. */
+#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE 1 /* MAP_ANONYMOUS and madvise under -std=c11 */
+#endif
+#include "fx_mem.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#if defined(__linux__) && !defined(FX_NO_HUGE)
+#include <sys/mman.h>
+
+#define HUGE ((size_t)2 << 20)
+
+static size_t whole_pages(size_t n)
+{
+    return (n + HUGE - 1) & ~(HUGE - 1);
+}
+
+void *fx_big_calloc(size_t n)
+{
+    if (n < HUGE)
+        return calloc(n ? n : 1, 1);
+    if (n > SIZE_MAX - 2 * HUGE)
+        return NULL;
+    /* twice the alignment mapped, the ends trimmed: a mapping aligned to 2 MiB, which is
+     * what lets the kernel back it with huge pages (zeroed, as anonymous memory is) */
+    size_t len = whole_pages(n), span = len + HUGE;
+    char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    size_t lead = (HUGE - ((uintptr_t)p & (HUGE - 1))) & (HUGE - 1);
+    if (lead)
+        munmap(p, lead);
+    if (span - lead > len)
+        munmap(p + lead + len, span - lead - len);
+#ifdef MADV_HUGEPAGE
+    madvise(p + lead, len, MADV_HUGEPAGE); /* a hint: refused, the pages stay small */
+#endif
+    return p + lead;
+}
+
+void fx_big_free(void *p, size_t n)
+{
+    if (!p)
+        return;
+    if (n < HUGE)
+        free(p);
+    else
+        munmap(p, whole_pages(n));
+}
+#else
+void *fx_big_calloc(size_t n)
+{
+    return calloc(n ? n : 1, 1);
+}
+
+void fx_big_free(void *p, size_t n)
+{
+    (void)n;
+    free(p);
+}
+#endif

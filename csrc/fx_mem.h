@@ -1,0 +1,17 @@
+/* fx_mem: zeroed allocations for large tables probed at random (the BPE merge table, direct
+ * tables and word caches). Where the system has transparent huge pages (Linux, MADV_HUGEPAGE),
+ * a table of 2 MiB or more is mapped on 2 MiB pages: one page fault and one TLB entry per
+ * 2 MiB instead of 512 of each, which random probes otherwise pay in TLB misses. Elsewhere,
+ * and below 2 MiB, calloc. */
+#ifndef FX_MEM_H
+#define FX_MEM_H
+
+#include <stddef.h>
+
+/* n zeroed bytes (n = 0: a valid pointer to none), or NULL when out of memory. */
+void *fx_big_calloc(size_t n);
+
+/* Frees what fx_big_calloc(n) returned (NULL: nothing); n must be the size asked for. */
+void fx_big_free(void *p, size_t n);
+
+#endif /* FX_MEM_H */
