@@ -545,7 +545,7 @@ static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, 
     if (got > CACHE_IDS) {
         fx_long_put(c, p, n, h, dst, got);
     } else if (got > 0) {
-        fx_cache_put(c, set, k, n, h, dst, got);
+        fx_cache_put(c, k, n, h, dst, got);
     }
     return got;
 }

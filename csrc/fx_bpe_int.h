@@ -167,10 +167,17 @@ struct fx_bpe_cache {
     size_t norm_cap, norm_src_cap;
 };
 
+/* The index of the first slot of the two-way set of hash h in a table of 2^bits slots: the
+ * hash's top bits (so a table four times larger splits each set into four). */
+static inline size_t fx_set_index(uint64_t h, unsigned bits)
+{
+    return (size_t)(h >> (64 - bits)) & ~(size_t)1;
+}
+
 /* The two-way set of the word cache for a piece of hash h. */
 static inline cache_slot *fx_cache_set(const fx_bpe_cache *c, uint64_t h)
 {
-    return &c->slots[(h >> (64 - c->bits)) & ~(uint64_t)1];
+    return &c->slots[fx_set_index(h, c->bits)];
 }
 
 /* The long-piece slot holding p[0..n) (whose hash is h), else NULL: a two-way set, as the
@@ -178,7 +185,7 @@ static inline cache_slot *fx_cache_set(const fx_bpe_cache *c, uint64_t h)
 static inline const long_slot *fx_long_hit(fx_bpe_cache *c, const uint8_t *p, size_t n,
                                            uint64_t h)
 {
-    long_slot *set = &c->longs[(h >> (64 - c->long_bits)) & ~(uint64_t)1];
+    long_slot *set = &c->longs[fx_set_index(h, c->long_bits)];
     for (int w = 0; w < 2; w++) {
         if (set[w].h == h && set[w].len == n && memcmp(set[w].key, p, n) == 0) {
             if (w) {
@@ -192,9 +199,9 @@ static inline const long_slot *fx_long_hit(fx_bpe_cache *c, const uint8_t *p, si
     return NULL;
 }
 
-/* Keep piece key k (n bytes, hash h) -> ids[0..got) (1 <= got <= CACHE_IDS) in set, its
- * fx_cache_set; the table may grow (a failed allocation keeps the old one). */
-void fx_cache_put(fx_bpe_cache *c, cache_slot *set, const uint64_t k[3], size_t n, uint64_t h,
+/* Keep piece key k (n bytes, hash h) -> ids[0..got) (1 <= got <= CACHE_IDS) in the word
+ * cache; the table may grow (a failed allocation keeps the old one). */
+void fx_cache_put(fx_bpe_cache *c, const uint64_t k[3], size_t n, uint64_t h,
                   const int32_t *ids, int64_t got);
 
 /* Keep the ids[0..got) of p[0..n) (hash h) in the long-piece table, if they fit. */
