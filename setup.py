@@ -75,6 +75,13 @@ def _probe_openmp(compiler, cflags: list[str], ldflags: list[str]) -> tuple[bool
 class BuildExt(build_ext):
     _fx_inplace = False
 
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        # the three extensions compile side by side (one per core) unless -j says otherwise:
+        # pip and `python -m build` pass no -j, and every CI leg builds from source
+        if not self.parallel:
+            self.parallel = os.cpu_count() or 1
+
     def run(self) -> None:
         # setuptools clears self.inplace while it builds (and copies the extensions after)
         self._fx_inplace = bool(self.inplace)

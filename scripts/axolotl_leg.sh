@@ -42,13 +42,14 @@ VPY=$VENV/bin/python
 echo "==> $("$VPY" --version): pip install '$(basename "$WHEEL")[axolotl,test]' as a user would (Axolotl $WANT expected)"
 bash "$ROOT/scripts/install_axolotl.sh" --as-user "$WANT" "$VPY" "$WHEEL[axolotl,test]"
 
-echo "==> the plugin's tests against Axolotl $WANT ($((SECONDS - T0)) s)"
+WORKERS=$(n=$(nproc 2>/dev/null || echo 1); echo $((n < 4 ? n : 4)))  # as the main leg
+echo "==> the plugin's tests against Axolotl $WANT, $WORKERS workers ($((SECONDS - T0)) s)"
 cd "$ROOT"
 # the venv's bin first: the tests run its `axolotl` (which execs accelerate); CUDA hidden: a
 # CUDA build of torch (the registry's, where no CPU wheel fits this Python) runs on CPU
 env PATH="$VENV/bin:$PATH" CUDA_VISIBLE_DEVICES="" FASTAXO_HYPOTHESIS=ci \
     FASTAXO_REQUIRE_EXTENSION=1 FASTAXO_SOURCE_TREE="$ROOT" FASTAXO_EXPECT_AXOLOTL=1 \
-    "$VENV/bin/pytest" -p no:cacheprovider -q \
+    "$VENV/bin/pytest" -p no:cacheprovider -q -n "$WORKERS" --dist loadfile \
     tests/test_axolotl_inprocess.py tests/test_axolotl_text.py $CHAT \
     tests/test_axolotl.py::test_baseline_preprocess_and_train \
     tests/test_axolotl.py::test_plugin_preprocess_same_rows \

@@ -44,13 +44,13 @@ echo "==> $("$PY" --version), $( [ $LATEST = 1 ] && echo "latest numpy and pyarr
 "$PY" -m venv "$WORK/venv"
 VPY=$WORK/venv/bin/python
 "$VPY" -m pip install -q -U pip 2>&1 | grep -v "^WARNING: Location" || true
-echo "==> sdist -> wheel (OpenMP required)"
+echo "==> sdist -> wheel (OpenMP required) ($SECONDS s)"
 "$VPY" -m pip install -q build 2>&1 | grep -v "^WARNING: Location" || true
 "$VPY" -m build --sdist --outdir "$WORK/dist" "$ROOT" > "$WORK/build.log" 2>&1 || { tail -30 "$WORK/build.log"; exit 1; }
 FASTAXO_OPENMP=1 "$VPY" -m pip wheel -q --no-deps -w "$WORK/dist" "$WORK"/dist/*.tar.gz \
     > "$WORK/wheel.log" 2>&1 || { tail -30 "$WORK/wheel.log"; exit 1; }
 WHEEL=$(ls "$WORK"/dist/*.whl)
-echo "==> install $(basename "$WHEEL")[test] with $(tr '\n' ' ' < "$WORK/floors.txt")"
+echo "==> install $(basename "$WHEEL")[test] with $(tr '\n' ' ' < "$WORK/floors.txt")" "($SECONDS s)"
 # Cython and setuptools: tests/test_build.py builds the extension itself
 "$VPY" -m pip install -q -c "$WORK/floors.txt" -c "$ROOT/constraints.txt" "$WHEEL[test]" \
     "Cython>=3.1" "setuptools>=77" 2>&1 | grep -v "^WARNING: Location" || true
@@ -64,7 +64,7 @@ print("  installed:", got)
 assert all(Version(got[k]) == Version(v) for k, v in want.items()), f"expected {want}, got {got}"
 PYEOF
 SUITE=${FASTAXO_SUITE:-compat}
-echo "==> pytest, the $SUITE suite (FASTAXO_SUITE=$SUITE: the main leg runs everything)"
+echo "==> pytest, the $SUITE suite (FASTAXO_SUITE=$SUITE: the main leg runs everything) ($SECONDS s)"
 cd "$ROOT"
 env -u CI FASTAXO_HYPOTHESIS=compat FASTAXO_HYPOTHESIS_EXAMPLES=60 FASTAXO_REQUIRE_EXTENSION=1 FASTAXO_EXPECT_OPENMP=1 \
     FASTAXO_SOURCE_TREE="$ROOT" FASTAXO_EXPECT_AXOLOTL=0 \

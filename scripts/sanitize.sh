@@ -50,17 +50,20 @@ TESTS=(tests/test_fuzz.py tests/test_safety.py tests/test_pack.py tests/test_pad
 # the main leg runs it); Llama 3.2's tokenizer.json as scripts/test.sh extracted it
 export FASTAXO_TOKENIZER_TEST_MB=0.3 FASTAXO_HYPOTHESIS_EXAMPLES=100
 export FASTAXO_TEST_LLAMA3=${FASTAXO_TEST_LLAMA3:-$ROOT/build/test-data/llama3.2}
-echo "==> pytest under ASan + UBSan: ${TESTS[*]}"
+# one worker per core (at most 4), each worker process checked the same way; tests spread one
+# by one (--dist load: test_tokenizer.py alone is half the leg, its fixtures are cheap)
+WORKERS=$(n=$(nproc 2>/dev/null || echo 1); echo $((n < 4 ? n : 4)))
+echo "==> pytest under ASan + UBSan ($WORKERS workers): ${TESTS[*]}"
 set +e
 # (the torch-first wait-policy test is about the wheel's renamed libgomp: the main leg runs it)
 (cd "$WORK" && LD_PRELOAD=$LIBASAN PYTHONPATH=$WORK FASTAXO_REQUIRE_EXTENSION=1 \
-    "$VPY" -m pytest -p no:cacheprovider -q "${TESTS[@]}" \
+    "$VPY" -m pytest -p no:cacheprovider -q "${TESTS[@]}" -n "$WORKERS" --dist load \
     --deselect tests/test_safety.py::test_with_torch_loaded_first_fastaxo_still_waits_passively \
-    -k "not every_code_point" \
+    -k "not every_code_point" --durations=15 \
     > pytest.log 2>&1)
 rc=$?
 set -e
-tail -5 "$WORK/pytest.log"
+sed -n '/slowest 15 durations/,$p' "$WORK/pytest.log" | grep -v "^$" | tail -22
 reports=$(ls "$WORK"/report-* 2>/dev/null || true)
 if [ -n "$reports" ] || grep -qE "ERROR: AddressSanitizer|runtime error:" "$WORK/pytest.log"; then
     echo "sanitize.sh: a sanitizer reported an error (exit $rc):" >&2

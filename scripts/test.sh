@@ -124,4 +124,5 @@ cd "$ROOT"
 FASTAXO_REQUIRE_EXTENSION=1 FASTAXO_EXPECT_OPENMP=1 FASTAXO_EXPECT_BUNDLED_OPENMP=$BUNDLED \
     FASTAXO_SOURCE_TREE="$ROOT" FASTAXO_EXPECT_RAY=1 \
     RAY_USAGE_STATS_ENABLED=0 FASTAXO_EXPECT_AXOLOTL=$EXPECT_AXOLOTL "$VENV/bin/pytest" -p no:cacheprovider \
-    -n "$WORKERS" --dist loadfile --durations=30 "$@"
+    -n "$WORKERS" --dist loadfile --durations=30 --junitxml="$ROOT/build/pytest-main.xml" "$@"
+"$VPY" "$ROOT/scripts/test_times.py" "$ROOT/build/pytest-main.xml"

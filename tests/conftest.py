@@ -48,9 +48,16 @@ QUICK_LEAVES_OUT_TESTS = (
     # the all-code-point sweep (minutes): the main leg runs it, on the same tables
     "test_tokenizer.py::test_every_code_point_in_context",
 )
+# FASTAXO_SUITE=smoke: a Python between two that run the compat suite (3.12, between the
+# main leg's 3.11 and 3.13's compat leg, same newest numpy and pyarrow as 3.13): the built
+# extension's every public kernel under Hypothesis, forks and threads, the tokenizer's str
+# doors (PEP 393 storage) and transformers' chat-template environment. About 40 s.
+SMOKE_TESTS = ("test_fuzz.py", "test_safety.py", "test_chat_environment.py",
+               "test_tokenizer.py::test_real_text_gives_hf_ids",
+               "test_tokenizer.py::test_hypothesis_unicode")
 SUITE = os.environ.get("FASTAXO_SUITE") or "full"
-if SUITE not in ("full", "quick", "compat"):
-    raise RuntimeError(f"FASTAXO_SUITE must be full, quick or compat, not {SUITE!r}")
+if SUITE not in ("full", "quick", "compat", "smoke"):
+    raise RuntimeError(f"FASTAXO_SUITE must be full, quick, compat or smoke, not {SUITE!r}")
 
 
 def main_leg_only(missing: BaseException | None, what: str) -> None:
@@ -66,6 +73,8 @@ def main_leg_only(missing: BaseException | None, what: str) -> None:
 
 
 def pytest_ignore_collect(collection_path, config):
+    if SUITE == "smoke" and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return collection_path.name not in {t.split("::")[0] for t in SMOKE_TESTS}
     leaves_out = {"quick": QUICK_LEAVES_OUT_FILES, "compat": COMPAT_LEAVES_OUT_FILES}.get(SUITE, ())
     if collection_path.name in leaves_out:
         return True
@@ -75,8 +84,13 @@ def pytest_ignore_collect(collection_path, config):
 def pytest_collection_modifyitems(config, items):
     if SUITE == "full":
         return
-    out = [it for it in items
-           if any(it.nodeid.split("[")[0].endswith(t) for t in QUICK_LEAVES_OUT_TESTS)]
+    if SUITE == "smoke":
+        out = [it for it in items
+               if not any(it.nodeid.split("[")[0].endswith(t) or it.nodeid.startswith(f"tests/{t}::")
+                          for t in SMOKE_TESTS)]
+    else:
+        out = [it for it in items
+               if any(it.nodeid.split("[")[0].endswith(t) for t in QUICK_LEAVES_OUT_TESTS)]
     if out:
         config.hook.pytest_deselected(items=out)
         items[:] = [it for it in items if it not in out]
