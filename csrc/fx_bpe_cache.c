@@ -93,7 +93,8 @@ static char *way_for(const slot_kind *t, char *set)
  * evicted half its slots' worth of entries (its pieces do not fit) it grows once to four
  * times the sets, up to 2^max_bits slots: each old set's entries go to sets of their own (the
  * hash's next two bits choose among four), way 0 first, so none is lost and the order of use
- * is kept. A failed allocation keeps the old table (it is a cache). */
+ * is kept. A failed allocation keeps the old table (it is a cache) and tries again only after
+ * as many evictions more, not on every one. */
 static char *slot_for(const slot_kind *t, void **table, unsigned *bits, unsigned max_bits,
                       size_t *evicted, uint64_t h)
 {
@@ -102,8 +103,10 @@ static char *slot_for(const slot_kind *t, void **table, unsigned *bits, unsigned
         return to;
     unsigned nb = *bits + 2;
     char *grown = fx_big_calloc(((size_t)1 << nb) * t->size);
-    if (!grown)
+    if (!grown) {
+        *evicted = 0;
         return to;
+    }
     for (size_t i = 0; i < ((size_t)1 << *bits); i++) {
         const char *e = (const char *)*table + i * t->size;
         if (t->used(e))

@@ -7,6 +7,15 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+static int fail_all; /* fx_big_fail */
+
+int fx_big_fail(int on)
+{
+    int was = fail_all;
+    fail_all = on != 0;
+    return was;
+}
+
 #if defined(__linux__) && !defined(FX_NO_HUGE)
 #include <sys/mman.h>
 
@@ -19,6 +28,8 @@ static size_t whole_pages(size_t n)
 
 void *fx_big_calloc(size_t n)
 {
+    if (fail_all)
+        return NULL;
     if (n < HUGE)
         return calloc(n ? n : 1, 1);
     if (n > SIZE_MAX - 2 * HUGE)
@@ -52,7 +63,7 @@ void fx_big_free(void *p, size_t n)
 #else
 void *fx_big_calloc(size_t n)
 {
-    return calloc(n ? n : 1, 1);
+    return fail_all ? NULL : calloc(n ? n : 1, 1);
 }
 
 void fx_big_free(void *p, size_t n)

@@ -14,4 +14,9 @@ void *fx_big_calloc(size_t n);
 /* Frees what fx_big_calloc(n) returned (NULL: nothing); n must be the size asked for. */
 void fx_big_free(void *p, size_t n);
 
+/* Test hook: while on is nonzero, fx_big_calloc returns NULL, as out of memory would (tests
+ * reach the paths that handle it). Returns the previous setting. Set it while no other thread
+ * allocates. */
+int fx_big_fail(int on);
+
 #endif /* FX_MEM_H */

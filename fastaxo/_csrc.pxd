@@ -231,6 +231,9 @@ cdef extern from "fx_bpe.h" nogil:
     size_t fx_pretok_next(const uint8_t *seg, size_t n, size_t i, int pretok)
 
 
+cdef extern from "fx_mem.h" nogil:
+    int fx_big_fail(int on)
+
 cdef extern from "fx_utf8.h" nogil:
     int64_t fx_ucs_utf8_bound(int kind, int64_t n)
     int64_t fx_ucs_to_utf8(int kind, const void *data, int64_t n, uint8_t *out, int64_t *bad)

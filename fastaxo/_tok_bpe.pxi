@@ -423,3 +423,10 @@ cdef object _closed_up(object arr, const int64_t[::1] region, const int64_t[::1]
     parts = [wide[c][which][:used[c]] if c in wide else arr[region[c]:region[c] + used[c]]
              for c in range(nchunks)]
     return np.concatenate(parts) if parts else arr[:0].copy()
+
+
+def _fail_big_allocs(bint on):
+    """Test hook: while on, the allocations of the encoder's large tables (a model's, a word
+    cache's and its growth) fail as out of memory would. Returns the previous setting. Set it
+    while no encode runs on another thread."""
+    return bool(fx_big_fail(on))

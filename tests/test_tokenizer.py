@@ -168,32 +168,64 @@ def test_word_caches_warm_and_evicted(pair):
         assert ours.encode_batch(texts).to_pylist() == want
 
 
-@pytest.mark.parametrize("which", ["qwen3", "llama3"])
-def test_word_caches_grow_when_the_words_do_not_fit(which):
-    """More distinct words than a new word cache holds (122,544 of 4 to 24 bytes, 9,000 of 28
-    to 40): the cache grows once, in the middle of the first pass (both of its tables), and
-    every id is HF's on that pass and on a second one from the grown cache."""
+def _many_words() -> list[str]:
+    """Texts of more distinct words than a new word cache holds: 122,544 of 4 to 24 bytes
+    (syllables: a few ids each, the word slots hold up to 8) and 9,000 of 28 to 40 bytes (two
+    bytes a letter: the long-piece slots)."""
     import random
 
-    path = data.qwen3_json() if which == "qwen3" else data.llama3_json()
-    hf = tokenizers.Tokenizer.from_file(str(path))
-    ours = Tokenizer.from_pretrained(path)
     rng = random.Random(13)
-    # syllables: words of a few ids each (the word slots hold up to 8), distinct
     syllables = [c + v for c in "bdgklmnprstvz" for v in "aeiou"]
     words = list(dict.fromkeys("".join(rng.choice(syllables) for _ in range(rng.randint(2, 6)))
                                for _ in range(150_000)))
-    # and 9,000 of 28 to 40 bytes (two bytes a letter) for the long-piece slots
     cyrillic = [c + v for c in "бвгдклмнпрст" for v in "аеиоу"]
     words += ["".join(rng.choice(cyrillic) for _ in range(rng.randint(7, 10)))
               for _ in range(9_000)]
     rng.shuffle(words)
-    texts = [" ".join(words[i:i + 500]) for i in range(0, len(words), 500)]
-    want = [e.ids for e in hf.encode_batch_fast(texts)]
+    return [" ".join(words[i:i + 500]) for i in range(0, len(words), 500)]
+
+
+@pytest.mark.parametrize("which", ["qwen3", "llama3"])
+def test_word_caches_grow_when_the_words_do_not_fit(which):
+    """More distinct words than a new word cache holds: the cache grows once, in the middle of
+    the first pass (both of its tables), and every id is HF's on that pass and on a second one
+    from the grown cache."""
+    path = data.qwen3_json() if which == "qwen3" else data.llama3_json()
+    texts = _many_words()
+    want = [e.ids for e in tokenizers.Tokenizer.from_file(str(path)).encode_batch_fast(texts)]
+    ours = Tokenizer.from_pretrained(path)
     assert ours._model._cache_bits() == []
     for _ in range(2):
         assert ours.encode_batch(texts, num_threads=1).to_pylist() == want
         assert ours._model._cache_bits() == [(18, 14)]
+
+
+def test_out_of_memory_for_the_encoders_tables():
+    """The large tables' allocations failing (as out of memory would): a word cache that
+    cannot grow keeps its table and every id is still HF's; once memory is back it grows on a
+    later pass. A word cache or a model that cannot be made is a MemoryError saying which."""
+    from fastaxo import _tok
+
+    path = data.qwen3_json()
+    texts = _many_words()
+    want = [e.ids for e in tokenizers.Tokenizer.from_file(str(path)).encode_batch_fast(texts)]
+    ours = Tokenizer.from_pretrained(path)
+    assert ours.encode_batch(["a cache first"], num_threads=1).to_pylist() == [
+        e.ids for e in tokenizers.Tokenizer.from_file(str(path)).encode_batch(["a cache first"])]
+    assert ours._model._cache_bits() == [(16, 12)]
+    assert _tok._fail_big_allocs(True) is False
+    try:
+        assert ours.encode_batch(texts, num_threads=1).to_pylist() == want
+        assert ours._model._cache_bits() == [(16, 12)]
+        ours._model.clear_cache()
+        with pytest.raises(MemoryError, match="out of memory for a word cache"):
+            ours.encode_batch(["x"], num_threads=1)
+        with pytest.raises(MemoryError, match="out of memory building the BPE model"):
+            Tokenizer.from_pretrained(path)
+    finally:
+        assert _tok._fail_big_allocs(False) is True
+    assert ours.encode_batch(texts, num_threads=1).to_pylist() == want  # a new cache, grown
+    assert ours._model._cache_bits() == [(18, 14)]
 
 
 def test_merge_scans_with_and_without_avx2(pair):
