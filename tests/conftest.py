@@ -48,13 +48,14 @@ QUICK_LEAVES_OUT_TESTS = (
     # the all-code-point sweep (minutes): the main leg runs it, on the same tables
     "test_tokenizer.py::test_every_code_point_in_context",
 )
-# FASTAXO_SUITE=smoke: a Python between two that run the compat suite (3.12, between the
-# main leg's 3.11 and 3.13's compat leg, same newest numpy and pyarrow as 3.13): the built
-# extension's every public kernel under Hypothesis, forks and threads, the tokenizer's str
-# doors (PEP 393 storage) and transformers' chat-template environment. About 40 s.
+# FASTAXO_SUITE=smoke: the 3.12 and 3.13 legs, with the newest numpy, pyarrow and
+# transformers (the main leg already has the newest pyarrow): the built extension's every
+# public kernel under Hypothesis, forks and threads, the tokenizer's str doors (PEP 393
+# storage), transformers' chat-template environment and a replayed chat prepare. About 1 min.
 SMOKE_TESTS = ("test_fuzz.py", "test_safety.py", "test_chat_environment.py",
                "test_tokenizer.py::test_real_text_gives_hf_ids",
-               "test_tokenizer.py::test_hypothesis_unicode")
+               "test_tokenizer.py::test_hypothesis_unicode",
+               "test_chat_snapshot.py::test_second_prepare_does_not_import_transformers")
 SUITE = os.environ.get("FASTAXO_SUITE") or "full"
 if SUITE not in ("full", "quick", "compat", "smoke"):
     raise RuntimeError(f"FASTAXO_SUITE must be full, quick, compat or smoke, not {SUITE!r}")
