@@ -5,6 +5,7 @@ offsets against HF's Encoding.offsets, span for span (NFC included)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -168,6 +169,7 @@ def test_word_caches_warm_and_evicted(pair):
         assert ours.encode_batch(texts).to_pylist() == want
 
 
+@functools.lru_cache(maxsize=1)
 def _many_words() -> list[str]:
     """Texts of more distinct words than a new word cache holds: 122,544 of 4 to 24 bytes
     (syllables: a few ids each, the word slots hold up to 8) and 9,000 of 28 to 40 bytes (two
@@ -208,10 +210,11 @@ def test_out_of_memory_for_the_encoders_tables():
 
     path = data.qwen3_json()
     texts = _many_words()
-    want = [e.ids for e in tokenizers.Tokenizer.from_file(str(path)).encode_batch_fast(texts)]
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    want = [e.ids for e in hf.encode_batch_fast(texts)]
     ours = Tokenizer.from_pretrained(path)
     assert ours.encode_batch(["a cache first"], num_threads=1).to_pylist() == [
-        e.ids for e in tokenizers.Tokenizer.from_file(str(path)).encode_batch(["a cache first"])]
+        e.ids for e in hf.encode_batch(["a cache first"])]
     assert ours._model._cache_bits() == [(16, 12)]
     assert _tok._fail_big_allocs(True) is False
     try:
