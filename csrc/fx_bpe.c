@@ -515,20 +515,16 @@ static int64_t merge_piece(const fx_bpe *m, const uint8_t *p, size_t n, int32_t 
     return rc ? -rc : (int64_t)got;
 }
 
-/* A short piece not in the direct table: its two-way set of the word cache (the most recently
- * hit in way 0), then the long-piece table (a result of more than CACHE_IDS ids), then merging. */
-static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, size_t n,
-                            const uint64_t k[3], uint64_t h, int32_t *dst)
+/* The ids of the piece of key k (n bytes) from a two-way set of the word cache into dst:
+ * their count, or -1 when the set does not hold it (a hit in way 1 moves to way 0). */
+static inline int64_t word_way(cache_slot *set, size_t n, const uint64_t k[3], int32_t *dst)
 {
-    if (!c)
-        return merge_piece(m, p, n, dst);
-    cache_slot *set = fx_cache_set(c, h);
     for (int w = 0; w < 2; w++) {
         if (set[w].len == n && key_eq(set[w].k, k)) {
             size_t got = set[w].nids;
             for (size_t j = 0; j < got; j++)
                 dst[j] = set[w].ids[j];
-            if (w) { /* a hit in way 1 moves to way 0 */
+            if (w) {
                 cache_slot t = set[0];
                 set[0] = set[1];
                 set[1] = t;
@@ -536,11 +532,28 @@ static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, 
             return (int64_t)got;
         }
     }
+    return -1;
+}
+
+/* A short piece not in the direct table: its home set of the word cache, its other set when
+ * the home spilled, then the long-piece table (a result of more than CACHE_IDS ids), then
+ * merging. */
+static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, size_t n,
+                            const uint64_t k[3], uint64_t h, int32_t *dst)
+{
+    if (!c)
+        return merge_piece(m, p, n, dst);
+    const fx_ctab *t = &c->words;
+    size_t i = fx_set_index(h, t->bits);
+    int64_t hit = word_way((cache_slot *)t->slots + i, n, k, dst);
+    if (hit < 0 && fx_spilled(t, i))
+        hit = word_way((cache_slot *)t->slots + fx_alt_index(h, t->bits), n, k, dst);
+    if (hit >= 0)
+        return hit;
     const long_slot *ls = fx_long_hit(c, p, n, h);
-    if (ls) {
-        memcpy(dst, ls->ids, ls->nids * sizeof(int32_t));
-        return ls->nids;
-    }
+    if (ls)
+        return fx_long_copy(ls, dst);
+    c->merged++;
     int64_t got = merge_piece(m, p, n, dst);
     if (got > CACHE_IDS) {
         fx_long_put(c, p, n, h, dst, got);
@@ -562,13 +575,13 @@ static int64_t encode_long(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *
         return 1;
     }
     const long_slot *ls = cache && n <= LONG_KEY ? fx_long_hit(cache, p, n, h) : NULL;
-    if (ls) {
-        memcpy(dst, ls->ids, ls->nids * sizeof(int32_t));
-        return ls->nids;
-    }
+    if (ls)
+        return fx_long_copy(ls, dst);
     int64_t got = merge_piece(m, p, n, dst);
-    if (cache)
+    if (cache) {
+        cache->merged++;
         fx_long_put(cache, p, n, h, dst, got);
+    }
     return got;
 }
 

@@ -97,8 +97,10 @@ typedef struct fx_bpe_cache fx_bpe_cache;
 fx_bpe_cache *fx_bpe_cache_new(void);
 void fx_bpe_cache_free(fx_bpe_cache *c);
 
-/* A test hook: log2 of the cache's word slots and of its long-piece slots. */
-void fx_bpe_cache_bits(const fx_bpe_cache *c, unsigned *bits, unsigned *long_bits);
+/* A test hook: log2 of the cache's word slots and of its long-piece slots, and the count of
+ * pieces merged because the cache did not hold them. */
+void fx_bpe_cache_stats(const fx_bpe_cache *c, unsigned *bits, unsigned *long_bits,
+                        uint64_t *merged);
 
 /* What fx_ids.want_offsets asks for, per id (0 0 for the BOS):
  *   FX_OFFSETS_BYTES: its byte span [start, end) in the UTF-8 text given to fx_bpe_encode;

@@ -6,14 +6,39 @@
 #include "fx_bpe_int.h"
 #include "fx_mem.h"
 
-static size_t slots_bytes(unsigned bits)
+/* The bytes of a table of 2^bits slots of size bytes, and of its spilled bits (one a set). */
+static size_t table_bytes(unsigned bits, size_t size)
 {
-    return ((size_t)1 << bits) * sizeof(cache_slot);
+    return ((size_t)1 << bits) * size;
 }
 
-static size_t longs_bytes(unsigned bits)
+static size_t spilled_bytes(unsigned bits)
 {
-    return ((size_t)1 << bits) * sizeof(long_slot);
+    return ((size_t)1 << bits) / 16 + 1;
+}
+
+/* A table of 2^bits empty slots of size bytes (2 MiB-aligned from fx_big_calloc: slots on
+ * cache lines), or 0 when memory runs out (t unchanged). */
+static int table_new(fx_ctab *t, unsigned bits, size_t size)
+{
+    void *slots = fx_big_calloc(table_bytes(bits, size));
+    uint8_t *spilled = calloc(1, spilled_bytes(bits));
+    if (!slots || !spilled) {
+        fx_big_free(slots, table_bytes(bits, size));
+        free(spilled);
+        return 0;
+    }
+    t->slots = slots;
+    t->spilled = spilled;
+    t->bits = bits;
+    t->evicted = 0;
+    return 1;
+}
+
+static void table_free(fx_ctab *t, size_t size)
+{
+    fx_big_free(t->slots, table_bytes(t->bits, size));
+    free(t->spilled);
 }
 
 fx_bpe_cache *fx_bpe_cache_new(void)
@@ -21,11 +46,8 @@ fx_bpe_cache *fx_bpe_cache_new(void)
     fx_bpe_cache *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    c->bits = CACHE_BITS_MIN;
-    c->long_bits = LONG_BITS_MIN;
-    c->slots = fx_big_calloc(slots_bytes(c->bits)); /* 2 MiB-aligned: slots on cache lines */
-    c->longs = fx_big_calloc(longs_bytes(c->long_bits));
-    if (!c->slots || !c->longs) {
+    if (!table_new(&c->words, CACHE_BITS_MIN, sizeof(cache_slot)) ||
+        !table_new(&c->longs, LONG_BITS_MIN, sizeof(long_slot))) {
         fx_bpe_cache_free(c);
         return NULL;
     }
@@ -35,18 +57,20 @@ fx_bpe_cache *fx_bpe_cache_new(void)
 void fx_bpe_cache_free(fx_bpe_cache *c)
 {
     if (c) {
-        fx_big_free(c->slots, slots_bytes(c->bits));
-        fx_big_free(c->longs, longs_bytes(c->long_bits));
+        table_free(&c->words, sizeof(cache_slot));
+        table_free(&c->longs, sizeof(long_slot));
         free(c->norm);
         free(c->norm_src);
     }
     free(c);
 }
 
-void fx_bpe_cache_bits(const fx_bpe_cache *c, unsigned *bits, unsigned *long_bits)
+void fx_bpe_cache_stats(const fx_bpe_cache *c, unsigned *bits, unsigned *long_bits,
+                        uint64_t *merged)
 {
-    *bits = c->bits;
-    *long_bits = c->long_bits;
+    *bits = c->words.bits;
+    *long_bits = c->longs.bits;
+    *merged = c->merged;
 }
 
 /* The two tables' slots, for the code they share: whether one is in use (len 0: empty) and
@@ -80,52 +104,66 @@ static uint64_t long_hash(const void *e)
 static const slot_kind WORDS = {sizeof(cache_slot), word_used, word_hash};
 static const slot_kind LONGS = {sizeof(long_slot), long_used, long_hash};
 
-/* The slot a new entry takes in a two-way set: way 1 (way 0 when empty), evicting the older
- * or less used one. Way 0 keeps a piece that was asked for again, so pieces seen in turn that
- * map to one full set evict each other (k - 1 of k miss) rather than all of them (first in,
- * first out: all k miss on every pass). */
-static char *way_for(const slot_kind *t, char *set)
+/* The slot a new entry takes in a two-way set: way 0 when empty, else way 1 (evicting what
+ * it holds when full). Way 0 keeps a piece that was asked for again, so pieces seen in turn
+ * that map to one full set evict each other (k - 1 of k miss) rather than all of them (first
+ * in, first out: all k miss on every pass). */
+static char *way_for(const slot_kind *k, char *set)
 {
-    return t->used(set) ? set + t->size : set;
+    return k->used(set) ? set + k->size : set;
 }
 
-/* A slot for an entry of hash h in *table (2^*bits slots of kind t). Once the table has
- * evicted half its slots' worth of entries (its pieces do not fit) it grows once to four
- * times the sets, up to 2^max_bits slots: each old set's entries go to sets of their own (the
- * hash's next two bits choose among four), way 0 first, so none is lost and the order of use
- * is kept. A failed allocation keeps the old table (it is a cache) and tries again only after
- * as many evictions more, not on every one. */
-static char *slot_for(const slot_kind *t, void **table, unsigned *bits, unsigned max_bits,
-                      size_t *evicted, uint64_t h)
+/* An empty slot for an entry of hash h in t: in its home set, else in its other set (marking
+ * the home spilled); NULL when both are full. */
+static char *free_slot(const slot_kind *k, fx_ctab *t, uint64_t h)
 {
-    char *to = way_for(t, (char *)*table + fx_set_index(h, *bits) * t->size);
-    if (!t->used(to) || ++*evicted <= ((size_t)1 << *bits) / 2 || *bits >= max_bits)
+    size_t i = fx_set_index(h, t->bits);
+    char *set = (char *)t->slots + i * k->size;
+    if (!k->used(set + k->size))
+        return way_for(k, set);
+    char *alt = (char *)t->slots + fx_alt_index(h, t->bits) * k->size;
+    if (k->used(alt + k->size))
+        return NULL;
+    t->spilled[i >> 4] |= (uint8_t)(1u << ((i >> 1) & 7));
+    return way_for(k, alt);
+}
+
+/* A slot for an entry of hash h in t (slots of kind k): a free one (free_slot), else way 1
+ * of its home set. Once the table has evicted an eighth of its slots' worth of entries (with
+ * two sets a piece it is then nearly full: its pieces do not fit) it grows once to four times the sets, up to 2^max_bits slots: the old entries are
+ * placed again, way 0 first (the order of use kept), each in the new sets of its hash (one
+ * is lost only if both of its sets are full, four times emptier than before). A failed
+ * allocation keeps the old table (it is a cache) and tries again only after as many
+ * evictions more, not on every one. */
+static char *slot_for(const slot_kind *k, fx_ctab *t, unsigned max_bits, uint64_t h)
+{
+    char *to = free_slot(k, t, h);
+    if (to)
         return to;
-    unsigned nb = *bits + 2;
-    char *grown = fx_big_calloc(((size_t)1 << nb) * t->size);
-    if (!grown) {
-        *evicted = 0;
+    to = (char *)t->slots + fx_set_index(h, t->bits) * k->size + k->size;
+    if (++t->evicted <= ((size_t)1 << t->bits) / 8 || t->bits >= max_bits)
+        return to;
+    fx_ctab old = *t;
+    if (!table_new(t, old.bits + 2, k->size)) {
+        t->evicted = 0;
         return to;
     }
-    for (size_t i = 0; i < ((size_t)1 << *bits); i++) {
-        const char *e = (const char *)*table + i * t->size;
-        if (t->used(e))
-            memcpy(way_for(t, grown + fx_set_index(t->hash(e), nb) * t->size), e, t->size);
+    for (int w = 0; w < 2; w++) {
+        for (size_t i = (size_t)w; i < ((size_t)1 << old.bits); i += 2) {
+            const char *e = (const char *)old.slots + i * k->size;
+            char *at = k->used(e) ? free_slot(k, t, k->hash(e)) : NULL;
+            if (at)
+                memcpy(at, e, k->size);
+        }
     }
-    fx_big_free(*table, ((size_t)1 << *bits) * t->size);
-    *table = grown;
-    *bits = nb;
-    *evicted = 0;
-    return way_for(t, grown + fx_set_index(h, nb) * t->size);
+    table_free(&old, k->size);
+    return slot_for(k, t, max_bits, h);
 }
 
 void fx_cache_put(fx_bpe_cache *c, const uint64_t k[3], size_t n, uint64_t h,
                   const int32_t *ids, int64_t got)
 {
-    void *table = c->slots;
-    cache_slot *to = (cache_slot *)(void *)slot_for(&WORDS, &table, &c->bits, CACHE_BITS_MAX,
-                                                    &c->evicted, h);
-    c->slots = table;
+    cache_slot *to = (cache_slot *)(void *)slot_for(&WORDS, &c->words, CACHE_BITS_MAX, h);
     memcpy(to->k, k, sizeof to->k);
     to->len = (uint8_t)n;
     to->nids = (uint8_t)got;
@@ -136,15 +174,12 @@ void fx_cache_put(fx_bpe_cache *c, const uint64_t k[3], size_t n, uint64_t h,
 void fx_long_put(fx_bpe_cache *c, const uint8_t *p, size_t n, uint64_t h, const int32_t *ids,
                  int64_t got)
 {
-    if (n > LONG_KEY || got < 1 || got > LONG_IDS)
+    if (n > LONG_KEY || got < 1 || fx_long_ids_at(n) + (size_t)got * sizeof(int32_t) > LONG_DATA)
         return;
-    void *table = c->longs;
-    long_slot *to = (long_slot *)(void *)slot_for(&LONGS, &table, &c->long_bits, LONG_BITS_MAX,
-                                                  &c->long_evicted, h);
-    c->longs = table;
+    long_slot *to = (long_slot *)(void *)slot_for(&LONGS, &c->longs, LONG_BITS_MAX, h);
     to->h = h;
     to->len = (uint16_t)n;
     to->nids = (uint16_t)got;
-    memcpy(to->key, p, n);
-    memcpy(to->ids, ids, (size_t)got * sizeof(int32_t));
+    memcpy(to->data, p, n);
+    memcpy(to->data + fx_long_ids_at(n), ids, (size_t)got * sizeof(int32_t));
 }

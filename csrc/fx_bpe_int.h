@@ -124,11 +124,23 @@ int fx_bpe_merge_ids(const fx_bpe *m, const uint8_t *p, size_t n, int32_t *ids, 
 
 /* -- the word cache (fx_bpe_cache.c) ------------------------------------------------------ */
 
+/* Each of the cache's two tables: 2^bits slots in two-way sets. An entry goes to its home set
+ * (fx_set_index), or, when both of its ways are taken, to its other set (fx_alt_index), and
+ * the home set's bit in spilled says so: a lookup that misses at home reads the other set only
+ * then. Two choices of set hold what one cannot (a piece whose home is full no longer evicts
+ * a neighbour on every pass); the bit keeps a miss at one set's cost, as with one choice. */
+typedef struct {
+    void *slots;
+    uint8_t *spilled; /* a bit per set: an entry of this home went to its other set */
+    unsigned bits;
+    size_t evicted; /* entries pushed out since the table had its size */
+} fx_ctab;
+
 /* Two-way sets of 64-byte slots (one cache line each) for the pieces of 2 to 24 bytes that
  * are not one token (those the direct tables give) and merge into at most CACHE_IDS ids:
  * 2^CACHE_BITS_MIN slots (4 MB) to begin with, four times that (16 MB) once it has evicted
- * half as many pieces as it holds (a text whose words do not fit: many languages at once; a
- * few MB of one language stay below that, and do not pay for the larger table). */
+ * an eighth as many pieces as it holds (a text whose words do not fit: many languages at once;
+ * a few MB of one language stay below that, and do not pay for the larger table). */
 #define CACHE_BITS_MIN 16
 #define CACHE_BITS_MAX 18
 #define CACHE_IDS 8
@@ -137,31 +149,43 @@ typedef struct {
     uint64_t k[3];
     uint8_t len, nids; /* len 0: empty */
     uint16_t unused;
-    uint32_t hi; /* the hash's top 32 bits: the set, when the table grows */
+    uint32_t hi; /* the hash's top 32 bits: the sets, when the table grows */
     int32_t ids[CACHE_IDS];
 } cache_slot;
 
-/* Longer pieces (25 to LONG_KEY bytes, at most LONG_IDS ids: words of scripts with two or
- * three bytes a letter, and short pieces of more than CACHE_IDS ids) in two-way sets of
- * 256-byte slots keyed by hash_bytes and checked by memcmp: 2^LONG_BITS_MIN slots (1 MB),
- * growing as the word cache does to 2^LONG_BITS_MAX (4 MB). */
+/* Longer pieces (25 to LONG_KEY bytes: words of scripts with two or three bytes a letter,
+ * and short pieces of more than CACHE_IDS ids), when bytes and ids fit a slot, in two-way sets of 256-byte slots keyed by
+ * hash_bytes and checked by memcmp: 2^LONG_BITS_MIN slots (1 MB), growing as the word cache
+ * does to 2^LONG_BITS_MAX (4 MB). A slot's data holds the piece's bytes, then (from the next
+ * multiple of 4) its ids: a piece has no more ids than bytes, so a short key leaves room for
+ * many (a word of 20 three-byte letters that merges into 25 ids: 60 + 100 bytes). */
 #define LONG_BITS_MIN 12
 #define LONG_BITS_MAX 14
-#define LONG_IDS 21
-#define LONG_KEY 160
+#define LONG_KEY 240
+#define LONG_DATA 244
 
 typedef struct {
     uint64_t h;
     uint16_t len, nids; /* len 0: empty */
-    int32_t ids[LONG_IDS];
-    uint8_t key[LONG_KEY];
+    uint8_t data[LONG_DATA];
 } long_slot;
 
+/* Where a long slot's ids start in its data, for a piece of n bytes. */
+static inline size_t fx_long_ids_at(size_t n)
+{
+    return (n + 3) & ~(size_t)3;
+}
+
+/* Copy the ids of a long slot to dst: their count. */
+static inline int64_t fx_long_copy(const long_slot *s, int32_t *dst)
+{
+    memcpy(dst, s->data + fx_long_ids_at(s->len), (size_t)s->nids * sizeof(int32_t));
+    return s->nids;
+}
+
 struct fx_bpe_cache {
-    cache_slot *slots;
-    long_slot *longs;
-    unsigned bits, long_bits; /* 2^bits slots, 2^long_bits long slots */
-    size_t evicted, long_evicted; /* pieces pushed out since the table had its size */
+    fx_ctab words, longs; /* cache_slot and long_slot */
+    uint64_t merged; /* pieces merged because neither table held them (a test hook's count) */
     uint8_t *norm; /* NFC scratch: the normalized segment and its source offsets */
     int64_t *norm_src;
     size_t norm_cap, norm_src_cap;
@@ -174,20 +198,38 @@ static inline size_t fx_set_index(uint64_t h, unsigned bits)
     return (size_t)(h >> (64 - bits)) & ~(size_t)1;
 }
 
+/* The first slot of the other set of hash h: from all of the hash's top 32 bits (what a word
+ * slot keeps), mixed, so that pieces sharing a home set seldom share the other one. */
+static inline size_t fx_alt_index(uint64_t h, unsigned bits)
+{
+    uint32_t x = (uint32_t)(h >> 32);
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return fx_set_index((uint64_t)x << 32, bits);
+}
+
+/* Whether an entry whose home set starts at slot i went to its other set. */
+static inline int fx_spilled(const fx_ctab *t, size_t i)
+{
+    return (t->spilled[i >> 4] >> ((i >> 1) & 7)) & 1;
+}
+
 /* The two-way set of the word cache for a piece of hash h. */
 static inline cache_slot *fx_cache_set(const fx_bpe_cache *c, uint64_t h)
 {
-    return &c->slots[fx_set_index(h, c->bits)];
+    return (cache_slot *)c->words.slots + fx_set_index(h, c->words.bits);
 }
 
-/* The long-piece slot holding p[0..n) (whose hash is h), else NULL: a two-way set, as the
- * word cache's (a hit in way 1 moves to way 0). */
-static inline const long_slot *fx_long_hit(fx_bpe_cache *c, const uint8_t *p, size_t n,
+/* The slot of p[0..n) (whose hash is h) in a two-way set of the long table, else NULL (a hit
+ * in way 1 moves to way 0, as in the word cache). */
+static inline const long_slot *fx_long_way(long_slot *set, const uint8_t *p, size_t n,
                                            uint64_t h)
 {
-    long_slot *set = &c->longs[fx_set_index(h, c->long_bits)];
     for (int w = 0; w < 2; w++) {
-        if (set[w].h == h && set[w].len == n && memcmp(set[w].key, p, n) == 0) {
+        if (set[w].h == h && set[w].len == n && memcmp(set[w].data, p, n) == 0) {
             if (w) {
                 long_slot t = set[0];
                 set[0] = set[1];
@@ -199,8 +241,19 @@ static inline const long_slot *fx_long_hit(fx_bpe_cache *c, const uint8_t *p, si
     return NULL;
 }
 
-/* Keep piece key k (n bytes, hash h) -> ids[0..got) (1 <= got <= CACHE_IDS) in the word
- * cache; the table may grow (a failed allocation keeps the old one). */
+/* The long-piece slot holding p[0..n) (whose hash is h), else NULL: its home set, then its
+ * other set when the home spilled. */
+static inline const long_slot *fx_long_hit(fx_bpe_cache *c, const uint8_t *p, size_t n,
+                                           uint64_t h)
+{
+    const fx_ctab *t = &c->longs;
+    size_t i = fx_set_index(h, t->bits);
+    const long_slot *hit = fx_long_way((long_slot *)t->slots + i, p, n, h);
+    if (hit || !fx_spilled(t, i))
+        return hit;
+    return fx_long_way((long_slot *)t->slots + fx_alt_index(h, t->bits), p, n, h);
+}
+
 void fx_cache_put(fx_bpe_cache *c, const uint64_t k[3], size_t n, uint64_t h,
                   const int32_t *ids, int64_t got);
 

@@ -218,7 +218,8 @@ cdef extern from "fx_bpe.h" nogil:
     void fx_bpe_free(fx_bpe *m)
     int32_t fx_bpe_vocab_size(const fx_bpe *m)
     int fx_bpe_use_avx2(fx_bpe *m, int on)
-    void fx_bpe_cache_bits(const fx_bpe_cache *c, unsigned *bits, unsigned *long_bits)
+    void fx_bpe_cache_stats(const fx_bpe_cache *c, unsigned *bits, unsigned *long_bits,
+                            uint64_t *merged)
     fx_bpe_cache *fx_bpe_cache_new()
     void fx_bpe_cache_free(fx_bpe_cache *c)
     void fx_ids_free(fx_ids *out)

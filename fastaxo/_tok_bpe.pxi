@@ -215,15 +215,17 @@ cdef class BPEModel:
         with self._busy:
             return bool(fx_bpe_use_avx2(self.m, on))
 
-    def _cache_bits(self):
-        """Test hook: (log2 word slots, log2 long-piece slots) of each kept word cache."""
+    def _cache_stats(self):
+        """Test hook: (log2 word slots, log2 long-piece slots, pieces merged because the cache
+        did not hold them) of each kept word cache."""
         cdef uintptr_t p
         cdef unsigned bits = 0, long_bits = 0
+        cdef uint64_t merged = 0
         got = []
         with self._busy:
             for p in self._caches:
-                fx_bpe_cache_bits(<fx_bpe_cache *>p, &bits, &long_bits)
-                got.append((bits, long_bits))
+                fx_bpe_cache_stats(<fx_bpe_cache *>p, &bits, &long_bits, &merged)
+                got.append((bits, long_bits, merged))
         return got
 
     def clear_cache(self):

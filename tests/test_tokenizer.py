@@ -190,16 +190,57 @@ def _many_words() -> list[str]:
 @pytest.mark.parametrize("which", ["qwen3", "llama3"])
 def test_word_caches_grow_when_the_words_do_not_fit(which):
     """More distinct words than a new word cache holds: the cache grows once, in the middle of
-    the first pass (both of its tables), and every id is HF's on that pass and on a second one
-    from the grown cache."""
+    the first pass (both of its tables), every id is HF's on that pass and on later ones from
+    the grown cache, and from the third pass on the cache holds nearly every word: a piece
+    whose home set is full goes to its other set (with one set a piece, a fifth of the words
+    pushed each other out on every pass)."""
     path = data.qwen3_json() if which == "qwen3" else data.llama3_json()
     texts = _many_words()
+    words = sum(len(t.split()) for t in texts)
     want = [e.ids for e in tokenizers.Tokenizer.from_file(str(path)).encode_batch_fast(texts)]
     ours = Tokenizer.from_pretrained(path)
-    assert ours._model._cache_bits() == []
-    for _ in range(2):
+    assert ours._model._cache_stats() == []
+    merged = []
+    for _ in range(3):
         assert ours.encode_batch(texts, num_threads=1).to_pylist() == want
-        assert ours._model._cache_bits() == [(18, 14)]
+        [(bits, long_bits, total)] = ours._model._cache_stats()
+        assert (bits, long_bits) == (18, 14)
+        merged.append(total - sum(merged))
+    assert merged[0] > words * 0.99  # a cold pass merges each word (not one token) once
+    assert merged[2] < words * 0.02, merged
+
+
+def test_long_pieces_of_many_ids_are_cached_when_they_fit():
+    """A long piece is kept with its bytes and its ids in one 256-byte slot, so a short key
+    leaves room for many ids (a word of three-byte letters that hardly merges). Random Thai
+    words of 10 to 90 letters, one a line, through Llama 3.2 twice: the ids are HF's both
+    times, and the second pass merges exactly the words whose bytes and ids do not fit a slot
+    (the rule of fx_long_put: bytes up to 240, ids from the next multiple of 4, 244 in all)."""
+    import random
+
+    rng = random.Random(29)
+    letters = [chr(c) for c in range(0x0E01, 0x0E2F)]
+    words = list(dict.fromkeys("".join(rng.choice(letters) for _ in range(rng.randint(10, 90)))
+                               for _ in range(1_000)))
+    path = data.llama3_json()
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    ids = [e.ids for e in hf.encode_batch_fast(words, add_special_tokens=False)]
+
+    def fits(word, n_ids):
+        n = len(word.encode())
+        return n <= 240 and (n + 3) // 4 * 4 + 4 * n_ids <= 244
+
+    cannot = sum(not fits(w, len(i)) for w, i in zip(words, ids) if len(i) > 1)
+    assert 100 < cannot < len(words) - 100  # both kinds
+    assert sum(fits(w, len(i)) and len(i) > 21 for w, i in zip(words, ids)) > 100
+    texts = ["\n".join(words[i:i + 50]) for i in range(0, len(words), 50)]
+    want = [e.ids for e in hf.encode_batch_fast(texts)]
+    ours = Tokenizer.from_pretrained(path)
+    assert ours.encode_batch(texts, num_threads=1).to_pylist() == want
+    [(_, _, first)] = ours._model._cache_stats()
+    assert ours.encode_batch(texts, num_threads=1).to_pylist() == want
+    [(_, _, total)] = ours._model._cache_stats()
+    assert total - first == cannot, (total - first, cannot)
 
 
 def test_out_of_memory_for_the_encoders_tables():
@@ -215,11 +256,11 @@ def test_out_of_memory_for_the_encoders_tables():
     ours = Tokenizer.from_pretrained(path)
     assert ours.encode_batch(["a cache first"], num_threads=1).to_pylist() == [
         e.ids for e in hf.encode_batch(["a cache first"])]
-    assert ours._model._cache_bits() == [(16, 12)]
+    assert [s[:2] for s in ours._model._cache_stats()] == [(16, 12)]
     assert _tok._fail_big_allocs(True) is False
     try:
         assert ours.encode_batch(texts, num_threads=1).to_pylist() == want
-        assert ours._model._cache_bits() == [(16, 12)]
+        assert [s[:2] for s in ours._model._cache_stats()] == [(16, 12)]
         ours._model.clear_cache()
         with pytest.raises(MemoryError, match="out of memory for a word cache"):
             ours.encode_batch(["x"], num_threads=1)
@@ -228,7 +269,7 @@ def test_out_of_memory_for_the_encoders_tables():
     finally:
         assert _tok._fail_big_allocs(False) is True
     assert ours.encode_batch(texts, num_threads=1).to_pylist() == want  # a new cache, grown
-    assert ours._model._cache_bits() == [(18, 14)]
+    assert [s[:2] for s in ours._model._cache_stats()] == [(18, 14)]
 
 
 def test_merge_scans_with_and_without_avx2(pair):
