@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "fx_bpe_int.h"
+#include "fx_compat.h"
 #include "fx_mem.h"
 
 /* The bytes of a table of 2^bits slots of size bytes, and of its spilled bits (one a set). */
@@ -108,14 +109,14 @@ static const slot_kind LONGS = {sizeof(long_slot), long_used, long_hash};
  * it holds when full). Way 0 keeps a piece that was asked for again, so pieces seen in turn
  * that map to one full set evict each other (k - 1 of k miss) rather than all of them (first
  * in, first out: all k miss on every pass). */
-static char *way_for(const slot_kind *k, char *set)
+static inline char *way_for(const slot_kind *k, char *set)
 {
     return k->used(set) ? set + k->size : set;
 }
 
 /* An empty slot for an entry of hash h in t: in its home set, else in its other set (marking
  * the home spilled); NULL when both are full. */
-static char *free_slot(const slot_kind *k, fx_ctab *t, uint64_t h)
+static inline char *free_slot(const slot_kind *k, fx_ctab *t, uint64_t h)
 {
     size_t i = fx_set_index(h, t->bits);
     char *set = (char *)t->slots + i * k->size;
@@ -128,28 +129,26 @@ static char *free_slot(const slot_kind *k, fx_ctab *t, uint64_t h)
     return way_for(k, alt);
 }
 
-/* A slot for an entry of hash h in t (slots of kind k): a free one (free_slot), else way 1
- * of its home set. Once the table has evicted an eighth of its slots' worth of entries (with
- * two sets a piece it is then nearly full: its pieces do not fit) it grows once to four times the sets, up to 2^max_bits slots: the old entries are
- * placed again, way 0 first (the order of use kept), each in the new sets of its hash (one
- * is lost only if both of its sets are full, four times emptier than before). A failed
- * allocation keeps the old table (it is a cache) and tries again only after as many
- * evictions more, not on every one. */
-static char *slot_for(const slot_kind *k, fx_ctab *t, unsigned max_bits, uint64_t h)
+/* Grow t (slots of kind k) to four times the sets: the old entries are placed again, way 0
+ * first (the order of use kept), each in the new sets of its hash (one is lost only if both
+ * of its sets are full, four times emptier than before). 0 when memory runs out (t kept: it
+ * is a cache). */
+static int grow(const slot_kind *k, fx_ctab *t)
 {
-    char *to = free_slot(k, t, h);
-    if (to)
-        return to;
-    to = (char *)t->slots + fx_set_index(h, t->bits) * k->size + k->size;
-    if (++t->evicted <= ((size_t)1 << t->bits) / 8 || t->bits >= max_bits)
-        return to;
     fx_ctab old = *t;
-    if (!table_new(t, old.bits + 2, k->size)) {
-        t->evicted = 0;
-        return to;
-    }
+    if (!table_new(t, old.bits + 2, k->size))
+        return 0;
+    const size_t n = (size_t)1 << old.bits, ahead = 16;
     for (int w = 0; w < 2; w++) {
-        for (size_t i = (size_t)w; i < ((size_t)1 << old.bits); i += 2) {
+        for (size_t i = (size_t)w; i < n; i += 2) {
+            /* the new home set of an entry further on fetched now: the placements' cache
+             * misses overlap (a cold pass that grows the table pays for them) */
+            const char *f = i + ahead < n ? (const char *)old.slots + (i + ahead) * k->size : NULL;
+            if (f && k->used(f)) {
+                const char *to = (char *)t->slots + fx_set_index(k->hash(f), t->bits) * k->size;
+                FX_PREFETCH(to);
+                FX_PREFETCH(to + k->size);
+            }
             const char *e = (const char *)old.slots + i * k->size;
             char *at = k->used(e) ? free_slot(k, t, k->hash(e)) : NULL;
             if (at)
@@ -157,7 +156,26 @@ static char *slot_for(const slot_kind *k, fx_ctab *t, unsigned max_bits, uint64_
         }
     }
     table_free(&old, k->size);
-    return slot_for(k, t, max_bits, h);
+    return 1;
+}
+
+/* A slot for an entry of hash h in t (slots of kind k): a free one (free_slot), else way 1
+ * of its home set (evicting). Once the table has evicted an eighth of its slots' worth of
+ * entries (with two sets a piece it is then nearly full: its pieces do not fit) it grows
+ * once, up to 2^max_bits slots. A failed allocation keeps the old table and tries again only
+ * after as many evictions more, not on every one. Inlined into each caller, so the slot kind
+ * is a constant and its functions are inlined too. */
+static inline char *slot_for(const slot_kind *k, fx_ctab *t, unsigned max_bits, uint64_t h)
+{
+    char *to = free_slot(k, t, h);
+    if (to)
+        return to;
+    if (++t->evicted > ((size_t)1 << t->bits) / 8 && t->bits < max_bits) {
+        if (grow(k, t) && (to = free_slot(k, t, h)) != NULL)
+            return to;
+        t->evicted = 0;
+    }
+    return (char *)t->slots + fx_set_index(h, t->bits) * k->size + k->size;
 }
 
 void fx_cache_put(fx_bpe_cache *c, const uint64_t k[3], size_t n, uint64_t h,
