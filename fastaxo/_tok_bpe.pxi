@@ -3,8 +3,13 @@
 # values array and per-text counts, with the GIL released and texts spread over threads.
 
 # Texts per unit of work: a thread takes chunks of about this many bytes (dynamic schedule,
-# so a thread that loses its core to another process takes fewer).
+# so a thread that loses its core to another process takes fewer). An input of at least such
+# a chunk per thread but less than BPE_CHUNKS_PER_THREAD each is cut finer (not below
+# BPE_CHUNK_MIN): the last chunk to finish leaves the other threads idle for up to its time.
+# (A smaller input stays one chunk a thread or less, as before: no more calls go parallel.)
 cdef int64_t BPE_CHUNK_BYTES = 1 << 18
+cdef int64_t BPE_CHUNK_MIN = 1 << 15
+cdef int64_t BPE_CHUNKS_PER_THREAD = 16
 
 # encode_many's `offsets` modes (csrc/fx_bpe.h FX_OFFSETS_*)
 OFFSETS_NONE = FX_OFFSETS_NONE
@@ -305,12 +310,19 @@ cdef class BPEModel:
         cdef int64_t[::1] size = np.ascontiguousarray(sizes, np.int64)
         cdef int64_t n = size.shape[0], i, c, nchunks, pos, k, acc
         cdef bint want_offsets = mode != FX_OFFSETS_NONE
-        # chunks of whole texts, about BPE_CHUNK_BYTES each, and the bytes each holds
+        # chunks of whole texts, about `chunk` bytes each, and the bytes each holds
+        cdef int64_t chunk = BPE_CHUNK_BYTES, total = 0
+        if num_threads > 1:
+            for i in range(n):
+                total += size[i]
+            if total >= num_threads * BPE_CHUNK_BYTES:
+                chunk = max(BPE_CHUNK_MIN,
+                            min(BPE_CHUNK_BYTES, total // (num_threads * BPE_CHUNKS_PER_THREAD)))
         starts, sums = [0], []
         acc = 0
         for i in range(n):
             acc += size[i]
-            if acc >= BPE_CHUNK_BYTES and i + 1 < n:
+            if acc >= chunk and i + 1 < n:
                 starts.append(i + 1)
                 sums.append(acc)
                 acc = 0
