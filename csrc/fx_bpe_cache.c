@@ -125,7 +125,7 @@ static inline char *free_slot(const slot_kind *k, fx_ctab *t, uint64_t h)
     char *alt = (char *)t->slots + fx_alt_index(h, t->bits) * k->size;
     if (k->used(alt + k->size))
         return NULL;
-    t->spilled[i >> 4] |= (uint8_t)(1u << ((i >> 1) & 7));
+    fx_spill(t, i);
     return way_for(k, alt);
 }
 

@@ -154,11 +154,12 @@ typedef struct {
 } cache_slot;
 
 /* Longer pieces (25 to LONG_KEY bytes: words of scripts with two or three bytes a letter,
- * and short pieces of more than CACHE_IDS ids), when bytes and ids fit a slot, in two-way sets of 256-byte slots keyed by
- * hash_bytes and checked by memcmp: 2^LONG_BITS_MIN slots (1 MB), growing as the word cache
- * does to 2^LONG_BITS_MAX (4 MB). A slot's data holds the piece's bytes, then (from the next
- * multiple of 4) its ids: a piece has no more ids than bytes, so a short key leaves room for
- * many (a word of 20 three-byte letters that merges into 25 ids: 60 + 100 bytes). */
+ * and short pieces of more than CACHE_IDS ids), when bytes and ids fit a slot, in two-way
+ * sets of 256-byte slots keyed by hash_bytes and checked by memcmp: 2^LONG_BITS_MIN slots
+ * (1 MB), growing as the word cache does to 2^LONG_BITS_MAX (4 MB). A slot's data holds the
+ * piece's bytes, then (from the next multiple of 4) its ids: a piece has no more ids than
+ * bytes, so a short key leaves room for many (a word of 20 three-byte letters that merges
+ * into 25 ids: 60 + 100 bytes). */
 #define LONG_BITS_MIN 12
 #define LONG_BITS_MAX 14
 #define LONG_KEY 240
@@ -211,10 +212,16 @@ static inline size_t fx_alt_index(uint64_t h, unsigned bits)
     return fx_set_index((uint64_t)x << 32, bits);
 }
 
-/* Whether an entry whose home set starts at slot i went to its other set. */
+/* Whether an entry whose home set starts at slot i went to its other set (set i / 2's bit). */
 static inline int fx_spilled(const fx_ctab *t, size_t i)
 {
     return (t->spilled[i >> 4] >> ((i >> 1) & 7)) & 1;
+}
+
+/* Record that an entry whose home set starts at slot i went to its other set. */
+static inline void fx_spill(fx_ctab *t, size_t i)
+{
+    t->spilled[i >> 4] |= (uint8_t)(1u << ((i >> 1) & 7));
 }
 
 /* The two-way set of the word cache for a piece of hash h. */
@@ -254,6 +261,8 @@ static inline const long_slot *fx_long_hit(fx_bpe_cache *c, const uint8_t *p, si
     return fx_long_way((long_slot *)t->slots + fx_alt_index(h, t->bits), p, n, h);
 }
 
+/* Keep piece key k (n bytes, hash h) -> ids[0..got) (1 <= got <= CACHE_IDS) in the word
+ * cache; the table may grow (a failed allocation keeps the old one). */
 void fx_cache_put(fx_bpe_cache *c, const uint64_t k[3], size_t n, uint64_t h,
                   const int32_t *ids, int64_t got);
 
