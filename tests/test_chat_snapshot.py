@@ -23,7 +23,7 @@ import chat_data  # noqa: E402
 import tokenizer_data  # noqa: E402
 
 import fastaxo  # noqa: E402
-from fastaxo.chat import environment, snapshot  # noqa: E402
+from fastaxo.chat import environment, recorded, snapshot  # noqa: E402
 
 pytestmark = pytest.mark.skipif(backend.tok_ext is None or backend.pack_ext is None,
                                 reason="the chat path's encoder needs the compiled extension")
@@ -38,6 +38,7 @@ rep = fastaxo.prepare(sys.argv[1], sys.argv[2], 4096, tokenizer=sys.argv[3], ove
                       chat=json.loads(sys.argv[4]), progress=False)
 s = rep.tokenizer_settings
 print(json.dumps({{"transformers": "transformers" in sys.modules, "pandas": "pandas" in sys.modules,
+                  "tokenizers": "tokenizers" in sys.modules,
                   "snapshot": s["tokenizer_snapshot"], "detail": s["tokenizer_snapshot_detail"],
                   "encoder": s["encoder"], "turns": s["fallback_turns"]}}))
 """
@@ -135,6 +136,9 @@ def test_second_prepare_does_not_import_transformers(tmp_path, data, llama_dir, 
     assert second["transformers"] is False, second
     assert second["pandas"] is False  # (pa.array and Array.to_numpy import it)
     assert second["encoder"] == ("fastaxo" if mode == "auto" else "hf")
+    # fastaxo's encoder: the checks' answers about HF's backend are replayed, so the backend
+    # (from_str of tokenizer.json, ~0.8 s for Qwen3's) is never built
+    assert second["tokenizers"] is (mode == "hf"), second
     assert second["turns"] == off["fallback_turns"]
     want = _table(tmp_path / "off.parquet")
     assert _table(tmp_path / "1.parquet").equals(want)
@@ -193,7 +197,8 @@ def test_one_byte_of_the_template_changed_misses(tmp_path, monkeypatch):
     assert snapshot.snapshot_key(str(d)) != before
 
 
-@pytest.mark.parametrize("damage", ["truncated", "not JSON", "another key", "a bad value"])
+@pytest.mark.parametrize("damage", ["truncated", "not JSON", "another key", "a bad value",
+                                    "a bad backend answer"])
 def test_a_damaged_record_is_ignored(tmp_path, monkeypatch, damage):
     monkeypatch.setenv("FASTAXO_CACHE_DIR", str(tmp_path / "cache"))
     d = _qwen_copy(tmp_path)
@@ -208,8 +213,12 @@ def test_a_damaged_record_is_ignored(tmp_path, monkeypatch, damage):
     elif damage == "another key":
         rec["key"]["files"] = "0" * 64
         record.write_text(json.dumps(rec))
-    else:
+    elif damage == "a bad value":
         rec["attrs"]["eos_token"] = {"x": 1}
+        record.write_text(json.dumps(rec))
+    else:  # an Encoding with one offset too few
+        calls = rec["backend_answers"]["calls"]
+        calls[next(k for k in calls if k.startswith('["encode_batch"'))][0]["E"][1].pop()
         record.write_text(json.dumps(rec))
     loads: list = []
     tok, info = _open(d, loads)
@@ -320,6 +329,85 @@ def test_the_proxy_answers_as_the_real_tokenizer(tmp_path, monkeypatch, qwen):
         snapshot.status(tok)["why"]
     assert tok(probe, **kw)["offset_mapping"] == replayed["offset_mapping"]
     assert len(tok) == len(qwen)
+    # pickled and copied as the real tokenizer
+    import copy
+    import pickle
+
+    for again in (pickle.loads(pickle.dumps(tok)), copy.copy(tok), copy.deepcopy(tok)):
+        assert type(again) is type(qwen) and again(probe, **kw) == qwen(probe, **kw)
+
+
+def test_the_backend_answers_as_the_real_one(tmp_path, monkeypatch, qwen):
+    """What the chat path's checks asked of the backend comes from the record; anything else
+    (a new call, an attribute the record lacks, a part's state it did not keep) builds the real
+    backend, which answers from then on."""
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", str(tmp_path / "cache"))
+    d = chat_data.qwen3_dir()
+    _record_once(d)
+    (record,) = _records(tmp_path / "cache")
+    recorded_calls = json.loads(record.read_text())["backend_answers"]["calls"]
+    assert any(k.startswith('["encode_batch_fast"') for k in recorded_calls)
+    loads: list = []
+    tok, _ = _open(d, loads)
+    view, real = tok.backend_tokenizer, qwen.backend_tokenizer
+    st = tok._fx
+    assert view is tok._tokenizer and st.backend is None
+    assert (view.truncation, view.padding, view.encode_special_tokens) == (
+        real.truncation, real.padding, real.encode_special_tokens)
+    assert type(view.model).__name__ == "BPE"
+    assert view.normalizer.__getstate__() == real.normalizer.__getstate__()
+    assert view.get_vocab_size(with_added_tokens=True) == real.get_vocab_size(True)
+    got, want = view.get_added_tokens_decoder(), real.get_added_tokens_decoder()
+    assert {i: (t.content, repr(t)) for i, t in got.items()} == {
+        i: (t.content, repr(t)) for i, t in want.items()}
+    assert view.to_str() == real.to_str()
+    probe = ["<probe> a\n\n b\u00e9 \u6570\u636e"]
+    (e,), (w,) = view.encode_batch(probe, add_special_tokens=False), real.encode_batch(
+        probe, add_special_tokens=False)
+    assert (e.ids, e.offsets, len(e)) == (w.ids, w.offsets, len(w))
+    assert [e.token_to_chars(i) for i in range(len(e))] == [
+        w.token_to_chars(i) for i in range(len(w))]
+    assert st.backend is None and not loads  # all of that from the record
+    # an attribute the record lacks: the same call made on the real backend
+    assert e.tokens == w.tokens and st.backend is not None and not loads
+    # from then on the real backend answers, the record's calls included
+    assert type(view.model).__name__ == "BPE" and view.model.__getstate__() == \
+        real.model.__getstate__()
+    assert view.encode_batch_fast(["new text"], add_special_tokens=False)[0].ids == \
+        real.encode_batch_fast(["new text"], add_special_tokens=False)[0].ids
+    assert not loads  # (from the recorded tokenizer.json, not transformers)
+    # a call the record lacks on a fresh replay: the real backend, built for it
+    tok2, _ = _open(d, loads)
+    assert tok2.backend_tokenizer.encode_batch_fast(["x y"], add_special_tokens=False)[0].ids \
+        == real.encode_batch_fast(["x y"], add_special_tokens=False)[0].ids
+    assert tok2._fx.backend is not None and not loads
+    # pickled (or copied) as the real backend
+    import pickle
+
+    for b in (tok.backend_tokenizer, tok2.backend_tokenizer):
+        assert pickle.loads(pickle.dumps(b)).to_str() == real.to_str()
+
+
+def test_a_method_that_may_change_the_backend_ends_the_recording(tmp_path, monkeypatch):
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", str(tmp_path / "cache"))
+    loads: list = []
+    tok, info = _open(_qwen_copy(tmp_path), loads)
+    assert info["state"] == "miss"
+    b = tok.backend_tokenizer
+    b.get_vocab_size(with_added_tokens=True)
+    assert tok._fx.recording
+    b.add_tokens(["<zzz>"])  # not a read: what comes after is not the files' tokenizer
+    assert not tok._fx.recording
+    n = b.get_vocab_size(with_added_tokens=True)
+    key = '["get_vocab_size",[],{"d":[["with_added_tokens",true]]}]'
+    assert tok._fx.rec["backend_answers"]["calls"][key] == n - 1
+    # a replay that loads transformers while it records: the live backend, recorded
+    snapshot.seal(_open(tmp_path / "qwen3", loads)[0])
+    tok, info = _open(tmp_path / "qwen3", loads)
+    assert info["state"] == "hit" and tok.backend_tokenizer.get_vocab_size(True) == n - 1
+    assert snapshot.go_live(tok, "a test") and tok._fx.recording
+    b = tok.backend_tokenizer
+    assert b.real is tok._fx.live.backend_tokenizer and b.get_vocab_size(True) == n - 1
 
 
 def test_nondeterministic_templates(tmp_path, monkeypatch, qwen):
@@ -335,7 +423,7 @@ def test_nondeterministic_templates(tmp_path, monkeypatch, qwen):
         snapshot.seal(tok)
         renders = [v for k, v in tok._fx.rec["calls"].items()
                    if k.startswith('["apply_chat_template"')
-                   and snapshot._decode(json.loads(k)[2])["chat_template"] == tpl]
+                   and recorded.decode(json.loads(k)[2])["chat_template"] == tpl]
         if dated is None:  # random: never recorded
             assert renders == []
         else:

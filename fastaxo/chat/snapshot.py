@@ -12,8 +12,10 @@ directory must not be a way to run code), tuples tagged so that they come back a
 
 :func:`open_tokenizer` gives the chat path a :class:`TokenizerSnapshot` in the tokenizer's
 place: plain attributes (``chat_template``, ``eos_token``, ``is_fast``, ...) come from the
-record, ``backend_tokenizer`` is ``tokenizers.Tokenizer.from_str`` of the recorded backend,
-recorded calls (``apply_chat_template``, ``encode``, ``get_chat_template``, ``__call__``,
+record; ``backend_tokenizer`` answers what the chat path's checks asked of it (its flags, its
+parts' states, read-only calls such as ``encode_batch`` on probe texts) from the record too, and
+becomes ``tokenizers.Tokenizer.from_str`` of the recorded backend for anything else; recorded
+calls (``apply_chat_template``, ``encode``, ``get_chat_template``, ``__call__``,
 keyed by their arguments) return the recorded result. Anything else loads the real tokenizer
 (``AutoTokenizer.from_pretrained`` as without a snapshot) and from then on every answer is
 the real tokenizer's: correctness never depends on what the record covers, a need it lacks
@@ -26,13 +28,13 @@ where only fastaxo's own checks ask) and writes the record when it grew.
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import importlib.metadata
 import json
 import locale
 import logging
-import math
 import os
 import stat
 import sys
@@ -43,13 +45,23 @@ from typing import Any
 
 from fastaxo._core import cache
 from fastaxo._version import __version__
+from fastaxo.chat.recorded import (
+    NOTHING,
+    BackendRecorder,
+    BackendReplay,
+    Unencodable,
+    check_backend_record,
+    decode,
+    dumps,
+    encode,
+)
 
 __all__ = ["ENV", "FORMAT", "TokenizerSnapshot", "cache_dir", "go_live", "jinja_environment",
            "open_tokenizer", "seal", "snapshot_key", "status"]
 
 LOG = logging.getLogger("fastaxo.chat")
 ENV = cache.ENV
-FORMAT = 1
+FORMAT = 2
 _MAX_HASHED = 64 << 20  # bigger files (model weights) by name, size and mtime
 _MAX_RECORD = 512 << 20
 # the cache's bounds: records past the newest _KEEP_RECORDS, or past _MAX_CACHE bytes in all,
@@ -120,7 +132,7 @@ def _code_digest() -> str:
     development build without a version change) is another key."""
     h = hashlib.sha256()
     here = os.path.dirname(os.path.abspath(__file__))
-    for name in ("snapshot.py", "environment.py"):
+    for name in ("snapshot.py", "recorded.py", "environment.py"):
         try:
             with open(os.path.join(here, name), "rb") as fh:
                 h.update(fh.read())
@@ -139,54 +151,6 @@ def snapshot_key(path: str) -> dict[str, Any]:
 
 def _key_digest(key: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
-
-
-# -- values as tagged JSON --------------------------------------------------------------------
-
-class _Unencodable(Exception):  # noqa: N818 - a verdict, not an error
-    pass
-
-
-def _encode(v: Any) -> Any:
-    """``v`` as JSON where it round-trips exactly: a JSON object is always a tag (``t`` a
-    tuple, ``d`` a dict as its items in order, ``b`` a BatchEncoding's data, given back as a
-    dict); anything else (a subclass, an object, a float that is not finite) is refused."""
-    t = type(v)
-    if v is None or t is bool or t is int or t is str:
-        return v
-    if t is float:
-        if not math.isfinite(v):
-            raise _Unencodable
-        return v
-    if t is list:
-        return [_encode(x) for x in v]
-    if t is tuple:
-        return {"t": [_encode(x) for x in v]}
-    if t is dict:
-        return {"d": [[_encode(k), _encode(x)] for k, x in v.items()]}
-    if t.__name__ == "BatchEncoding" and type(getattr(v, "data", None)) is dict:
-        return {"b": _encode(v.data)["d"]}
-    raise _Unencodable
-
-
-def _decode(v: Any) -> Any:
-    """The value :func:`_encode` made ``v`` from (ValueError for anything it cannot have)."""
-    if v is None or type(v) in (bool, int, str, float):
-        return v
-    if type(v) is list:
-        return [_decode(x) for x in v]
-    if type(v) is dict and len(v) == 1:
-        (tag, body), = v.items()
-        if type(body) is list:
-            if tag == "t":
-                return tuple(_decode(x) for x in body)
-            if tag in ("d", "b") and all(type(p) is list and len(p) == 2 for p in body):
-                return {_decode(k): _decode(x) for k, x in body}
-    raise ValueError("not a value fastaxo encodes")
-
-
-def _dumps(v: Any) -> str:
-    return json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 # -- the record on disk -----------------------------------------------------------------------
@@ -218,12 +182,13 @@ def _read(file: str, key: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
                                     and env.get("variant") in _env_variants()):
             raise ValueError("the environment verdict is malformed")
         for v in rec["attrs"].values():
-            _decode(v)
+            decode(v)
+        check_backend_record(rec.get("backend_answers"))
         for k, v in rec["calls"].items():
             if not (type(v) is dict and set(v) == {"value", "date"}
                     and (v["date"] is None or type(v["date"]) is str)):
                 raise ValueError(f"call {k[:40]!r} is malformed")
-            _decode(v["value"])
+            decode(v["value"])
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         return None, f"snapshot ignored ({e})"
     return rec, "replayed"
@@ -233,7 +198,7 @@ def _write(file: str, rec: dict[str, Any]) -> None:
     """``rec`` to ``file`` (:func:`~fastaxo._core.cache.write_atomic`), then the cache bounded
     (:func:`_prune`). A failure is logged, never raised: the snapshot is an optimisation."""
     try:
-        data = _dumps(rec).encode("utf-8", "surrogatepass")
+        data = dumps(rec).encode("utf-8", "surrogatepass")
     except (ValueError, TypeError) as e:
         LOG.debug("tokenizer snapshot: not written to %s: %s", file, e)
         return
@@ -258,7 +223,8 @@ class _State:
         self.path, self.loader, self.key, self.file, self.rec = path, loader, key, file, rec
         self.live, self.info = live, info
         self.recording, self.grew = True, live is not None
-        self.backend: Any = None
+        self.backend: Any = None  # the real backend of a replay, once built
+        self.view: Any = None  # what backend_tokenizer gives while recording or replaying
         self.lock = threading.RLock()
 
     def go_live(self, why: str) -> Any:
@@ -294,9 +260,9 @@ class _State:
             if any("strftime_now" in t for t in sources):
                 date = f"{time.strftime('%Y-%m-%d')} {locale.setlocale(locale.LC_TIME)}"
         try:
-            text = _dumps([name, _encode(list(args)),
-                           _encode({k: kwargs[k] for k in sorted(kwargs)}), date])
-        except (_Unencodable, ValueError, RecursionError):
+            text = dumps([name, encode(list(args)),
+                           encode({k: kwargs[k] for k in sorted(kwargs)}), date])
+        except (Unencodable, ValueError, RecursionError):
             return None
         return text, date
 
@@ -315,37 +281,37 @@ class TokenizerSnapshot:
             raise AttributeError(name)
         if st.live is None:
             if name in _BACKEND and st.rec["backend"] is not None:
-                if st.backend is None:
-                    try:
-                        from tokenizers import Tokenizer
-
-                        st.backend = Tokenizer.from_str(st.rec["backend"])
-                    except Exception:  # noqa: BLE001 - a record it cannot read: the real one
-                        st.go_live("its backend")
-                        return getattr(st.live, name)
-                return st.backend
+                if st.view is None:
+                    st.view = BackendReplay(st)
+                return st.view
             if name in st.rec["attrs"]:
-                return _decode(st.rec["attrs"][name])
+                return decode(st.rec["attrs"][name])
             if name in st.rec["methods"] and name in RECORDED_METHODS:
                 return _method(self, name)
             st.go_live(f"attribute {name!r}")
         value = getattr(st.live, name)
         if st.recording:
+            if name in _BACKEND:
+                if st.rec["backend"] is None:
+                    return value
+                if not (isinstance(st.view, BackendRecorder) and st.view.real is value):
+                    st.view = BackendRecorder(st, value)
+                return st.view
             if name in RECORDED_METHODS and callable(value):
                 if name not in st.rec["methods"]:
                     st.rec["methods"].append(name)
                     st.grew = True
                 return _method(self, name)
-            if callable(value) and name not in _BACKEND:
+            if callable(value):
                 # a method the record does not know may change the tokenizer: what comes
                 # after is not a fresh tokenizer's answer
                 st.recording = False
-            elif name not in _BACKEND:
+            else:
                 try:
-                    enc = _encode(value)
-                except (_Unencodable, RecursionError):
+                    enc = encode(value)
+                except (Unencodable, RecursionError):
                     return value
-                if st.rec["attrs"].get(name, _NOTHING) != enc:
+                if st.rec["attrs"].get(name, NOTHING) != enc:
                     st.rec["attrs"][name] = enc
                     st.grew = True
         return value
@@ -370,16 +336,14 @@ class TokenizerSnapshot:
         return True  # (a real tokenizer's len() is never 0)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        # pickled (or copied) as the real tokenizer
-        return self._fx.go_live("pickling").__reduce_ex__(protocol)
+        # pickled (or copied) as the real tokenizer: a copy of it (its own reduction would
+        # name its class, which pickle refuses for an object of another class)
+        return copy.copy, (self._fx.go_live("pickling"),)
 
     def __repr__(self) -> str:
         st = self._fx
         return (f"<TokenizerSnapshot of {type(self).__name__} {st.path!r}: "
                 f"{'loaded' if st.live is not None else 'replayed'}>")
-
-
-_NOTHING = object()
 
 
 def _method(proxy: TokenizerSnapshot, name: str) -> Callable[..., Any]:
@@ -397,7 +361,7 @@ def _call(proxy: TokenizerSnapshot, name: str, args: tuple[Any, ...], kwargs: di
         key = st.call_key(proxy, name, args, kwargs)
         hit = None if key is None else st.rec["calls"].get(key[0])
         if hit is not None and hit["date"] == key[1]:  # type: ignore[index]
-            return _decode(hit["value"])
+            return decode(hit["value"])
         st.go_live(f"a call of {name}")
     live = st.live
     if not st.recording:
@@ -407,9 +371,9 @@ def _call(proxy: TokenizerSnapshot, name: str, args: tuple[Any, ...], kwargs: di
     after = st.call_key(proxy, name, args, kwargs)
     if before is not None and before == after:  # (not across midnight)
         try:
-            st.rec["calls"][before[0]] = {"value": _encode(result), "date": before[1]}
+            st.rec["calls"][before[0]] = {"value": encode(result), "date": before[1]}
             st.grew = True
-        except (_Unencodable, RecursionError):
+        except (Unencodable, RecursionError):
             pass
     return result
 
@@ -467,6 +431,7 @@ def open_tokenizer(path: str, loader: Callable[[str], Any]) -> tuple[Any, dict[s
         live = loader(path)
         rec = {"format": FORMAT, "key": key, "type": type(live).__name__, "attrs": {},
                "calls": {}, "methods": [], "backend": _backend_json(live),
+               "backend_answers": {"attrs": {}, "parts": {}, "calls": {}},
                "environment": None}
     info = {"state": "miss" if live is not None else "hit", "why": why, "file": file}
     proxy: Any = object.__new__(_proxy_class(rec["type"]))
