@@ -101,10 +101,9 @@ static inline size_t merge_home(const fx_bpe *m, uint64_t k)
     return (size_t)((k * 0x9e3779b97f4a7c15ull) >> m->merge_shift);
 }
 
-/* The rank of the merge of ids a and b, or INT32_MAX when there is none. */
-static inline int32_t merge_rank(const fx_bpe *m, int32_t a, int32_t b)
+/* The rank of the merge whose key is k (merge_key), or INT32_MAX when there is none. */
+static inline int32_t merge_rank_of(const fx_bpe *m, uint64_t k)
 {
-    uint64_t k = merge_key(a, b);
     for (size_t i = merge_home(m, k);; i = (i + 1) & m->merge_mask) {
         uint64_t e = m->merges[i];
         if (e == 0)
@@ -112,6 +111,12 @@ static inline int32_t merge_rank(const fx_bpe *m, int32_t a, int32_t b)
         if ((e & ~MERGE_RANK_MASK) == k)
             return (int32_t)(e & MERGE_RANK_MASK) - 1;
     }
+}
+
+/* The rank of the merge of ids a and b, or INT32_MAX when there is none. */
+static inline int32_t merge_rank(const fx_bpe *m, int32_t a, int32_t b)
+{
+    return merge_rank_of(m, merge_key(a, b));
 }
 
 /* Pieces up to this many bytes merge by a scan of their pairs, longer ones through a heap. */

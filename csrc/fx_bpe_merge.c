@@ -75,6 +75,14 @@ static inline size_t first_lowest(const int32_t *rank, size_t n4, int32_t *low)
 }
 #endif
 
+/* Start fetching the id the merge of rank r makes (INT32_MAX: none), so that it is at hand
+ * if that pair is merged: otherwise each merge waits for merge_to and then for the merge table
+ * in turn, two cache misses in a row. */
+static FX_FORCE_INLINE void fetch_result(const fx_bpe *m, int32_t r)
+{
+    FX_PREFETCH(m->merge_to + (r == INT32_MAX ? 0 : r));
+}
+
 /* Short pieces (up to SHORT_PIECE bytes): repeatedly merge the adjacent pair of lowest rank,
  * leftmost first (HF's heap order). rank[i] is the rank of symbol i's pair with the next
  * symbol still there (INT32_MAX: none, or symbol i merged away); symbols stay where they
@@ -89,6 +97,7 @@ static FX_FORCE_INLINE void merge_short_with(const fx_bpe *m, const uint8_t *p, 
     size_t n4 = avx2 ? (n + 7) & ~(size_t)7 : (n + 3) & ~(size_t)3;
     for (size_t i = 0; i + 1 < n; i++) {
         rank[i] = m->byte_rank[(unsigned)p[i] << 8 | p[i + 1]];
+        fetch_result(m, rank[i]);
         next[i] = (uint8_t)(i + 1);
         prev[i + 1] = (uint8_t)i;
     }
@@ -104,18 +113,29 @@ static FX_FORCE_INLINE void merge_short_with(const fx_bpe *m, const uint8_t *p, 
 #endif
         if (low == INT32_MAX)
             break;
-        size_t gone = next[best], after = next[gone];
-        ids[best] = m->merge_to[low];
+        size_t gone = next[best], after = next[gone], before = prev[best];
+        int32_t made = m->merge_to[low];
+        ids[best] = made;
         rank[gone] = INT32_MAX;
         next[best] = (uint8_t)after;
+        /* the two new pairs' slots fetched together, then probed: one wait, not two */
+        uint64_t right = after < n ? merge_key(made, ids[after]) : 0;
+        uint64_t left = best ? merge_key(ids[before], made) : 0;
+        if (after < n)
+            FX_PREFETCH(&m->merges[merge_home(m, right)]);
+        if (best) /* (symbol 0 is never merged away: best > 0 has a symbol before it) */
+            FX_PREFETCH(&m->merges[merge_home(m, left)]);
         if (after < n) {
             prev[after] = (uint8_t)best;
-            rank[best] = merge_rank(m, ids[best], ids[after]);
+            rank[best] = merge_rank_of(m, right);
+            fetch_result(m, rank[best]);
         } else {
             rank[best] = INT32_MAX;
         }
-        if (best) /* (symbol 0 is never merged away: best > 0 has a symbol before it) */
-            rank[prev[best]] = merge_rank(m, ids[prev[best]], ids[best]);
+        if (best) {
+            rank[before] = merge_rank_of(m, left);
+            fetch_result(m, rank[before]);
+        }
     }
     size_t k = 0;
     for (size_t i = 0; i < n; i = next[i])
