@@ -10,12 +10,12 @@ message, a system message in 70%, markdown, code, non-ASCII), one JSON object pe
 a fresh `python -m fastaxo prepare IN --tokenizer QWEN3 --max-length L -o OUT -q` child (as a user
 runs it: import, tokenizer load, read, chat template, tokenize, dedupe, pack, write), --reps
 rounds, the two encoders interleaved (HF first in odd rounds); per run the wall time and the
-child's CPU time (user + system, from wait4); medians and their ratio. Tokenizer snapshots
-(--snapshot warm, the default) live in the run's temp dir: one untimed run per encoder
-records them first (its times are printed), so the timed runs are repeated runs, as a user's
-second prepare on the same tokenizer; --snapshot off loads the tokenizer with transformers
-every time. The output files of the
-two encoders are compared (Arrow tables equal) and the report's encoder counts are checked: the
+child's CPU time (user + system, from wait4); medians and their ratio. The children load modules
+from bytecode, as an installed package does (PYTHONDONTWRITEBYTECODE is not passed on).
+Tokenizer snapshots (--snapshot warm, the default) live in the run's temp dir: one untimed run
+per encoder records them first (its times are printed), so the timed runs are repeated runs,
+as a user's second prepare on the same tokenizer; --snapshot off loads the tokenizer with
+transformers every time. The output files of the two encoders are compared (Arrow tables equal) and the report's encoder counts are checked: the
 default run must tokenize every row with fastaxo's encoder, the HF run with HF's.
 
 Output: a table (stdout and <--out>.txt) and one JSON record per run and per result
@@ -67,6 +67,9 @@ def run_prepare(data: Path, out: Path, report: Path, a: Any, extra_env: dict[str
     if a.threads:
         cmd += ["--threads", str(a.threads)]
     env = {**child_env(), **extra_env, "FASTAXO_REQUIRE_EXTENSION": "1"}
+    # modules load from bytecode, as an installed package's do (pip compiles them); a source
+    # tree under PYTHONDONTWRITEBYTECODE=1 would compile fastaxo's ~65 modules in every run
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
