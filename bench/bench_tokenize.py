@@ -33,9 +33,11 @@ methods interleaved round by round in one process, garbage collection off while 
 - fastaxo warm: one object, encoded once before the rounds, then the same call each round.
 
 Then fastaxo with --threads threads (default 2) against one, wall time, warm and cold
-(``clear_cache()`` before each cold call, untimed), interleaved: this wants an idle machine, so
-the load average is printed before and after. fastaxo hands threads chunks of whole documents of
-about 256 KiB, so --quick's 0.3 MB (two uneven chunks) cannot show a speed-up: use the default.
+(``clear_cache()`` before each cold call; before each warm one, untimed calls of the same
+thread count until one merges nothing: a thread's cache holds only the pieces of the chunks it
+encoded, and chunks go to whichever thread is free), interleaved: this wants
+an idle machine, so the load average is printed before and after. fastaxo hands threads chunks
+of whole documents (32-256 KiB), so --quick's 0.3 MB cannot show a speed-up: use the default.
 
 Every method's ids are compared with HF's on every benchmarked document (BOS included where the
 tokenizer adds one); the count of documents where fastaxo differs must be 0 (exit status 1
@@ -257,6 +259,21 @@ def one_thread(s: Subject, kind: str, texts: list[str], reps: int) -> dict[str, 
             "warm": warm}
 
 
+def warm_up(tok: Any, texts: list[str], threads: int, most: int = 30) -> int:
+    """Untimed calls of ``threads`` threads until one merges no piece (every thread's cache
+    holds every piece of its chunks; chunks go to whichever thread is free, so a thread meets
+    new ones for several calls), at most ``most``; how many calls it took."""
+    def merged() -> int:
+        return sum(s[2] for s in tok._model._cache_stats())
+
+    for k in range(1, most + 1):
+        before = merged()
+        tok.encode_batch(texts, num_threads=threads)
+        if merged() == before:
+            return k
+    return most
+
+
 def n_threads(texts: list[str], reps: int, nt: int, warm: Any, want_ids: Any) -> dict[str, Any]:
     """fastaxo at nt threads against 1, wall time, warm then cold, interleaved; the documents
     whose ids differ from `want_ids` (1 thread) in any call."""
@@ -265,11 +282,12 @@ def n_threads(texts: list[str], reps: int, nt: int, warm: Any, want_ids: Any) ->
     cpu: dict[tuple[int, bool], list[float]] = {k: [] for k in cases}
     bad: set[int] = set()
     want = want_ids.to_pylist()
-    warm.encode_batch(texts, num_threads=nt)  # caches for each of the nt threads
     for _ in range(reps):
         for threads, cold in cases:
             if cold:
                 warm.clear_cache()
+            else:
+                warm_up(warm, texts, threads)
             got, c, w = timed(lambda n=threads: warm.encode_batch(texts, num_threads=n))
             wall[(threads, cold)].append(w)
             cpu[(threads, cold)].append(c)
