@@ -358,8 +358,12 @@ def test_the_backend_answers_as_the_real_one(tmp_path, monkeypatch, qwen):
     assert view.normalizer.__getstate__() == real.normalizer.__getstate__()
     assert view.get_vocab_size(with_added_tokens=True) == real.get_vocab_size(True)
     got, want = view.get_added_tokens_decoder(), real.get_added_tokens_decoder()
-    assert {i: (t.content, repr(t)) for i, t in got.items()} == {
-        i: (t.content, repr(t)) for i, t in want.items()}
+
+    def said(t):
+        return (t.content, repr(t), str(t), t.special, t.lstrip, t.rstrip, t.single_word,
+                t.normalized)
+
+    assert {i: said(t) for i, t in got.items()} == {i: said(t) for i, t in want.items()}
     assert view.to_str() == real.to_str()
     probe = ["<probe> a\n\n b\u00e9 \u6570\u636e"]
     (e,), (w,) = view.encode_batch(probe, add_special_tokens=False), real.encode_batch(
@@ -370,6 +374,7 @@ def test_the_backend_answers_as_the_real_one(tmp_path, monkeypatch, qwen):
     assert st.backend is None and not loads  # all of that from the record
     # an attribute the record lacks: the same call made on the real backend
     assert e.tokens == w.tokens and st.backend is not None and not loads
+    assert got[151643] == want[151643] and hash(got[151643]) == hash(want[151643])
     # from then on the real backend answers, the record's calls included
     assert type(view.model).__name__ == "BPE" and view.model.__getstate__() == \
         real.model.__getstate__()

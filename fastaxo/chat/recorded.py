@@ -26,6 +26,7 @@ _BACKEND_ATTRS = frozenset({"truncation", "padding", "encode_special_tokens"})
 _BACKEND_PARTS = frozenset({"model", "normalizer", "pre_tokenizer", "post_processor",
                             "decoder"})
 _MAX_ANSWER = 1 << 20  # an answer bigger than this (as JSON) is not recorded
+_ADDED_FLAGS = ("lstrip", "rstrip", "single_word", "normalized", "special")
 # a part's state bigger than this is not recorded (the model's: its whole vocabulary and merges)
 _MAX_STATE = 1 << 16
 
@@ -109,15 +110,15 @@ def _from_tokenizers(v: Any, name: str) -> bool:
 
 
 def _answer_encode(v: Any) -> Any:
-    """A backend call's answer as JSON: :func:`_encode`'s values, and tagged ``E`` an Encoding
-    (ids, offsets, each token's characters), ``A`` an AddedToken (content, repr), ``m`` a dict
-    of such answers; anything else raises Unencodable."""
+    """A backend call's answer as JSON: :func:`encode`'s values, and tagged ``E`` an Encoding
+    (ids, offsets, each token's characters), ``A`` an AddedToken (content, repr, flags), ``m``
+    a dict of such answers; anything else raises Unencodable."""
     if _from_tokenizers(v, "Encoding"):
         n = len(v)
         return {"E": [[int(i) for i in v.ids], encode(list(v.offsets)),
                       encode([v.token_to_chars(i) for i in range(n)])]}
     if _from_tokenizers(v, "AddedToken"):
-        return {"A": [str(v.content), repr(v)]}
+        return {"A": [str(v.content), repr(v), *(bool(getattr(v, f)) for f in _ADDED_FLAGS)]}
     if type(v) is list:
         return [_answer_encode(x) for x in v]
     if type(v) is dict:
@@ -153,9 +154,11 @@ def _answer(v: Any, real: Callable[[], Any] | None) -> Any:
                     and type(offsets) is list and type(chars) is list
                     and len(offsets) == len(chars) == len(ids)):
                 return _RecordedEncoding(ids, offsets, chars, real)
-        elif tag == "A" and type(body) is list and len(body) == 2 and all(
-                type(x) is str for x in body):
-            return _RecordedAddedToken(body[0], body[1], real)
+        elif (tag == "A" and type(body) is list and len(body) == 2 + len(_ADDED_FLAGS)
+              and type(body[0]) is str and type(body[1]) is str
+              and all(type(x) is bool for x in body[2:])):
+            return _RecordedAddedToken(body[0], body[1], dict(zip(_ADDED_FLAGS, body[2:])),
+                                       real)
         elif tag == "m" and type(body) is list and all(
                 type(p) is list and len(p) == 2 for p in body):
             return {k: _answer(x, item(k)) for k, x in ((decode(k), x) for k, x in body)}
@@ -195,12 +198,23 @@ class _RecordedEncoding(_Recorded):
 
 
 class _RecordedAddedToken(_Recorded):
-    def __init__(self, content: str, text: str, real: Callable[[], Any] | None) -> None:
+    def __init__(self, content: str, text: str, flags: dict[str, bool],
+                 real: Callable[[], Any] | None) -> None:
         super().__init__(real)
         self.content, self._repr = content, text
+        self.__dict__.update(flags)
 
     def __repr__(self) -> str:
         return self._repr
+
+    def __str__(self) -> str:
+        return self.content
+
+    def __eq__(self, other: object) -> bool:
+        return bool(self.__getattr__("__eq__")(other))
+
+    def __hash__(self) -> int:
+        return hash(self.__getattr__("__hash__")())
 
 
 _PART_CLASSES: dict[str, type] = {}
