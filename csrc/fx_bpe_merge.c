@@ -113,7 +113,7 @@ static FX_FORCE_INLINE void merge_short_with(const fx_bpe *m, const uint8_t *p, 
 #endif
         if (low == INT32_MAX)
             break;
-        size_t gone = next[best], after = next[gone], before = prev[best];
+        size_t gone = next[best], after = next[gone], before = best ? prev[best] : 0;
         int32_t made = m->merge_to[low];
         ids[best] = made;
         rank[gone] = INT32_MAX;
