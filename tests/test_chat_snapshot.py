@@ -390,6 +390,10 @@ def test_the_backend_answers_as_the_real_one(tmp_path, monkeypatch, qwen):
     assert tok2.backend_tokenizer.encode_batch_fast(batch, add_special_tokens=False)[0].ids \
         == real.encode_batch_fast(batch, add_special_tokens=False)[0].ids
     assert tok2._fx.backend is not None and not loads and not dumped
+    # two replayed added tokens compare as the real ones do
+    tok3, _ = _open(d, loads)
+    a, b = (tok3.backend_tokenizer.get_added_tokens_decoder() for _ in range(2))
+    assert a[151643] is not b[151643] and a[151643] == b[151643] and a[151643] != b[151644]
     # pickled (or copied) as the real backend
     import pickle
 

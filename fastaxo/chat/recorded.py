@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["NOTHING", "BackendRecorder", "BackendReplay", "Unencodable",
+__all__ = ["NOTHING", "BackendRecorder", "BackendReplay", "Unencodable", "call_text",
            "check_backend_record", "decode", "dumps", "encode"]
 
 NOTHING = object()
@@ -97,15 +97,18 @@ def check_backend_record(v: Any) -> None:
         _answer(x, None)
 
 
-def _call_text(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
-    """The key of a call, or None for one that is not recorded: arguments that are not plain
-    data, or texts of more than _MAX_ANSWER characters in all (a batch the chat path encodes,
-    not a check's probe: never keyed, so HF's encoder on a replay does not dump its batches)."""
+def call_text(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], *extra: Any
+              ) -> str | None:
+    """The key of a call (with ``extra`` after its arguments), or None for one that is not
+    recorded: arguments that are not plain data, or texts of more than _MAX_ANSWER characters
+    in all (a batch the chat path encodes, not a check's probe: never keyed, so a replay does
+    not dump its batches as JSON only to miss)."""
     if any(type(a) is list and sum(len(x) if type(x) is str else 0 for x in a) > _MAX_ANSWER
            for a in args):
         return None
     try:
-        return dumps([name, encode(list(args)), encode({k: kwargs[k] for k in sorted(kwargs)})])
+        return dumps([name, encode(list(args)), encode({k: kwargs[k] for k in sorted(kwargs)}),
+                      *extra])
     except (Unencodable, ValueError, RecursionError):
         return None
 
@@ -216,8 +219,10 @@ class _RecordedAddedToken(_Recorded):
     def __str__(self) -> str:
         return self.content
 
-    def __eq__(self, other: object) -> bool:
-        return bool(self.__getattr__("__eq__")(other))
+    def __eq__(self, other: object) -> Any:
+        if isinstance(other, _RecordedAddedToken) and other._real is not None:
+            other = other._real()
+        return self.__getattr__("__eq__")(other)  # (NotImplemented stays what it is)
 
     def __hash__(self) -> int:
         return hash(self.__getattr__("__hash__")())
@@ -314,7 +319,7 @@ def _replay_call(st: Any, name: str, *args: Any, **kwargs: Any) -> Any:
     def real() -> Any:
         return getattr(_real_backend(st), name)(*args, **kwargs)
 
-    key = _call_text(name, args, kwargs) if st.backend is None else None
+    key = call_text(name, args, kwargs) if st.backend is None else None
     hit = None if key is None else st.rec["backend_answers"]["calls"].get(key)
     return real() if hit is None else _answer(hit, _once(real))
 
@@ -368,7 +373,7 @@ def _put(st: Any, into: dict[str, Any], name: str, enc: Any) -> None:
 
 def _recorded_call(st: Any, name: str, method: Callable[..., Any], *args: Any,
                    **kwargs: Any) -> Any:
-    key = _call_text(name, args, kwargs)
+    key = call_text(name, args, kwargs)
     result = method(*args, **kwargs)
     if key is not None and st.recording:
         try:

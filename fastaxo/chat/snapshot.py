@@ -50,6 +50,7 @@ from fastaxo.chat.recorded import (
     BackendRecorder,
     BackendReplay,
     Unencodable,
+    call_text,
     check_backend_record,
     decode,
     dumps,
@@ -259,12 +260,8 @@ class _State:
                 return None
             if any("strftime_now" in t for t in sources):
                 date = f"{time.strftime('%Y-%m-%d')} {locale.setlocale(locale.LC_TIME)}"
-        try:
-            text = dumps([name, encode(list(args)),
-                           encode({k: kwargs[k] for k in sorted(kwargs)}), date])
-        except (Unencodable, ValueError, RecursionError):
-            return None
-        return text, date
+        text = call_text(name, args, kwargs, date)
+        return None if text is None else (text, date)
 
 
 class TokenizerSnapshot:
