@@ -15,8 +15,9 @@ from bytecode, as an installed package does (PYTHONDONTWRITEBYTECODE is not pass
 Tokenizer snapshots (--snapshot warm, the default) live in the run's temp dir: one untimed run
 per encoder records them first (its times are printed), so the timed runs are repeated runs,
 as a user's second prepare on the same tokenizer; --snapshot off loads the tokenizer with
-transformers every time. The output files of the two encoders are compared (Arrow tables equal) and the report's encoder counts are checked: the
-default run must tokenize every row with fastaxo's encoder, the HF run with HF's.
+transformers every time. The output files of the two encoders are compared (Arrow tables
+equal) and the report's encoder counts are checked: the default run must tokenize every row
+with fastaxo's encoder, the HF run with HF's.
 
 Output: a table (stdout and <--out>.txt) and one JSON record per run and per result
 (<--out>.jsonl), default bench/results/bench_prepare_chat.{txt,jsonl}.
