@@ -74,11 +74,13 @@ def chat_labels_bytes(
     ids: list[int], text: bytes, token_offsets: np.ndarray, token_bytes: np.ndarray,
     spans: np.ndarray, eot_ids: np.ndarray, eos_ids: np.ndarray, eot_mode: int, eos_mode: int,
 ) -> tuple[list[int] | None, int]: ...
-def chat_row_bytes(
-    ids: np.ndarray, text: bytes | np.ndarray, token_offsets: np.ndarray,
-    token_bytes: np.ndarray, spans: np.ndarray, eot_ids: np.ndarray, eos_ids: np.ndarray,
-    eot_mode: int, eos_mode: int, pool: list[int] | None = ..., arrays: bool = ...,
-) -> tuple[list[int] | np.ndarray | None, list[int] | np.ndarray | None, int]: ...
+def chat_rows_bytes(
+    ids: np.ndarray, id_offsets: np.ndarray, text: bytes | np.ndarray, text_offsets: np.ndarray,
+    chars: np.ndarray, spans: np.ndarray, span_offsets: np.ndarray, token_offsets: np.ndarray,
+    token_bytes: np.ndarray, eot_ids: np.ndarray, eos_ids: np.ndarray, eot_mode: int,
+    eos_mode: int,
+) -> tuple[np.ndarray, np.ndarray]: ...
+def pooled_list(values: np.ndarray, pool: list[int]) -> list[int]: ...
 def chat_row_offsets(
     ids: np.ndarray, offsets: np.ndarray, spans: np.ndarray, eot_ids: np.ndarray,
     eos_ids: np.ndarray, eot_mode: int, eos_mode: int, pool: list[int] | None = ...,

@@ -6,8 +6,8 @@
 # per conversation and, for an EOS the template never emits, a scan to the end of the
 # conversation per turn (quadratic). Here the offsets are bisected in place (the tokenizer's own
 # list of tuples), the EOT/EOS positions are found in one pass over the ids, and the labels are
-# built from the ids' own objects: no Python object per token. chat_row_bytes takes fastaxo's
-# int32 ids: its checks read the array and the row's list takes shared int objects (a pool).
+# built from the ids' own objects: no Python object per token. chat_rows_bytes takes fastaxo's
+# int32 ids for a batch of rows, the GIL released; lists take shared int objects (a pool).
 
 cdef enum:
     TRAIN_NONE = 0   # any value Axolotl does not act on (None, "none", ...)
@@ -63,8 +63,8 @@ cdef int64_t _positions_of(list ids, Py_ssize_t n, const int64_t[::1] wanted,
     return k
 
 
-cdef inline Py_ssize_t _first_from(const int64_t[::1] pos, Py_ssize_t npos, Py_ssize_t n,
-                                   Py_ssize_t start) noexcept:
+cdef inline Py_ssize_t _first_from(const int64_t *pos, Py_ssize_t npos, Py_ssize_t n,
+                                   Py_ssize_t start) noexcept nogil:
     # Axolotl's `for i in range(start, len(ids))`: start is a token index or -1, and -1 first
     # looks at the last token (Python's ids[-1]); finding it there answers -1, "not found"
     cdef Py_ssize_t lo = 0, hi = npos, mid
@@ -83,10 +83,10 @@ cdef inline Py_ssize_t _first_from(const int64_t[::1] pos, Py_ssize_t npos, Py_s
     return pos[lo] if lo < npos else -1
 
 
-cdef int64_t _positions_of32(const int32_t[::1] ids, Py_ssize_t n, const int64_t[::1] wanted,
-                             int64_t[::1] out) noexcept:
+cdef Py_ssize_t _positions_of32(const int32_t *ids, Py_ssize_t n, const int64_t *wanted,
+                               Py_ssize_t m, int64_t *out) noexcept nogil:
     # _positions_of over int32 ids (no Python object read per token)
-    cdef Py_ssize_t i, j, k = 0, m = wanted.shape[0]
+    cdef Py_ssize_t i, j, k = 0
     cdef int64_t v
     if m == 0:
         return 0
@@ -100,38 +100,55 @@ cdef int64_t _positions_of32(const int32_t[::1] ids, Py_ssize_t n, const int64_t
     return k
 
 
-cdef object _keep_mask(Py_ssize_t n, const int64_t[:, ::1] tok, int64_t[:, ::1] pos,
-                       Py_ssize_t npos_eot, Py_ssize_t npos_eos, int eot_mode, int eos_mode):
-    # Axolotl's label rule as a mask (1: the label is the id): tok[k] is turn k's token span,
-    # or (-1, -1) when the turn was not found; pos[0] / pos[1] the EOT / EOS positions
+cdef void _keep_into(uint8_t *keep, Py_ssize_t n, const int64_t *tok, Py_ssize_t nturns,
+                     const int64_t *pos_eot, Py_ssize_t npos_eot, const int64_t *pos_eos,
+                     Py_ssize_t npos_eos, int eot_mode, int eos_mode) noexcept nogil:
+    # Axolotl's label rule as a mask (1: the label is the id; keep[:n] zeroed by the caller):
+    # tok[2k:2k+2] is turn k's token span, or (-1, -1) when the turn was not found; pos_eot /
+    # pos_eos the EOT / EOS positions
     cdef Py_ssize_t k, s, e, idx, t, i
     cdef Py_ssize_t last[2]
     cdef Py_ssize_t npos[2]
+    cdef const int64_t *pos[2]
     cdef int modes[2]
     npos[0] = npos_eot
     npos[1] = npos_eos
+    pos[0] = pos_eot
+    pos[1] = pos_eos
     modes[0] = eot_mode
     modes[1] = eos_mode
     last[0] = -1
     last[1] = -1
-    keep_arr = np.zeros(n, np.uint8)
-    cdef uint8_t[::1] keep = keep_arr
-    for k in range(tok.shape[0]):
-        s = tok[k, 0]
-        e = tok[k, 1]
+    for k in range(nturns):
+        s = tok[2 * k]
+        e = tok[2 * k + 1]
         if s != -1:
             for i in range(s, e):
                 keep[i] = 1
         for t in range(2):  # EOT, then EOS, searched from the turn's end (-1 if not found)
             idx = _first_from(pos[t], npos[t], n, e)
-            if idx != -1 and abs(idx - e) <= 3:
+            if idx != -1 and (idx - e if idx >= e else e - idx) <= 3:
                 last[t] = idx
                 if modes[t] == TRAIN_ALL or modes[t] == TRAIN_TURN:
                     keep[idx] = 1
     for t in range(2):
         if modes[t] == TRAIN_LAST and last[t] != -1:
             keep[last[t]] = 1
+
+
+cdef object _keep_mask(Py_ssize_t n, const int64_t[:, ::1] tok, int64_t[:, ::1] pos,
+                       Py_ssize_t npos_eot, Py_ssize_t npos_eos, int eot_mode, int eos_mode):
+    # _keep_into as a new uint8 array
+    keep_arr = np.zeros(n, np.uint8)
+    cdef uint8_t[::1] keep = keep_arr
+    if n:  # (no tokens: nothing to keep)
+        _keep_into(&keep[0], n, &tok[0, 0] if tok.shape[0] else NULL, tok.shape[0], &pos[0, 0],
+                   npos_eot, &pos[1, 0], npos_eos, eot_mode, eos_mode)
     return keep_arr
+
+
+cdef inline const int64_t *_ptr64(const int64_t[::1] v) noexcept nogil:
+    return &v[0] if v.shape[0] else NULL
 
 
 cdef object _labels_of(list ids, Py_ssize_t n, const int64_t[:, ::1] tok,
@@ -146,9 +163,11 @@ cdef object _labels_of(list ids, Py_ssize_t n, const int64_t[:, ::1] tok,
     if ids32 is None:
         n0 = _positions_of(ids, n, eot_ids, pos[0])
         n1 = _positions_of(ids, n, eos_ids, pos[1])
+    elif n:
+        n0 = _positions_of32(&ids32[0], n, _ptr64(eot_ids), eot_ids.shape[0], &pos[0, 0])
+        n1 = _positions_of32(&ids32[0], n, _ptr64(eos_ids), eos_ids.shape[0], &pos[1, 0])
     else:
-        n0 = _positions_of32(ids32, n, eot_ids, pos[0])
-        n1 = _positions_of32(ids32, n, eos_ids, pos[1])
+        n0 = n1 = 0
     keep_arr = _keep_mask(n, tok, pos, n0, n1, eot_mode, eos_mode)
     cdef const uint8_t[::1] keep = keep_arr
     if arrays:
@@ -214,50 +233,77 @@ def chat_labels(list ids, object offsets, const int64_t[:, ::1] spans, const int
     return _labels_of(ids, n, tok, eot_ids, eos_ids, eot_mode, eos_mode), -1
 
 
-cdef inline int _spelled_at(int64_t tid, const uint8_t[::1] text, const int64_t[::1] token_offsets,
-                            const uint8_t[::1] token_bytes, int64_t *at) noexcept:
+cdef inline int _spelled(int64_t tid, const uint8_t *text, int64_t text_len,
+                         const int64_t *token_offsets, int64_t ntok, const uint8_t *token_bytes,
+                         int64_t *at) noexcept nogil:
     # token tid's bytes are text's next bytes: advance *at past them (0), else -1
-    cdef int64_t ln, ntok = token_offsets.shape[0] - 1
+    cdef int64_t ln
     if tid < 0 or tid >= ntok:
         return -1
     ln = token_offsets[tid + 1] - token_offsets[tid]
-    if ln <= 0 or ln > text.shape[0] - at[0]:
+    if ln <= 0 or ln > text_len - at[0]:
         return -1
-    if memcmp(&text[at[0]], &token_bytes[token_offsets[tid]], ln) != 0:
+    if memcmp(text + at[0], token_bytes + token_offsets[tid], ln) != 0:
         return -1
     at[0] += ln
     return 0
 
 
-cdef Py_ssize_t _turn_tokens(const int64_t[::1] ends, Py_ssize_t n, const int64_t[:, ::1] spans,
-                             int64_t[:, ::1] tok) except -2:
-    # each turn's token span from the tokens' byte ends (token i covers [ends[i-1], ends[i]));
-    # -1, or k when turn k starts past the last token
+cdef inline int _spelled_at(int64_t tid, const uint8_t[::1] text, const int64_t[::1] token_offsets,
+                            const uint8_t[::1] token_bytes, int64_t *at) noexcept:
+    return _spelled(tid, &text[0] if text.shape[0] else NULL, text.shape[0], &token_offsets[0],
+                    token_offsets.shape[0] - 1,
+                    &token_bytes[0] if token_bytes.shape[0] else NULL, at)
+
+
+cdef Py_ssize_t _turn_tokens_into(const int64_t *ends, Py_ssize_t n, const int64_t *spans,
+                                  Py_ssize_t nturns, int64_t *tok) noexcept nogil:
+    # each turn's token span (tok[2k], tok[2k + 1]) from the tokens' byte ends (token i covers
+    # [ends[i-1], ends[i])) and the turns' byte spans (spans[2k], spans[2k + 1]); -1, or k when
+    # turn k starts past the last token, or -3 when an empty turn meets a row with no tokens
+    # (Axolotl's IndexError: _not_found)
     cdef Py_ssize_t k, lo, hi, mid
-    for k in range(spans.shape[0]):
-        if spans[k, 1] <= spans[k, 0]:
-            _not_found(&tok[k, 0], &tok[k, 1], n)
+    for k in range(nturns):
+        if spans[2 * k + 1] <= spans[2 * k]:
+            if n == 0:
+                return -3
+            tok[2 * k] = -1
+            tok[2 * k + 1] = -1
         else:
             lo, hi = 0, n  # tokens ending at or before the start byte
             while lo < hi:
                 mid = (lo + hi) // 2
-                if spans[k, 0] < ends[mid]:
+                if spans[2 * k] < ends[mid]:
                     hi = mid
                 else:
                     lo = mid + 1
-            tok[k, 0] = lo
+            tok[2 * k] = lo
             lo, hi = 0, n  # tokens starting before the end byte (token i starts at ends[i-1])
             while lo < hi:
                 mid = (lo + hi) // 2
-                if (ends[mid - 1] if mid > 0 else 0) < spans[k, 1]:
+                if (ends[mid - 1] if mid > 0 else 0) < spans[2 * k + 1]:
                     lo = mid + 1
                 else:
                     hi = mid
-            tok[k, 1] = lo
-            if tok[k, 0] >= n or tok[k, 1] > n:
+            tok[2 * k + 1] = lo
+            if tok[2 * k] >= n or tok[2 * k + 1] > n:
                 return k
-            _not_found(&tok[k, 0], &tok[k, 1], n)
+            if tok[2 * k + 1] <= tok[2 * k]:  # _not_found (n > 0 here)
+                tok[2 * k] = -1
+                tok[2 * k + 1] = -1
     return -1
+
+
+cdef Py_ssize_t _turn_tokens(const int64_t[::1] ends, Py_ssize_t n, const int64_t[:, ::1] spans,
+                             int64_t[:, ::1] tok) except -2:
+    cdef Py_ssize_t got
+    if spans.shape[0] == 0:
+        return -1
+    got = _turn_tokens_into(&ends[0] if n else NULL, n, &spans[0, 0], spans.shape[0],
+                            &tok[0, 0])
+    if got == -3:
+        raise IndexError("list index out of range (a conversation with no tokens)")
+    return got
 
 
 def chat_labels_bytes(list ids, const uint8_t[::1] text, const int64_t[::1] token_offsets,
@@ -313,44 +359,6 @@ cdef list _pooled(const int32_t[::1] ids, list pool):
     return out
 
 
-def chat_row_bytes(object ids, const uint8_t[::1] text, const int64_t[::1] token_offsets,
-                   const uint8_t[::1] token_bytes, const int64_t[:, ::1] spans,
-                   const int64_t[::1] eot_ids, const int64_t[::1] eos_ids, int eot_mode,
-                   int eos_mode, list pool=None, bint arrays=False):
-    """:func:`chat_labels_bytes` for ids in an int32 array (fastaxo's encoder): the checks
-    read the array, not a Python object per token, and the row's list of ids is made only
-    once they pass: from ``pool`` (a list whose item v is the int v, at least one per token
-    id: no int allocated per token) or, without it, new ints. Returns ``(ids list, labels,
-    -1)``, ``(ids list, None, k)`` when turn k starts past the last token, or ``(None, None,
-    -2)`` when the ids do not spell the text. With ``arrays`` the ids and labels are int32
-    arrays instead of lists (``pool`` unused): no Python object per token at all.
-    """
-    cdef const int32_t[::1] ids32 = ids
-    cdef Py_ssize_t n = ids32.shape[0], i, bad
-    cdef int64_t at = 0
-    if spans.shape[1] != 2:
-        raise ValueError(f"spans: expected shape (turns, 2), got {tuple(spans.shape)[:2]}")
-    if pool is not None and PyList_GET_SIZE(pool) < token_offsets.shape[0] - 1:
-        raise ValueError(f"pool: expected at least {token_offsets.shape[0] - 1} ints (one per "
-                         f"token id), got {PyList_GET_SIZE(pool)}")
-    ends_arr = np.empty(n, np.int64)
-    cdef int64_t[::1] ends = ends_arr
-    for i in range(n):
-        if _spelled_at(ids32[i], text, token_offsets, token_bytes, &at) != 0:
-            return None, None, -2
-        ends[i] = at
-    if at != text.shape[0]:
-        return None, None, -2
-    # every id passed _spelled_at: 0 <= id < len(token_offsets) - 1 <= len(pool)
-    ids_list = _row_ids(ids, ids32, pool, arrays)
-    tok_arr = np.full((spans.shape[0], 2), -1, np.int64)
-    bad = _turn_tokens(ends, n, spans, tok_arr)
-    if bad != -1:
-        return ids_list, None, bad
-    return (ids_list, _labels_of(None if arrays else ids_list, n, tok_arr, eot_ids, eos_ids,
-                                 eot_mode, eos_mode, ids32, arrays), -1)
-
-
 cdef Py_ssize_t _bisect_pairs(const int64_t[:, ::1] offsets, Py_ssize_t n, int64_t x,
                               Py_ssize_t which, bint right) noexcept:
     # _bisect_offsets over an (n, 2) array: the same probes, so the same answer
@@ -374,7 +382,7 @@ def chat_row_offsets(object ids, const int64_t[:, ::1] offsets, const int64_t[:,
     ``fastaxo.Tokenizer.encode_batch_offsets``): the turns are bisected in the array, and the
     row's list of ids is made from ``pool`` (item v is the int v) or new ints. Returns
     ``(ids list, labels, -1)``, or ``(ids list, None, k)`` when turn k starts past the last
-    token; with ``arrays``, int32 arrays instead of lists (as :func:`chat_row_bytes`).
+    token; with ``arrays``, int32 arrays instead of lists.
     """
     cdef const int32_t[::1] ids32 = ids
     cdef Py_ssize_t n = ids32.shape[0], i, k
@@ -400,3 +408,170 @@ def chat_row_offsets(object ids, const int64_t[:, ::1] offsets, const int64_t[:,
             _not_found(&tok[k, 0], &tok[k, 1], n)
     return (ids_list, _labels_of(None if arrays else ids_list, n, tok, eot_ids, eos_ids,
                                  eot_mode, eos_mode, ids32, arrays), -1)
+
+
+cdef int64_t _row_labels(const int32_t *ids, Py_ssize_t n, const uint8_t *text, int64_t nbytes,
+                         int64_t nchars, const int64_t *cspans, Py_ssize_t nturns,
+                         const int64_t *token_offsets, int64_t ntok,
+                         const uint8_t *token_bytes, const int64_t *eot_ids, Py_ssize_t neot,
+                         const int64_t *eos_ids, Py_ssize_t neos, int eot_mode, int eos_mode,
+                         int64_t *ends, int64_t *starts, int64_t *bspans, int64_t *tok,
+                         int64_t *pos, uint8_t *keep, int32_t *labels) noexcept nogil:
+    # one row of chat_rows_bytes: its status, and its labels when -1 (scratch sized by the
+    # caller: ends, pos (2n) and keep for the ids, starts for the characters + 1, bspans and
+    # tok for the turns)
+    cdef int64_t at = 0, c, v
+    cdef Py_ssize_t i, k, n0, n1
+    if n == 0:
+        return -3
+    for i in range(n):
+        if _spelled(ids[i], text, nbytes, token_offsets, ntok, token_bytes, &at) != 0:
+            return -2
+        ends[i] = at
+    if at != nbytes:
+        return -2
+    if nchars == nbytes:  # ASCII: characters are bytes
+        for k in range(2 * nturns):
+            bspans[k] = cspans[k]
+    else:  # where each character starts (the text is valid UTF-8: one str's encoding)
+        c = 0
+        for i in range(nbytes):
+            if (text[i] & 0xC0) != 0x80:
+                if c == nchars:
+                    return -4
+                starts[c] = i
+                c += 1
+        if c != nchars:
+            return -4
+        starts[nchars] = nbytes
+        for k in range(2 * nturns):
+            v = cspans[k]
+            bspans[k] = v if v < 0 else starts[v]  # 0 <= v <= nchars: checked by the caller
+    k = _turn_tokens_into(ends, n, bspans, nturns, tok)
+    if k != -1:
+        return k  # n > 0: never -3
+    n0 = _positions_of32(ids, n, eot_ids, neot, pos)
+    n1 = _positions_of32(ids, n, eos_ids, neos, pos + n)
+    memset(keep, 0, n)
+    _keep_into(keep, n, tok, nturns, pos, n0, pos + n, n1, eot_mode, eos_mode)
+    for i in range(n):
+        labels[i] = ids[i] if keep[i] else -100
+    return -1
+
+
+def chat_rows_bytes(const int32_t[::1] ids, const int64_t[::1] id_offsets,
+                    const uint8_t[::1] text, const int64_t[::1] text_offsets,
+                    const int64_t[::1] chars, const int64_t[:, ::1] spans,
+                    const int64_t[::1] span_offsets, const int64_t[::1] token_offsets,
+                    const uint8_t[::1] token_bytes, const int64_t[::1] eot_ids,
+                    const int64_t[::1] eos_ids, int eot_mode, int eos_mode):
+    """:func:`chat_labels_bytes` for a batch of rows in Arrow layout, the GIL released: row r's
+    int32 ids are ``ids[id_offsets[r]:id_offsets[r + 1]]`` (fastaxo's encoder), its UTF-8 text
+    ``text[text_offsets[r]:text_offsets[r + 1]]`` holding ``chars[r]`` characters, its turns'
+    character spans ``spans[span_offsets[r]:span_offsets[r + 1]]`` (-1: not found; made byte
+    spans here).
+
+    Returns ``(labels, status)``: int32 labels aligned with ``ids``, and per row -1 (its
+    labels are made), k >= 0 (turn k starts past the last token), -2 (the ids do not spell the
+    text: an NFC tokenizer changed it, say) or -3 (no ids); labels of rows not -1 are
+    unspecified.
+    """
+    cdef Py_ssize_t rows = chars.shape[0], r, k, n, nt
+    cdef Py_ssize_t max_n = 0, max_c = 0, max_t = 0
+    cdef int64_t v
+    if (id_offsets.shape[0] != rows + 1 or text_offsets.shape[0] != rows + 1
+            or span_offsets.shape[0] != rows + 1):
+        raise ValueError(f"id_offsets, text_offsets, span_offsets: expected {rows + 1} entries "
+                         f"(rows + 1), got {id_offsets.shape[0]}, {text_offsets.shape[0]}, "
+                         f"{span_offsets.shape[0]}")
+    if spans.shape[1] != 2:
+        raise ValueError(f"spans: expected shape (turns, 2), got {tuple(spans.shape)[:2]}")
+    if token_offsets.shape[0] == 0 or token_offsets[0] != 0:
+        raise ValueError("token_offsets: expected one offset per token + 1, from 0")
+    for r in range(token_offsets.shape[0] - 1):
+        if token_offsets[r + 1] < token_offsets[r]:
+            raise ValueError(f"token_offsets: decreasing at {r + 1}")
+    if token_offsets[token_offsets.shape[0] - 1] > token_bytes.shape[0]:
+        raise ValueError(f"token_offsets: ends past token_bytes ({token_bytes.shape[0]} bytes)")
+    _check_offsets(id_offsets, ids.shape[0], "id_offsets")
+    _check_offsets(text_offsets, text.shape[0], "text_offsets")
+    _check_offsets(span_offsets, spans.shape[0], "span_offsets")
+    for r in range(rows):
+        n = id_offsets[r + 1] - id_offsets[r]
+        nt = span_offsets[r + 1] - span_offsets[r]
+        if chars[r] < 0 or chars[r] > text_offsets[r + 1] - text_offsets[r]:
+            raise ValueError(f"chars: row {r} holds {chars[r]} characters in "
+                             f"{text_offsets[r + 1] - text_offsets[r]} bytes")
+        for k in range(span_offsets[r], span_offsets[r + 1]):
+            v = spans[k, 0] if spans[k, 0] < -1 or spans[k, 0] > chars[r] else spans[k, 1]
+            if v > chars[r] or v < -1:
+                raise ValueError(f"spans: row {r} has a span at {v}, outside "
+                                 f"[-1, {chars[r]}]")
+        max_n = max(max_n, n)
+        max_c = max(max_c, chars[r])
+        max_t = max(max_t, nt)
+    labels_arr = np.empty(ids.shape[0], np.int32)
+    status_arr = np.empty(rows, np.int64)
+    ends_arr = np.empty(max_n + 1, np.int64)
+    pos_arr = np.empty(2 * max_n + 1, np.int64)
+    keep_arr = np.empty(max_n + 1, np.uint8)
+    starts_arr = np.empty(max_c + 1, np.int64)
+    turn_arr = np.empty((2, 2 * max_t + 1), np.int64)
+    cdef int32_t[::1] labels = labels_arr
+    cdef int64_t[::1] status = status_arr, ends = ends_arr, pos = pos_arr, starts = starts_arr
+    cdef uint8_t[::1] keep = keep_arr
+    cdef int64_t[:, ::1] turn = turn_arr
+    cdef const int32_t *ip = &ids[0] if ids.shape[0] else NULL
+    cdef const uint8_t *tp = &text[0] if text.shape[0] else NULL
+    cdef const uint8_t *bp = &token_bytes[0] if token_bytes.shape[0] else NULL
+    cdef const int64_t *sp = &spans[0, 0] if spans.shape[0] else NULL
+    cdef int32_t *lp = &labels[0] if labels.shape[0] else NULL
+    cdef bint bad_chars = False
+    with nogil:
+        for r in range(rows):
+            status[r] = _row_labels(
+                ip + id_offsets[r], id_offsets[r + 1] - id_offsets[r], tp + text_offsets[r],
+                text_offsets[r + 1] - text_offsets[r], chars[r], sp + 2 * span_offsets[r],
+                span_offsets[r + 1] - span_offsets[r], &token_offsets[0],
+                token_offsets.shape[0] - 1, bp, _ptr64(eot_ids), eot_ids.shape[0],
+                _ptr64(eos_ids), eos_ids.shape[0], eot_mode, eos_mode, &ends[0], &starts[0],
+                &turn[0, 0], &turn[1, 0], &pos[0], &keep[0], lp + id_offsets[r])
+            if status[r] == -4:
+                bad_chars = True
+                break
+    if bad_chars:
+        raise ValueError(f"chars: row {r} does not hold {chars[r]} characters")
+    return labels_arr, status_arr
+
+
+cdef int _check_offsets(const int64_t[::1] offsets, Py_ssize_t size, str name) except -1:
+    cdef Py_ssize_t i
+    if offsets[0] != 0 or offsets[offsets.shape[0] - 1] > size:
+        raise ValueError(f"{name}: expected offsets from 0 to at most {size}")
+    for i in range(offsets.shape[0] - 1):
+        if offsets[i + 1] < offsets[i]:
+            raise ValueError(f"{name}: decreasing at {i + 1}")
+    return 0
+
+
+cdef object _minus_100 = -100
+
+
+def pooled_list(const int32_t[::1] values, list pool):
+    """``values`` as a list of ``pool``'s int objects (``pool[v]`` is v) and a shared -100 (the
+    labels' mask): no int allocated per value."""
+    cdef Py_ssize_t n = values.shape[0], i, size = PyList_GET_SIZE(pool)
+    cdef int32_t v
+    cdef list out = PyList_New(n)
+    cdef PyObject *o
+    for i in range(n):
+        v = values[i]
+        if 0 <= v < size:
+            o = PyList_GET_ITEM(pool, v)
+        elif v == -100:
+            o = <PyObject *>_minus_100
+        else:  # (the list's unset items are NULL: dropping it is safe)
+            raise ValueError(f"values: {v} at {i} is outside [0, {size}) and not -100")
+        Py_INCREF(<object>o)
+        PyList_SET_ITEM(out, i, <object>o)
+    return out

@@ -1,4 +1,4 @@
-"""The chat label kernels (_pack.chat_labels, chat_labels_bytes, chat_row_bytes,
+"""The chat label kernels (_pack.chat_labels, chat_labels_bytes, chat_rows_bytes,
 chat_row_offsets) against their plain-Python twin (fastaxo._reference.chat.chat_labels) and
 each other, with Hypothesis: ragged ids and offsets, offsets out of order, characters split
 across byte tokens, empty conversations and a huge row. No transformers needed (this file also
@@ -61,10 +61,10 @@ def _outcome(fn, *args):
         return IndexError
 
 
-@st.composite
-def byte_case(draw):
+def _byte_row(draw, table):
     """A text cut into byte tokens anywhere (even inside a character, as byte-level BPE does),
-    its tokens' character offsets as tokenizers reports them, and turn spans at characters."""
+    its tokens' character offsets as tokenizers reports them, and turn spans at characters;
+    ``table`` (bytes -> id) is shared by the rows of a batch."""
     chars = draw(st.lists(st.sampled_from(list("ab \n") + ["é", "数", "🙂"]), max_size=40))
     text = "".join(chars)
     data = text.encode()
@@ -73,17 +73,137 @@ def byte_case(draw):
     char_of = []  # byte -> char index
     for c, ch in enumerate(text):
         char_of += [c] * len(ch.encode())
-    table, ids, offsets, start = {}, [], [], 0
+    ids, offsets, start = [], [], 0
     for end in cuts:
         piece = data[start:end]
         ids.append(table.setdefault(piece, len(table)))
         offsets.append((char_of[start], char_of[end - 1] + 1))
         start = end
-    tok_bytes = sorted(table, key=table.get)
     spans = draw(st.lists(st.tuples(st.integers(0, len(text)), st.integers(0, len(text))),
                           max_size=6))
+    return text, ids, offsets, spans
+
+
+@st.composite
+def byte_case(draw):
+    table = {}
+    text, ids, offsets, spans = _byte_row(draw, table)
+    tok_bytes = sorted(table, key=table.get)
     eot = draw(st.lists(st.integers(0, max(0, len(table) - 1)), max_size=2, unique=True))
     return text, ids, offsets, tok_bytes, spans, eot, draw(st.sampled_from(MODES))
+
+
+@st.composite
+def byte_batch(draw):
+    """Rows for chat_rows_bytes: one token table, some rows whose ids do not spell their text
+    (a token dropped or swapped), some with no ids."""
+    table = {}
+    rows = []
+    for _ in range(draw(st.integers(0, 5))):
+        text, ids, offsets, spans = _byte_row(draw, table)
+        if ids and draw(st.integers(0, 5)) == 0:  # ids that do not spell the text
+            ids = ids[1:] if draw(st.booleans()) else [*ids[1:], ids[0]]
+        rows.append((text, ids, offsets, spans))
+    tok_bytes = sorted(table, key=table.get)
+    eot = draw(st.lists(st.integers(0, max(0, len(table) - 1)), max_size=2, unique=True))
+    eos = draw(st.lists(st.integers(0, max(0, len(table) - 1)), max_size=1))
+    return rows, tok_bytes, eot, eos, draw(st.sampled_from(MODES)), draw(st.sampled_from(MODES))
+
+
+def _token_table(tok_bytes):
+    lens = np.array([len(b) for b in tok_bytes], np.int64)
+    toff = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+    blob = np.frombuffer(b"".join(tok_bytes), np.uint8) if tok_bytes else np.zeros(0, np.uint8)
+    return toff, blob
+
+
+def _byte_spans(text, spans):
+    byte_at = [len(text[:c].encode()) for c in range(len(text) + 1)]
+    return np.array([(byte_at[a], byte_at[b]) for a, b in spans], np.int64).reshape(-1, 2)
+
+
+def _rows_bytes(rows, toff, blob, eot, eos, eot_mode, eos_mode):
+    """chat_rows_bytes on ``rows`` ((text, ids, spans) each): per row ``(labels list, -1)``,
+    ``(None, status)``."""
+    data = [t.encode() for t, _, _ in rows]
+    cum = np.cumsum([0] + [len(d) for d in data]).astype(np.int64)
+    id_off = np.cumsum([0] + [len(i) for _, i, _ in rows]).astype(np.int64)
+    span_off = np.cumsum([0] + [len(s) for _, _, s in rows]).astype(np.int64)
+    spans = np.array([s for _, _, ss in rows for s in ss], np.int64).reshape(-1, 2)
+    ids = np.array([v for _, i, _ in rows for v in i], np.int32)
+    labels, status = backend.pack_ext.chat_rows_bytes(
+        ids, id_off, np.frombuffer(b"".join(data), np.uint8), cum,
+        np.array([len(t) for t, _, _ in rows], np.int64), spans, span_off, toff, blob,
+        np.array(eot, np.int64), np.array(eos, np.int64), CODES.get(eot_mode, 0),
+        CODES.get(eos_mode, 0))
+    assert labels.dtype == np.int32 and len(labels) == len(ids) and len(status) == len(rows)
+    return [(labels[id_off[r]:id_off[r + 1]].tolist(), -1) if s == -1 else (None, s)
+            for r, s in enumerate(status.tolist())]
+
+
+@needs_ext
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(byte_batch())
+def test_batch_byte_kernel_equals_the_row_kernel(case):
+    """chat_rows_bytes (a batch, the GIL released) gives each row chat_labels_bytes' answer:
+    its labels, the turn past the last token, -2 where the ids do not spell the text; and -3
+    for a row with no ids (which chat_labels_bytes answers with IndexError or no labels)."""
+    rows, tok_bytes, eot, eos, eot_mode, eos_mode = case
+    toff, blob = _token_table(tok_bytes)
+    got = _rows_bytes([(t, i, s) for t, i, _, s in rows], toff, blob, eot, eos, eot_mode,
+                      eos_mode)
+    for (text, ids, _, spans), (labels, status) in zip(rows, got, strict=True):
+        if not ids:
+            assert status == -3
+            continue
+        want = _outcome(backend.pack_ext.chat_labels_bytes, list(ids), text.encode(), toff,
+                        blob, _byte_spans(text, spans), np.array(eot, np.int64),
+                        np.array(eos, np.int64), CODES.get(eot_mode, 0),
+                        CODES.get(eos_mode, 0))
+        assert (labels, status) == want
+
+
+@needs_ext
+def test_batch_byte_kernel_checks_its_arrays():
+    toff, blob = _token_table([b"a", b"b", "é".encode()])
+    ok = [("ab", [0, 1], [(0, 1)]), ("é", [2], [(0, 1)])]
+    assert _rows_bytes(ok, toff, blob, [], [], "turn", None) == [([0, -100], -1), ([2], -1)]
+    k = backend.pack_ext.chat_rows_bytes
+    e = np.zeros(0, np.int64)
+    ids, text = np.array([0, 1], np.int32), np.frombuffer(b"ab", np.uint8)
+    two, one = np.array([0, 2], np.int64), np.array([0, 1], np.int64)
+    sp = np.array([[0, 1]], np.int64)
+    with pytest.raises(ValueError, match=r"expected 2 entries \(rows \+ 1\)"):
+        k(ids, two[:1], text, two, np.array([2], np.int64), sp, one, toff, blob, e, e, 1, 0)
+    with pytest.raises(ValueError, match=r"id_offsets: expected offsets from 0 to at most 2"):
+        k(ids, np.array([0, 3], np.int64), text, two, np.array([2], np.int64), sp, one, toff,
+          blob, e, e, 1, 0)
+    with pytest.raises(ValueError, match=r"text_offsets: decreasing"):
+        k(ids[:0], np.array([0, 0, 0], np.int64), text, np.array([0, 2, 1], np.int64),
+          np.array([1, 0], np.int64), sp[:0], np.zeros(3, np.int64), toff, blob, e, e, 1, 0)
+    with pytest.raises(ValueError, match=r"spans: row 0 has a span at 3, outside \[-1, 2\]"):
+        k(ids, two, text, two, np.array([2], np.int64), np.array([[0, 3]], np.int64), one,
+          toff, blob, e, e, 1, 0)
+    with pytest.raises(ValueError, match=r"chars: row 0 holds 3 characters in 2 bytes"):
+        k(ids, two, text, two, np.array([3], np.int64), sp, one, toff, blob, e, e, 1, 0)
+    acute = np.frombuffer("é".encode(), np.uint8)  # two bytes, one character, not 0
+    with pytest.raises(ValueError, match=r"chars: row 0 does not hold 0 characters"):
+        k(np.array([2], np.int32), one, acute, two, np.array([0], np.int64), sp[:0],
+          np.zeros(2, np.int64), toff, blob, e, e, 1, 0)
+    with pytest.raises(ValueError, match="token_offsets: ends past token_bytes"):
+        k(ids, two, text, two, np.array([2], np.int64), sp, one, toff, blob[:1], e, e, 1, 0)
+
+
+@needs_ext
+def test_pooled_list_shares_the_pool():
+    pool = [0, 10**6]
+    got = backend.pack_ext.pooled_list(np.array([1, -100, 0, 1], np.int32), pool)
+    assert got == [10**6, -100, 0, 10**6] and got[0] is pool[1] and got[3] is pool[1]
+    with pytest.raises(ValueError, match=r"values: 2 at 1 is outside \[0, 2\) and not -100"):
+        backend.pack_ext.pooled_list(np.array([1, 2], np.int32), pool)
+    with pytest.raises(ValueError, match=r"values: -1 at 0"):
+        backend.pack_ext.pooled_list(np.array([-1], np.int32), pool)
+    assert backend.pack_ext.pooled_list(np.zeros(0, np.int32), []) == []
 
 
 @needs_ext
@@ -91,30 +211,12 @@ def byte_case(draw):
 @given(byte_case())
 def test_byte_kernel_equals_offsets_kernel(case):
     text, ids, offsets, tok_bytes, spans, eot, mode = case
-    lens = np.array([len(b) for b in tok_bytes], np.int64)
-    toff = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
-    blob = np.frombuffer(b"".join(tok_bytes), np.uint8) if tok_bytes else np.zeros(0, np.uint8)
-    byte_at = [len(text[:c].encode()) for c in range(len(text) + 1)]
-    bspans = np.array([(byte_at[a], byte_at[b]) for a, b in spans], np.int64).reshape(-1, 2)
+    toff, blob = _token_table(tok_bytes)
     eot_a = np.array(eot, np.int64)
     got = _outcome(backend.pack_ext.chat_labels_bytes, list(ids), text.encode(), toff, blob,
-                   bspans, eot_a, eot_a[:0], CODES.get(mode, 0), 0)
+                   _byte_spans(text, spans), eot_a, eot_a[:0], CODES.get(mode, 0), 0)
     want = _outcome(ref.chat_labels, ids, offsets, spans, eot, [], mode, None)
     assert got == want
-    # the int32 twin (fastaxo's encoder): the same labels, the ids as a list, pooled or not
-    ids32 = np.array(ids, np.int32)
-    for pool in (None, list(range(len(tok_bytes))), list(range(len(tok_bytes) + 7))):
-        row = _outcome(backend.pack_ext.chat_row_bytes, ids32, text.encode(), toff, blob,
-                       bspans, eot_a, eot_a[:0], CODES.get(mode, 0), 0, pool)
-        if want is IndexError:
-            assert row is IndexError
-        else:
-            assert row == (ids, *want)
-            assert all(type(v) is int for v in row[0])
-    # arrays=True (prepare's columns): the same ids and labels as int32 arrays
-    arr = _outcome(backend.pack_ext.chat_row_bytes, ids32, text.encode(), toff, blob, bspans,
-                   eot_a, eot_a[:0], CODES.get(mode, 0), 0, None, True)
-    _assert_arrays(arr, want if want is IndexError else (ids, *want))
 
 
 @needs_ext
@@ -174,29 +276,14 @@ def test_row_offsets_kernel_checks_its_arrays():
 
 
 @needs_ext
-def test_row_kernel_refuses_what_the_list_kernel_refuses():
-    toff = np.array([0, 1, 2], np.int64)
-    blob = np.frombuffer(b"ab", np.uint8)
-    spans = np.zeros((0, 2), np.int64)
-    e = np.zeros(0, np.int64)
-    row = backend.pack_ext.chat_row_bytes
-    assert row(np.array([0, 1], np.int32), b"ab", toff, blob, spans, e, e, 1, 1, [0, 1]) == (
-        [0, 1], [-100, -100], -1)
-    for ids, text in (([0, 0], b"ab"), ([0], b"ab"), ([0, 1, 1], b"ab"), ([5], b"a"),
-                      ([-1], b"a"), ([2**31 - 1], b"a")):
-        for pool in (None, [0, 1]):
-            assert row(np.array(ids, np.int32), text, toff, blob, spans, e, e, 1, 1, pool) == (
-                None, None, -2)
-    with pytest.raises(ValueError, match="pool: expected at least 2"):
-        row(np.array([0], np.int32), b"a", toff, blob, spans, e, e, 1, 1, [0])
-    with pytest.raises(ValueError):  # int32 ids only
-        row(np.array([0], np.int64), b"a", toff, blob, spans, e, e, 1, 1, None)
-    # a pooled row shares the pool's objects, and is an ordinary list
-    pool = [0, 10**6]
-    ids, _, _ = row(np.array([1, 1], np.int32), b"bb", toff, blob, spans, e, e, 1, 1, pool)
-    assert ids == [10**6, 10**6] and ids[0] is pool[1]
-    ids[0] = 7
-    assert pool == [0, 10**6]
+def test_batch_kernel_refuses_what_the_list_kernel_refuses():
+    toff, blob = _token_table([b"a", b"b"])
+    rows = [("ab", [0, 1], [])]
+    for ids, text in (([0, 0], "ab"), ([0], "ab"), ([0, 1, 1], "ab"), ([5], "a"), ([-1], "a"),
+                      ([2**31 - 1], "a")):
+        rows.append((text, ids, []))
+    assert _rows_bytes(rows, toff, blob, [], [], "turn", "turn") == [([-100, -100], -1)] + [
+        (None, -2)] * 6
 
 
 @needs_ext

@@ -390,7 +390,9 @@ class ChatEngine:
                 by_bytes: list[int] = []
                 need = []
                 for i in chunk:  # an NFC tokenizer's offsets follow the normalizer's changes
-                    ok = not table[2] or unicodedata.is_normalized("NFC", texts[i])
+                    # (fastaxo's ids spell the normalized text: chat_rows_bytes finds a change)
+                    ok = (not table[2] or enc == "fastaxo"
+                          or unicodedata.is_normalized("NFC", texts[i]))
                     (by_bytes if ok else need).append(i)
                 if enc == "fastaxo":
                     done = self._rows_fastaxo(texts, by_bytes, spans, trainable, table, out,
@@ -442,22 +444,32 @@ class ChatEngine:
         arr = pa.LargeStringArray.from_buffers(len(rows), pa.py_buffer(offsets),
                                                pa.py_buffer(joined))
         vals, id_off = self.spec.fastaxo_ids(arr, threads)
-        id_at, at = id_off.tolist(), offsets.tolist()
+        span_rows = [spans[i] for i in rows]
+        span_off = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum([len(s) for s in span_rows], out=span_off[1:])
         tok_off, tok_bytes, _ = table
-        kernel = backend.pack_ext.chat_row_bytes  # type: ignore[union-attr]
-        pool = _int_pool(len(tok_off) - 1)
-        for k, i in enumerate(rows):
-            span = spans[i]
-            if id_at[k] == id_at[k + 1]:
-                continue  # no tokens: the offsets path says so
-            if len(texts[i]) != at[k + 1] - at[k]:  # not ASCII: the spans are characters
-                span = _byte_spans(data[at[k]:at[k + 1]], span)
-            ids, labels, bad = kernel(
-                vals[id_at[k]:id_at[k + 1]], data[at[k]:at[k + 1]], tok_off, tok_bytes,
-                span, self._eot, self._eos, self._modes[0], self._modes[1], pool, self.arrays)
-            if bad != -2:
-                out[i] = self._row(ids, labels, bad, trainable[i])
-                done.add(i)
+        # every row at once, the GIL released: the other thread renders meanwhile
+        labels, status = backend.pack_ext.chat_rows_bytes(  # type: ignore[union-attr]
+            vals, id_off, data, offsets,
+            np.fromiter([len(texts[i]) for i in rows], np.int64, count=len(rows)),
+            np.concatenate(span_rows), span_off, tok_off, tok_bytes, self._eot, self._eos,
+            self._modes[0], self._modes[1])
+        id_at = id_off.tolist()
+        pool = None if self.arrays else _int_pool(len(tok_off) - 1)
+        pooled = backend.pack_ext.pooled_list  # type: ignore[union-attr]
+        for k, (i, bad) in enumerate(zip(rows, status.tolist(), strict=True)):
+            if bad < -1:
+                continue  # not spelled (NFC changed the text), or no ids: the offsets path
+            a, b = id_at[k], id_at[k + 1]
+            if bad >= 0:
+                out[i] = self._row(None, None, bad, trainable[i])
+            elif pool is None:  # views of the batch's buffers
+                out[i] = {"input_ids": vals[a:b], "labels": labels[a:b]}
+            else:
+                ids = pooled(vals[a:b], pool)
+                out[i] = {"input_ids": ids, "labels": pooled(labels[a:b], pool),
+                          "attention_mask": [1] * (b - a)}
+            done.add(i)
         return done
 
     def _rows_fastaxo_offsets(self, texts: dict[int, str], rows: list[int],
