@@ -81,6 +81,9 @@ def chat_rows_bytes(
     eos_mode: int,
 ) -> tuple[np.ndarray, np.ndarray]: ...
 def pooled_list(values: np.ndarray, pool: list[int]) -> list[int]: ...
+def locate_parse(
+    text: str, frames: list[str], written: list[list[tuple[int, str]]],
+) -> list[tuple[int, int, int]] | None: ...
 def chat_row_offsets(
     ids: np.ndarray, offsets: np.ndarray, spans: np.ndarray, eot_ids: np.ndarray,
     eos_ids: np.ndarray, eot_mode: int, eos_mode: int, pool: list[int] | None = ...,

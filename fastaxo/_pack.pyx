@@ -795,3 +795,4 @@ def lists_to_values(list rows):
 include "_pack_chat.pxi"
 include "_pack_text.pxi"
 include "_pack_render.pxi"
+include "_pack_locate.pxi"

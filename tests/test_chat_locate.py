@@ -8,7 +8,10 @@ algorithm), whichever path made them."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from fastaxo._core import backend
 from fastaxo._reference import chat as ref
 
 pytest.importorskip("transformers")
@@ -77,7 +80,47 @@ def _w(*contents):
     return [[(0, c)] for c in contents]
 
 
-def test_parse_reads_each_content_in_its_place():
+# parse, and its C twin where the extension is built (the engine uses that one)
+PARSERS = [parse] + ([backend.pack_ext.locate_parse] if backend.pack_ext is not None else [])
+
+
+@st.composite
+def reading(draw):
+    """A text read through a frame: few letters (so frames recur, contents repeat, ends fall
+    within reach and many ways share a length), each turn written one of its ways, sometimes
+    another turn's, sometimes a text of letters alone."""
+    letters = st.text(alphabet="ab<|", max_size=4)
+    n = draw(st.integers(0, 7))
+    frames = [draw(letters) for _ in range(n + 1)]
+    written = []
+    for _ in range(n):
+        ways = []
+        for w in draw(st.lists(letters, min_size=1, max_size=3)):
+            if all(w != x for _, x in ways):
+                ways.append((len(ways) + draw(st.integers(0, 1)), w))
+        written.append(ways)
+    if draw(st.integers(0, 9)) == 0:
+        text = draw(st.text(alphabet="ab<|", max_size=30))
+    else:
+        parts = [frames[0]]
+        for k in range(n):
+            src = written[draw(st.integers(0, n - 1))] if draw(st.integers(0, 5)) == 0 else (
+                written[k])
+            parts += [draw(st.sampled_from(src))[1], frames[k + 1]]
+        text = "".join(parts)
+    return text, frames, written
+
+
+@pytest.mark.skipif(backend.pack_ext is None, reason="compiled extension not loaded")
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(reading())
+def test_the_c_parse_reads_as_parse(case):
+    text, frames, written = case
+    assert backend.pack_ext.locate_parse(text, frames, written) == parse(text, frames, written)
+
+
+@pytest.mark.parametrize("parse", PARSERS)
+def test_parse_reads_each_content_in_its_place(parse):
     assert parse("<a>x</a><a>yy</a>", ["<a>", "</a><a>", "</a>"], _w("x", "yy")) == [
         (3, 0, 1), (11, 0, 2)]
     assert parse("AB", ["A", "B"], _w("")) == [(1, 0, 0)]
@@ -86,6 +129,7 @@ def test_parse_reads_each_content_in_its_place():
     assert parse("T", ["T"], []) == []
 
 
+@pytest.mark.parametrize("parse", PARSERS)
 @pytest.mark.parametrize("text, frames, written", [
     ("<x>b</x><x>a</x>", ["<x>", "</x><x>", "</x>"], _w("a", "b")),   # the turns reordered
     ("<x>a</x><x>a</x>", ["<x>", "</x><x>", "</x>"], _w("a", "a")),   # ... or not: can't tell
@@ -93,7 +137,7 @@ def test_parse_reads_each_content_in_its_place():
     ("<x>a b</x>", ["<x>", "</x>"], [[(0, "a b"), (2, "a")]]),  # (the frame decides: fine)
     ("<x>ab</x>", ["<x>", "</x>"], _w("a")),                        # not written as is
 ])
-def test_parse_refuses_a_reading_that_is_not_the_only_one(text, frames, written):
+def test_parse_refuses_a_reading_that_is_not_the_only_one(parse, text, frames, written):
     got = parse(text, frames, written)
     if written == [[(0, "a b"), (2, "a")]]:
         assert got == [(3, 0, 3)]
@@ -244,7 +288,8 @@ def test_variants_that_read_two_ways(qwen):
     _run(_spec(qwen, tpl, train_on_inputs=True), rows)
 
 
-def test_parse_work_is_bounded_by_the_text():
+@pytest.mark.parametrize("parse", PARSERS)
+def test_parse_work_is_bounded_by_the_text(parse):
     """One long content among many: looking for a second end within reach of the longest
     content after every turn would scan that length per turn (quadratic); past a few times
     the text's length the reading is left to the marker rounds."""

@@ -46,6 +46,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from fastaxo._core import backend
 from fastaxo._reference.chat import SENTINELS
 
 __all__ = ["MARK_RE", "MAX_TRAINABLE_TURNS", "PER_TURN", "RowState", "VARIANTS",
@@ -89,7 +90,7 @@ class RowState:
         frames = frame(d1, d2, len(self.trainable))
         if frames is None:
             return False
-        got = parse(text, frames, [self.written(k) for k in range(len(self.trainable))])
+        got = _parse(text, frames, [self.written(k) for k in range(len(self.trainable))])
         return got is not None and self._place(got)
 
     def prove_whole(self, text: str, frames: list[str]) -> bool:
@@ -99,7 +100,7 @@ class RowState:
         one way only; the trainable turns' segments are taken from that reading."""
         if len(frames) != len(self.turns) + 1:
             return False
-        got = parse(text, frames, [self._ways(j) for j in range(len(self.turns))])
+        got = _parse(text, frames, [self._ways(j) for j in range(len(self.turns))])
         return got is not None and self._place([got[j] for j in self.trainable])
 
     def _place(self, got: list[tuple[int, int, int]]) -> bool:
@@ -339,6 +340,10 @@ def parse(text: str, frames: list[str], written: list[list[tuple[int, str]]]
     if n == 0 and len(frames[0]) != len(text):
         return None
     return got
+
+
+# parse in C where the extension is loaded (_pack.locate_parse: the same steps)
+_parse = parse if backend.pack_ext is None else backend.pack_ext.locate_parse
 
 
 def _written_at(text: str, pos: int, ways: list[str] | None, owner: dict[str, int]
