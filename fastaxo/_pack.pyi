@@ -84,6 +84,13 @@ def pooled_list(values: np.ndarray, pool: list[int]) -> list[int]: ...
 def locate_parse(
     text: str, frames: list[str], written: list[list[tuple[int, str]]],
 ) -> list[tuple[int, int, int]] | None: ...
+def locate_ways(
+    turns: list[dict[str, Any]], last: int, variants: tuple[Callable[[str, bool], str], ...],
+) -> list[list[tuple[int, str]]]: ...
+def placeholder_spans(
+    full: str, segments: list[tuple[int, int] | None], sentinels: tuple[str, ...], cap: int,
+    skip_first: bool,
+) -> tuple[np.ndarray, list[int]]: ...
 def chat_row_offsets(
     ids: np.ndarray, offsets: np.ndarray, spans: np.ndarray, eot_ids: np.ndarray,
     eos_ids: np.ndarray, eot_mode: int, eos_mode: int, pool: list[int] | None = ...,

@@ -1,6 +1,8 @@
-# Included by _pack.pyx: fastaxo.chat.locate.parse in C, the same steps (every find, every
-# comparison) over the same str objects, without an interpreter frame per turn; the Python
-# function stays the reference (tests/test_chat_locate.py compares the two).
+# Included by _pack.pyx: the chat engine's per-turn reading of a rendered text in C, the same
+# steps (every find, every comparison) over the same str objects, without an interpreter frame
+# per turn: fastaxo.chat.locate.parse and RowState._ways, and the placeholder diffs of
+# engine._placeholder_span. The Python functions stay the reference (tests/test_chat_locate.py
+# compares each pair).
 
 cdef extern from "Python.h":
     Py_ssize_t PyUnicode_Find(object s, object sub, Py_ssize_t start, Py_ssize_t end,
@@ -8,6 +10,8 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_Tailmatch(object s, object sub, Py_ssize_t start, Py_ssize_t end,
                                    int direction) except -1
     object PyUnicode_Substring(object s, Py_ssize_t start, Py_ssize_t end)
+    Py_UCS4 PyUnicode_READ_CHAR(object s, Py_ssize_t i)
+    bint Py_UNICODE_ISSPACE(Py_UCS4 ch)
     const Py_ssize_t PY_SSIZE_T_MAX
 
 # as fastaxo.chat.locate._MAX_ENDS
@@ -104,3 +108,109 @@ def locate_parse(str text, list frames, list written):
     if n == 0 and len(<str>frames[0]) != size:
         return None
     return got
+
+
+def locate_ways(list turns, Py_ssize_t last, tuple variants):
+    """``[RowState._ways(j) for j in range(len(turns))]`` (fastaxo.chat.locate): per message
+    the distinct ways the template may write its content, ``(variant, text)``; a content
+    that no variant changes (no space at either end, no ``</think>``) is answered here, the
+    rest by calling ``variants`` as ``_ways`` does."""
+    cdef Py_ssize_t j, v, n = len(turns), size
+    cdef list out = PyList_New(n), got
+    cdef str content
+    cdef object w
+    for j in range(n):
+        content = <str>(<dict>turns[j])["content"]
+        size = len(content)
+        if (size == 0 or not (Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(content, 0))
+                              or Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(content, size - 1)))
+                ) and "</think>" not in content:
+            got = [(0, content)]
+        else:
+            got = [(0, content)]
+            for v in range(1, len(variants)):
+                w = variants[v](content, j > last)
+                for pair in got:
+                    if not (w != (<tuple>pair)[1]):
+                        break
+                else:
+                    got.append((v, w))
+        Py_INCREF(got)
+        PyList_SET_ITEM(out, j, got)
+    return out
+
+
+def placeholder_spans(str full, list segments, tuple sentinels, Py_ssize_t cap,
+                      bint skip_first):
+    """Each proven turn's character span as Axolotl's diffs of ``full`` against ``full`` with
+    the turn's segment replaced by each of ``sentinels`` give it, united
+    (fastaxo.chat.engine._placeholder_span per sentinel, scans bounded by ``cap``):
+    ``(spans, failed)``, an ``(turns, 2)`` int64 array (-1: no segment, or failed) and the
+    turns whose scan ran past ``cap``. ``skip_first``: turn 0 is a system message the
+    strategy skips, (0, 0)."""
+    cdef Py_ssize_t k, nk = len(segments), a, b, s0, s1
+    cdef list failed = []
+    spans_arr = np.full((nk, 2), -1, np.int64)
+    cdef int64_t[:, ::1] spans = spans_arr
+    cdef bint ok
+    for k in range(nk):
+        if k == 0 and skip_first:
+            spans[0, 0] = 0
+            spans[0, 1] = 0
+            continue
+        seg = segments[k]
+        if seg is None:
+            continue
+        a = (<tuple>seg)[0]
+        b = (<tuple>seg)[1]
+        ok = True
+        for t in range(len(sentinels)):
+            if not _placeholder_span(full, a, b - a, <str>sentinels[t], cap, &s0, &s1):
+                ok = False
+                break
+            if t == 0:
+                spans[k, 0], spans[k, 1] = s0, s1
+            else:
+                spans[k, 0] = min(spans[k, 0], s0)
+                spans[k, 1] = max(spans[k, 1], s1)
+        if not ok:
+            spans[k, 0] = spans[k, 1] = -1
+            failed.append(k)
+    return spans_arr, failed
+
+
+cdef inline Py_UCS4 _dummy_at(str full, Py_ssize_t p, Py_ssize_t length, str sentinel,
+                              Py_ssize_t x, Py_ssize_t i) noexcept:
+    # the character i of full with full[p:p + length] replaced by sentinel (x characters)
+    if i < p:
+        return PyUnicode_READ_CHAR(full, i)
+    if i < p + x:
+        return PyUnicode_READ_CHAR(sentinel, i - p)
+    return PyUnicode_READ_CHAR(full, i - x + length)
+
+
+cdef bint _placeholder_span(str full, Py_ssize_t p, Py_ssize_t length, str sentinel,
+                            Py_ssize_t cap, Py_ssize_t *start, Py_ssize_t *end) except -1:
+    # engine._placeholder_span: False where it answers None
+    cdef Py_ssize_t n = len(full), x = len(sentinel), nd, limit, i, j, j0, bound
+    nd = n - length + x
+    limit = min(n, nd)
+    if p < 0 or length < 0 or p + length > n:
+        raise ValueError(f"segments: ({p}, {p + length}) is outside the text ({n})")
+    i = p
+    while i < limit and PyUnicode_READ_CHAR(full, i) == _dummy_at(full, p, length, sentinel,
+                                                                  x, i):
+        i += 1
+        if i - p > cap:
+            return False
+    bound = limit - i
+    j0 = min(n - p - length, bound)
+    j = j0
+    while j < bound and PyUnicode_READ_CHAR(full, n - 1 - j) == _dummy_at(
+            full, p, length, sentinel, x, nd - 1 - j):
+        j += 1
+        if j - j0 > cap:
+            return False
+    start[0] = i
+    end[0] = n - j
+    return True

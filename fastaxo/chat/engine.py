@@ -77,6 +77,7 @@ _SCAN_CAP = 256
 # Characters per tokenizer call: bounds the Python lists of ids and offsets held at once.
 _BATCH_CHARS = 4 << 20
 _MODES = {"turn": 1, "all": 2, "last": 3}
+_OVERLAP = "a message's text overlaps Axolotl's placeholder"
 
 
 class Fallback(NamedTuple):
@@ -125,7 +126,8 @@ class ChatEngine:
 
         Rows go in parts of :data:`PART_ROWS`: while one part's texts are tokenized (C, no
         GIL) on a thread of its own, the next part is rendered and placed; the thread is
-        joined before the next part's tokenization starts and before this returns."""
+        joined before the next part's tokenization starts. The last part is tokenized here,
+        with the encoder's threads."""
         out: list[Row | Fallback | None] = [None] * len(conversations)
         parts = [range(a, min(a + PART_ROWS, len(out))) for a in range(0, len(out), PART_ROWS)]
         if len(parts) > 1:  # not built by two threads at once
@@ -136,12 +138,11 @@ class ChatEngine:
                 work = self._front(conversations, part, out)
                 if pending is not None:
                     pending.wait()
-                if len(parts) == 1:
+                    pending = None
+                if part is parts[-1]:  # nothing left to render: every thread encodes
                     self._tokenize(*work, out)
                 else:  # one encoder thread: the other core renders the next part
                     pending = _Pending(self._tokenize, *work, out, threads=1)
-            if pending is not None:
-                pending.wait()
         finally:
             if pending is not None:
                 pending.join()
@@ -321,19 +322,26 @@ class ChatEngine:
         """Each trainable turn's character span as Axolotl's placeholder diffs give it, for the
         proven turns; the others (and proven turns whose text runs into a placeholder) are
         left to :meth:`_per_turn_spans`."""
+        skip = bool(st.trainable) and st.trainable[0] == 0 and self.spec.skips_first_system \
+            and turns[0]["role"] == "system"
+        if backend.pack_ext is not None:  # the same scans in C
+            spans, failed = backend.pack_ext.placeholder_spans(text, st.segments, ref.SENTINELS,
+                                                               _SCAN_CAP, skip)
+            for k in failed:
+                st.give_up_turn(k, _OVERLAP)
+            return spans
         spans = np.full((len(st.trainable), 2), -1, np.int64)
-        for k, j in enumerate(st.trainable):
-            if j == 0 and self.spec.skips_first_system and turns[0]["role"] == "system":
+        for k, seg in enumerate(st.segments):
+            if k == 0 and skip:
                 spans[k] = (0, 0)
                 continue
-            seg = st.segments[k]
             if seg is None:
                 continue
             union: tuple[int, int] | None = None
             for sentinel in ref.SENTINELS:
                 span = _placeholder_span(text, seg[0], seg[1] - seg[0], sentinel)
                 if span is None:
-                    st.give_up_turn(k, "a message's text overlaps Axolotl's placeholder")
+                    st.give_up_turn(k, _OVERLAP)
                     union = None
                     break
                 union = span if union is None else (min(union[0], span[0]),
@@ -687,10 +695,12 @@ def _spliced(text: str, segments: list[tuple[int, int]], sentinel: str) -> str:
     return "".join(parts)
 
 
-def _placeholder_span(full: str, p: int, length: int, sentinel: str) -> tuple[int, int] | None:
+def _placeholder_span(full: str, p: int, length: int, sentinel: str, cap: int = _SCAN_CAP
+                      ) -> tuple[int, int] | None:
     """Axolotl's ``_diff_char_span(full, dummy)`` where ``dummy`` is ``full`` with
     ``full[p:p + length]`` replaced by ``sentinel`` (proven by the placeholder renders), without
-    building ``dummy``: both scans start where the texts are known to agree."""
+    building ``dummy``: both scans start where the texts are known to agree (and run at most
+    ``cap`` characters, else None)."""
     n, x = len(full), len(sentinel)
     nd = n - length + x
     limit = min(n, nd)
@@ -705,14 +715,14 @@ def _placeholder_span(full: str, p: int, length: int, sentinel: str) -> tuple[in
     i = p
     while i < limit and full[i] == dummy_at(i):
         i += 1
-        if i - p > _SCAN_CAP:
+        if i - p > cap:
             return None
     bound = limit - i
     j0 = min(n - p - length, bound)  # the text after the message agrees by construction
     j = j0
     while j < bound and full[n - 1 - j] == dummy_at(nd - 1 - j):
         j += 1
-        if j - j0 > _SCAN_CAP:
+        if j - j0 > cap:
             return None
     return i, n - j
 

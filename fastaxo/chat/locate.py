@@ -100,7 +100,9 @@ class RowState:
         one way only; the trainable turns' segments are taken from that reading."""
         if len(frames) != len(self.turns) + 1:
             return False
-        got = _parse(text, frames, [self._ways(j) for j in range(len(self.turns))])
+        ways = ([self._ways(j) for j in range(len(self.turns))] if backend.pack_ext is None
+                else backend.pack_ext.locate_ways(self.turns, self.last, VARIANTS))
+        got = _parse(text, frames, ways)
         return got is not None and self._place([got[j] for j in self.trainable])
 
     def _place(self, got: list[tuple[int, int, int]]) -> bool:
