@@ -8,8 +8,6 @@ algorithm), whichever path made them."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from fastaxo._core import backend
 from fastaxo._reference import chat as ref
@@ -18,8 +16,7 @@ pytest.importorskip("transformers")
 import chat_data  # noqa: E402
 
 from fastaxo.chat import ChatEngine, ChatSpec, Fallback  # noqa: E402
-from fastaxo.chat import engine as engine_mod  # noqa: E402
-from fastaxo.chat.locate import VARIANTS, RowState, frame, parse  # noqa: E402
+from fastaxo.chat.locate import frame, parse  # noqa: E402
 
 S1, S2 = ref.SENTINELS
 CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
@@ -83,95 +80,6 @@ def _w(*contents):
 
 # parse, and its C twin where the extension is built (the engine uses that one)
 PARSERS = [parse] + ([backend.pack_ext.locate_parse] if backend.pack_ext is not None else [])
-
-
-@st.composite
-def reading(draw):
-    """A text read through a frame: few letters (so frames recur, contents repeat, ends fall
-    within reach and many ways share a length), each turn written one of its ways, sometimes
-    another turn's, sometimes a text of letters alone."""
-    letters = st.text(alphabet="ab<|", max_size=4)
-    n = draw(st.integers(0, 7))
-    frames = [draw(letters) for _ in range(n + 1)]
-    written = []
-    for _ in range(n):
-        ways = []
-        for w in draw(st.lists(letters, min_size=1, max_size=3)):
-            if all(w != x for _, x in ways):
-                ways.append((len(ways) + draw(st.integers(0, 1)), w))
-        written.append(ways)
-    if draw(st.integers(0, 9)) == 0:
-        text = draw(st.text(alphabet="ab<|", max_size=30))
-    else:
-        parts = [frames[0]]
-        for k in range(n):
-            src = written[draw(st.integers(0, n - 1))] if draw(st.integers(0, 5)) == 0 else (
-                written[k])
-            parts += [draw(st.sampled_from(src))[1], frames[k + 1]]
-        text = "".join(parts)
-    return text, frames, written
-
-
-@pytest.mark.skipif(backend.pack_ext is None, reason="compiled extension not loaded")
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(reading())
-def test_the_c_parse_reads_as_parse(case):
-    text, frames, written = case
-    assert backend.pack_ext.locate_parse(text, frames, written) == parse(text, frames, written)
-
-
-@st.composite
-def row_turns(draw):
-    """Messages whose contents a variant may change: spaces and newlines at either end,
-    ``</think>`` and ``<think>`` anywhere, other Unicode spaces; the index of the last user."""
-    bits = st.sampled_from(["a", "b", " ", "\n", "\u3000", "\x1c", "</think>", "<think>",
-                            "\t"])
-    turns = [{"role": draw(st.sampled_from(["user", "assistant", "system"])),
-              "content": "".join(draw(st.lists(bits, max_size=6)))}
-             for _ in range(draw(st.integers(0, 6)))]
-    return turns, draw(st.integers(-1, len(turns)))
-
-
-@pytest.mark.skipif(backend.pack_ext is None, reason="compiled extension not loaded")
-@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(row_turns())
-def test_the_c_ways_are_the_ways(case):
-    turns, last = case
-    state = RowState(turns, list(range(len(turns))))
-    state.last = last
-    assert backend.pack_ext.locate_ways(turns, last, VARIANTS) == [
-        state._ways(j) for j in range(len(turns))]
-
-
-@pytest.mark.skipif(backend.pack_ext is None, reason="compiled extension not loaded")
-@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_the_c_placeholder_spans_are_the_diffs(data):
-    """_pack.placeholder_spans against engine._placeholder_span per sentinel, united: texts
-    around the segment that repeat the placeholders' letters (scans that run on, past a small
-    cap), segments at either end, missing segments, the skipped first turn."""
-    letters = "ab" + S1[:3] + S2[-3:]
-    full = data.draw(st.text(alphabet=letters, max_size=40))
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(full)), max_size=8)))
-    segments = [None if data.draw(st.integers(0, 4)) == 0 else (a, b)
-                for a, b in zip(cuts[0::2], cuts[1::2], strict=False)]
-    cap = data.draw(st.sampled_from([0, 2, 256]))
-    skip = data.draw(st.booleans())
-    spans, failed = backend.pack_ext.placeholder_spans(full, segments, ref.SENTINELS, cap, skip)
-    want, want_failed = [], []
-    for k, seg in enumerate(segments):
-        if k == 0 and skip:
-            want.append([0, 0])
-            continue
-        got = None if seg is None else [
-            engine_mod._placeholder_span(full, seg[0], seg[1] - seg[0], s, cap)
-            for s in ref.SENTINELS]
-        if got is not None and None in got:
-            want_failed.append(k)
-            got = None
-        want.append([-1, -1] if got is None else [min(g[0] for g in got),
-                                                   max(g[1] for g in got)])
-    assert spans.tolist() == want and failed == want_failed
 
 
 @pytest.mark.parametrize("parse", PARSERS)

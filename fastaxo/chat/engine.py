@@ -26,9 +26,10 @@ renders too.
 The texts are tokenized as one batch (fastaxo's encoder where it gives HF's ids,
 :attr:`ChatSpec.encoder`, else HF's fast tokenizer; their threads), and each conversation's
 spans become labels in ``_pack.chat_rows_bytes`` (fastaxo's ids, a batch at a time, the GIL
-released) / ``chat_labels_bytes`` (token boundaries from the ids' bytes) or, for text the byte rule cannot place (NFC changes it, or the ids do not
-spell it), ``chat_row_offsets`` (bisect into fastaxo's character offsets, HF's exactly) /
-``chat_labels`` (bisect into HF's offsets), with the end-of-turn search.
+released) / ``chat_labels_bytes`` (token boundaries from the ids' bytes) or, for text the byte
+rule cannot place (NFC changes it, or the ids do not spell it), ``chat_row_offsets`` (bisect
+into fastaxo's character offsets, HF's exactly) / ``chat_labels`` (bisect into HF's offsets),
+with the end-of-turn search.
 A row that fails a check is not guessed at: :meth:`ChatEngine.run` returns a :class:`Fallback`
 with the reason, and the caller hands the row to Axolotl's code (or the reference
 :func:`fastaxo._reference.chat.tokenize_conversation`).
