@@ -125,12 +125,12 @@ class ChatEngine:
         :class:`Fallback`. Raises :class:`~fastaxo.errors.TemplateLimitError` (naming the
         row, 0-based in ``conversations``) for a template past its bounds.
 
-        Rows go in parts of :data:`PART_ROWS`: while one part's texts are tokenized (C, no
-        GIL) on a thread of its own, the next part is rendered and placed; the thread is
-        joined before the next part's tokenization starts. The last part is tokenized here,
-        with the encoder's threads."""
+        Rows go in parts of :data:`PART_ROWS` (the first a quarter of that: the encoder
+        waits for it): while one part's texts are tokenized (C, no GIL) on a thread of its
+        own, the next part is rendered and placed; the thread is joined before the next part's
+        tokenization starts. The last part is tokenized here, with the encoder's threads."""
         out: list[Row | Fallback | None] = [None] * len(conversations)
-        parts = [range(a, min(a + PART_ROWS, len(out))) for a in range(0, len(out), PART_ROWS)]
+        parts = _parts(len(out))
         if len(parts) > 1:  # not built by two threads at once
             self.spec.build_tables()
         pending: _Pending | None = None
@@ -597,6 +597,14 @@ FRAME_KEYS = 4096
 # Rows per part of ChatEngine.run: one part is tokenized while the next is rendered (~0.4 s of
 # renders for 16-turn rows; a part's texts, ~6 MB, are the memory it adds)
 PART_ROWS = 256
+
+
+def _parts(n: int) -> list[range]:
+    """Rows 0..n in parts: a quarter of :data:`PART_ROWS` first (nothing is tokenized while
+    it renders), then :data:`PART_ROWS` each."""
+    first = min(n, max(1, PART_ROWS // 4))
+    return ([range(first)] if n else []) + [
+        range(a, min(a + PART_ROWS, n)) for a in range(first, n, PART_ROWS)]
 
 # the Fallback reason (and ChatResult.empty key) of a conversation over max_row_bytes
 TOO_LARGE = "the conversation is larger than max_row_bytes"
