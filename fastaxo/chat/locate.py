@@ -344,8 +344,12 @@ def parse(text: str, frames: list[str], written: list[list[tuple[int, str]]]
     return got
 
 
-# parse in C where the extension is loaded (_pack.locate_parse: the same steps)
-_parse = parse if backend.pack_ext is None else backend.pack_ext.locate_parse
+def _parse(text: str, frames: list[str], written: list[list[tuple[int, str]]]
+           ) -> list[tuple[int, int, int]] | None:
+    """:func:`parse` in C where the extension is in use (_pack.locate_parse: the same steps)."""
+    fast = backend.pack_ext
+    return parse(text, frames, written) if fast is None else fast.locate_parse(text, frames,
+                                                                                written)
 
 
 def _written_at(text: str, pos: int, ways: list[str] | None, owner: dict[str, int]
