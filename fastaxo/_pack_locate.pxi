@@ -54,11 +54,11 @@ def locate_parse(str text, list frames, list written):
     if len(frames) != n + 1:
         raise ValueError(f"frames: expected {n + 1} (written + 1), got {len(frames)}")
     for k in range(n):
-        for pair in <list>written[k]:
-            w = <str>(<tuple>pair)[1]
+        for pair in <list?>written[k]:
+            w = <str?>(<tuple?>pair)[1]
             prev = owner.get(w, k)
             owner[w] = k if prev == k else -1
-    after = <str>frames[0]
+    after = <str?>frames[0]
     if not _starts_at(text, after, 0):
         return None
     for w in owner:
@@ -73,7 +73,7 @@ def locate_parse(str text, list frames, list written):
     pos = len(after)
     budget = 4 * size + 4096
     for k in range(n):
-        after = <str>frames[k + 1]
+        after = <str?>frames[k + 1]
         if k + 1 == n:  # the last frame ends the text
             found = size - len(after)
             if found < pos or PyUnicode_Tailmatch(text, after, 0, size, 1) != 1:
@@ -98,14 +98,14 @@ def locate_parse(str text, list frames, list written):
                 return None
         if hit is None or owner[hit] != k:
             return None
-        for pair in <list>written[k]:
-            if (<tuple>pair)[1] == hit:
-                got.append((pos, (<tuple>pair)[0], len(hit)))
+        for pair in <list?>written[k]:
+            if (<tuple?>pair)[1] == hit:
+                got.append((pos, (<tuple?>pair)[0], len(hit)))
                 break
         else:  # pragma: no cover - hit is owned by turn k: one of its ways
             raise AssertionError("locate_parse: a turn's own way was not found")
         pos = found + len(after)
-    if n == 0 and len(<str>frames[0]) != size:
+    if n == 0 and len(<str?>frames[0]) != size:
         return None
     return got
 
@@ -120,7 +120,7 @@ def locate_ways(list turns, Py_ssize_t last, tuple variants):
     cdef str content
     cdef object w
     for j in range(n):
-        content = <str>(<dict>turns[j])["content"]
+        content = <str?>(<dict?>turns[j])["content"]
         size = len(content)
         if (size == 0 or not (Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(content, 0))
                               or Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(content, size - 1)))
@@ -131,7 +131,7 @@ def locate_ways(list turns, Py_ssize_t last, tuple variants):
             for v in range(1, len(variants)):
                 w = variants[v](content, j > last)
                 for pair in got:
-                    if not (w != (<tuple>pair)[1]):
+                    if not (w != (<tuple?>pair)[1]):
                         break
                 else:
                     got.append((v, w))
@@ -161,11 +161,11 @@ def placeholder_spans(str full, list segments, tuple sentinels, Py_ssize_t cap,
         seg = segments[k]
         if seg is None:
             continue
-        a = (<tuple>seg)[0]
-        b = (<tuple>seg)[1]
+        a = (<tuple?>seg)[0]
+        b = (<tuple?>seg)[1]
         ok = True
         for t in range(len(sentinels)):
-            if not _placeholder_span(full, a, b - a, <str>sentinels[t], cap, &s0, &s1):
+            if not _placeholder_span(full, a, b - a, <str?>sentinels[t], cap, &s0, &s1):
                 ok = False
                 break
             if t == 0:

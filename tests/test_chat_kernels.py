@@ -407,3 +407,26 @@ def test_the_c_placeholder_spans_are_the_diffs(data):
         want.append([-1, -1] if got is None else [min(g[0] for g in got),
                                                    max(g[1] for g in got)])
     assert spans.tolist() == want and failed == want_failed
+
+
+@needs_ext
+@pytest.mark.parametrize("call", [
+    lambda p: p.locate_parse("ab", ["a", "b"], [[(0, 1)]]),       # a way that is not a str
+    lambda p: p.locate_parse("ab", ["a", "b"], [[[0, "x"]]]),     # a way that is not a pair
+    lambda p: p.locate_parse("ab", ["a", 7], [[(0, "x")]]),       # a frame that is not a str
+    lambda p: p.locate_parse(None, ["a"], []),
+    lambda p: p.locate_ways([{"role": "user", "content": None}], 0, VARIANTS),
+    lambda p: p.locate_ways([{"role": "user", "content": 5}], 0, VARIANTS),
+    lambda p: p.placeholder_spans("abc", [[0, 1]], ref.SENTINELS, 3, False),
+    lambda p: p.placeholder_spans("abc", [(0, 1)], ("x", None), 3, False),
+])
+def test_the_c_reading_refuses_other_types(call):
+    """The C twins read str objects' storage: anything else is a TypeError, not a crash."""
+    with pytest.raises(TypeError):
+        call(backend.pack_ext)
+
+
+@needs_ext
+def test_placeholder_spans_refuses_a_segment_outside_the_text():
+    with pytest.raises(ValueError, match=r"segments: \(2, 5\) is outside the text \(3\)"):
+        backend.pack_ext.placeholder_spans("abc", [(2, 5)], ref.SENTINELS, 3, False)
