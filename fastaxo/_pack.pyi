@@ -82,7 +82,8 @@ def chat_rows_bytes(
 ) -> tuple[np.ndarray, np.ndarray]: ...
 def pooled_list(values: np.ndarray, pool: list[int]) -> list[int]: ...
 def locate_parse(
-    text: str, frames: list[str], written: list[list[tuple[int, str]]],
+    text: str, frames: list[str], written: list[list[tuple[int, str]]], max_ends: int,
+    budget: int,
 ) -> list[tuple[int, int, int]] | None: ...
 def locate_ways(
     turns: list[dict[str, Any]], last: int, variants: tuple[Callable[[str, bool], str], ...],

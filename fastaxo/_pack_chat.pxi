@@ -347,16 +347,20 @@ cdef object _row_ids(object ids, const int32_t[::1] ids32, list pool, bint array
 
 
 cdef list _pooled(const int32_t[::1] ids, list pool):
-    # the ids as a list of the pool's int objects (pool[v] is v): a pointer and a reference
-    # per token, no int allocated; every id is in [0, len(pool)) (checked by the caller)
+    # the ids as a list of the pool's int objects (pool[v] is v) and a shared -100 (the
+    # labels' mask): a pointer and a reference per token, no int allocated; every id is in
+    # [0, len(pool)) or -100 (checked by the caller)
     cdef Py_ssize_t n = ids.shape[0], i
     cdef list out = PyList_New(n)
     cdef PyObject *o
     for i in range(n):
-        o = PyList_GET_ITEM(pool, ids[i])
+        o = PyList_GET_ITEM(pool, ids[i]) if ids[i] >= 0 else <PyObject *>_minus_100
         Py_INCREF(<object>o)
         PyList_SET_ITEM(out, i, <object>o)
     return out
+
+
+cdef object _minus_100 = -100
 
 
 cdef Py_ssize_t _bisect_pairs(const int64_t[:, ::1] offsets, Py_ssize_t n, int64_t x,
@@ -476,7 +480,7 @@ def chat_rows_bytes(const int32_t[::1] ids, const int64_t[::1] id_offsets,
     text: an NFC tokenizer changed it, say) or -3 (no ids); labels of rows not -1 are
     unspecified.
     """
-    cdef Py_ssize_t rows = chars.shape[0], r, k, n, nt
+    cdef Py_ssize_t rows = chars.shape[0], r, k, n, nt, c
     cdef Py_ssize_t max_n = 0, max_c = 0, max_t = 0
     cdef int64_t v
     if (id_offsets.shape[0] != rows + 1 or text_offsets.shape[0] != rows + 1
@@ -486,13 +490,7 @@ def chat_rows_bytes(const int32_t[::1] ids, const int64_t[::1] id_offsets,
                          f"{span_offsets.shape[0]}")
     if spans.shape[1] != 2:
         raise ValueError(f"spans: expected shape (turns, 2), got {tuple(spans.shape)[:2]}")
-    if token_offsets.shape[0] == 0 or token_offsets[0] != 0:
-        raise ValueError("token_offsets: expected one offset per token + 1, from 0")
-    for r in range(token_offsets.shape[0] - 1):
-        if token_offsets[r + 1] < token_offsets[r]:
-            raise ValueError(f"token_offsets: decreasing at {r + 1}")
-    if token_offsets[token_offsets.shape[0] - 1] > token_bytes.shape[0]:
-        raise ValueError(f"token_offsets: ends past token_bytes ({token_bytes.shape[0]} bytes)")
+    _check_offsets(token_offsets, token_bytes.shape[0], "token_offsets")
     _check_offsets(id_offsets, ids.shape[0], "id_offsets")
     _check_offsets(text_offsets, text.shape[0], "text_offsets")
     _check_offsets(span_offsets, spans.shape[0], "span_offsets")
@@ -503,10 +501,11 @@ def chat_rows_bytes(const int32_t[::1] ids, const int64_t[::1] id_offsets,
             raise ValueError(f"chars: row {r} holds {chars[r]} characters in "
                              f"{text_offsets[r + 1] - text_offsets[r]} bytes")
         for k in range(span_offsets[r], span_offsets[r + 1]):
-            v = spans[k, 0] if spans[k, 0] < -1 or spans[k, 0] > chars[r] else spans[k, 1]
-            if v > chars[r] or v < -1:
-                raise ValueError(f"spans: row {r} has a span at {v}, outside "
-                                 f"[-1, {chars[r]}]")
+            for c in range(2):
+                v = spans[k, c]
+                if v > chars[r] or v < -1:
+                    raise ValueError(f"spans: row {r} has a span at {v}, outside "
+                                     f"[-1, {chars[r]}]")
         max_n = max(max_n, n)
         max_c = max(max_c, chars[r])
         max_t = max(max_t, nt)
@@ -546,7 +545,7 @@ def chat_rows_bytes(const int32_t[::1] ids, const int64_t[::1] id_offsets,
 
 cdef int _check_offsets(const int64_t[::1] offsets, Py_ssize_t size, str name) except -1:
     cdef Py_ssize_t i
-    if offsets[0] != 0 or offsets[offsets.shape[0] - 1] > size:
+    if offsets.shape[0] == 0 or offsets[0] != 0 or offsets[offsets.shape[0] - 1] > size:
         raise ValueError(f"{name}: expected offsets from 0 to at most {size}")
     for i in range(offsets.shape[0] - 1):
         if offsets[i + 1] < offsets[i]:
@@ -554,24 +553,11 @@ cdef int _check_offsets(const int64_t[::1] offsets, Py_ssize_t size, str name) e
     return 0
 
 
-cdef object _minus_100 = -100
-
-
 def pooled_list(const int32_t[::1] values, list pool):
     """``values`` as a list of ``pool``'s int objects (``pool[v]`` is v) and a shared -100 (the
     labels' mask): no int allocated per value."""
-    cdef Py_ssize_t n = values.shape[0], i, size = PyList_GET_SIZE(pool)
-    cdef int32_t v
-    cdef list out = PyList_New(n)
-    cdef PyObject *o
-    for i in range(n):
-        v = values[i]
-        if 0 <= v < size:
-            o = PyList_GET_ITEM(pool, v)
-        elif v == -100:
-            o = <PyObject *>_minus_100
-        else:  # (the list's unset items are NULL: dropping it is safe)
-            raise ValueError(f"values: {v} at {i} is outside [0, {size}) and not -100")
-        Py_INCREF(<object>o)
-        PyList_SET_ITEM(out, i, <object>o)
-    return out
+    cdef Py_ssize_t i, size = PyList_GET_SIZE(pool)
+    for i in range(values.shape[0]):
+        if not (0 <= values[i] < size or values[i] == -100):
+            raise ValueError(f"values: {values[i]} at {i} is outside [0, {size}) and not -100")
+    return _pooled(values, pool)

@@ -14,10 +14,6 @@ cdef extern from "Python.h":
     bint Py_UNICODE_ISSPACE(Py_UCS4 ch)
     const Py_ssize_t PY_SSIZE_T_MAX
 
-# as fastaxo.chat.locate._MAX_ENDS
-cdef Py_ssize_t _LOCATE_MAX_ENDS = 16
-
-
 cdef inline bint _starts_at(str text, str w, Py_ssize_t pos) except -1:
     return PyUnicode_Tailmatch(text, w, pos, PY_SSIZE_T_MAX, -1) == 1
 
@@ -42,12 +38,15 @@ cdef object _written_at(str text, Py_ssize_t pos, object ways, dict owner):
     return got if got in owner else None
 
 
-def locate_parse(str text, list frames, list written):
+def locate_parse(str text, list frames, list written, Py_ssize_t max_ends,
+                 Py_ssize_t budget):
     """:func:`fastaxo.chat.locate.parse`, step for step: the one way to read ``text`` as
     ``frames[0] X0 frames[1] ... frames[n]`` with each ``X_k`` one of ``written[k]``
-    (``(variant, text)`` pairs): ``(start, variant, length)`` per k, or None."""
+    (``(variant, text)`` pairs): ``(start, variant, length)`` per k, or None. Its bounds are
+    parse's: at most ``max_ends`` ends tried after a content, ``budget`` characters
+    searched."""
     cdef dict owner = {}, by_len = {}
-    cdef Py_ssize_t k, n = len(written), pos, found, hi, tries, p, budget, longest = 0
+    cdef Py_ssize_t k, n = len(written), pos, found, hi, tries, p, longest = 0
     cdef Py_ssize_t size = len(text), ln
     cdef str after, w
     cdef list got = []
@@ -71,7 +70,6 @@ def locate_parse(str text, list frames, list written):
         if ln > longest:
             longest = ln
     pos = len(after)
-    budget = 4 * size + 4096
     for k in range(n):
         after = <str?>frames[k + 1]
         if k + 1 == n:  # the last frame ends the text
@@ -90,7 +88,7 @@ def locate_parse(str text, list frames, list written):
                         return None
                     found, hit = p, here
                 tries += 1
-                if tries > _LOCATE_MAX_ENDS:  # a short frame that recurs: let the markers say
+                if tries > max_ends:  # a short frame that recurs: let the markers say
                     return None
                 p = PyUnicode_Find(text, after, p + 1, hi, 1)
             budget -= hi - pos
@@ -122,12 +120,10 @@ def locate_ways(list turns, Py_ssize_t last, tuple variants):
     for j in range(n):
         content = <str?>(<dict?>turns[j])["content"]
         size = len(content)
-        if (size == 0 or not (Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(content, 0))
-                              or Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(content, size - 1)))
-                ) and "</think>" not in content:
-            got = [(0, content)]
-        else:
-            got = [(0, content)]
+        got = [(0, content)]
+        if (size and (Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(content, 0))
+                      or Py_UNICODE_ISSPACE(PyUnicode_READ_CHAR(content, size - 1)))
+                ) or "</think>" in content:  # else every variant writes it as it is
             for v in range(1, len(variants)):
                 w = variants[v](content, j > last)
                 for pair in got:

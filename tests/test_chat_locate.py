@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 import chat_data  # noqa: E402
 
 from fastaxo.chat import ChatEngine, ChatSpec, Fallback  # noqa: E402
-from fastaxo.chat.locate import frame, parse  # noqa: E402
+from fastaxo.chat.locate import _parse, frame, parse  # noqa: E402
 
 S1, S2 = ref.SENTINELS
 CHATML = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
@@ -79,7 +79,7 @@ def _w(*contents):
 
 
 # parse, and its C twin where the extension is built (the engine uses that one)
-PARSERS = [parse] + ([backend.pack_ext.locate_parse] if backend.pack_ext is not None else [])
+PARSERS = [parse] + ([_parse] if backend.pack_ext is not None else [])
 
 
 @pytest.mark.parametrize("parse", PARSERS)

@@ -308,9 +308,7 @@ def parse(text: str, frames: list[str], written: list[list[tuple[int, str]]]
         by_len.setdefault(len(w), []).append(w)
     longest = max(by_len, default=0)
     pos, n, got = len(frames[0]), len(written), []
-    # characters the searches may scan: a row with one long content and many turns would scan
-    # that length per turn; past this the marker rounds (linear) place the row
-    budget = 4 * len(text) + 4096
+    budget = _scan_budget(text)
     hit: str | None
     for k in range(n):
         after = frames[k + 1]
@@ -348,8 +346,15 @@ def _parse(text: str, frames: list[str], written: list[list[tuple[int, str]]]
            ) -> list[tuple[int, int, int]] | None:
     """:func:`parse` in C where the extension is in use (_pack.locate_parse: the same steps)."""
     fast = backend.pack_ext
-    return parse(text, frames, written) if fast is None else fast.locate_parse(text, frames,
-                                                                                written)
+    if fast is None:
+        return parse(text, frames, written)
+    return fast.locate_parse(text, frames, written, _MAX_ENDS, _scan_budget(text))
+
+
+def _scan_budget(text: str) -> int:
+    """The characters parse's searches may scan: a row with one long content and many turns
+    would scan that length per turn; past this the marker rounds (linear) place the row."""
+    return 4 * len(text) + 4096
 
 
 def _written_at(text: str, pos: int, ways: list[str] | None, owner: dict[str, int]
