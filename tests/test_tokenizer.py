@@ -647,7 +647,10 @@ def test_tokenizer_files_that_are_not_json(tmp_path):
 def test_arrow_text_that_is_not_utf8_is_refused(pair):
     import pyarrow as pa
 
-    ours, _ = pair
+    from fastaxo.tokenizer._spec import byte_decoder
+
+    ours, hf = pair
+    decoder = byte_decoder()
     good = pa.array(["fine", "also fine"])
     for bad in (b"\xff", b"a\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"abc\xe2\x82"):
         arr = pa.Array.from_buffers(pa.string(), 3, [None, pa.py_buffer(
@@ -655,6 +658,11 @@ def test_arrow_text_that_is_not_utf8_is_refused(pair):
             pa.py_buffer(b"fine" + bad + b"also fine")])
         with pytest.raises(Exception, match="text 1 is not valid UTF-8"):
             ours.encode_batch(arr)
+        # unchecked (text the caller vouches for): no error; the other texts' ids are the
+        # same, and text 1's ids spell its bytes, each invalid byte a token of its own
+        got = ours.encode_batch(arr, False, validate=False).to_pylist()
+        assert [got[0], got[2]] == ours.encode_batch(["fine", "also fine"], False).to_pylist()
+        assert b"".join(bytes(decoder[c] for c in hf.id_to_token(i)) for i in got[1]) == bad
     assert ours.encode_batch(good).to_pylist() == ours.encode_batch(["fine", "also fine"]
                                                                     ).to_pylist()
 

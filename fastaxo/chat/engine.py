@@ -154,10 +154,11 @@ class ChatEngine:
 
     def _front(self, conversations: Sequence[list[dict[str, Any]]], part: range,
                out: list[Row | Fallback | None]
-               ) -> tuple[dict[int, str], dict[int, np.ndarray], dict[int, list[int]]]:
+               ) -> tuple[dict[int, str], dict[int, np.ndarray], dict[int, list[int]],
+                          dict[int, bytes]]:
         """Rows ``part`` (indices into ``conversations`` and ``out``) rendered and placed:
-        their texts, trainable turns' spans and trainable turns; a row that cannot be is a
-        Fallback in ``out``."""
+        their texts, trainable turns' spans and trainable turns, and the texts' UTF-8 where
+        fastaxo's encoder will read it; a row that cannot be is a Fallback in ``out``."""
         spec = self.spec
         rows = []
         for i in part:
@@ -182,7 +183,16 @@ class ChatEngine:
             if out[i] is None:
                 spans[i] = self._good_spans(conversations[i], texts[i], state[i])
         self._per_turn_spans(conversations, texts, state, spans, out)
-        return texts, spans, trainable
+        # made here, not on the encoder's thread: this thread waits for that one, and
+        # str.encode holds the GIL
+        utf8 = ({i: texts[i].encode("utf-8") for i in spans if out[i] is None}
+                if self._reads_utf8() else {})
+        return texts, spans, trainable, utf8
+
+    def _reads_utf8(self) -> bool:
+        """Whether :meth:`_tokenize` gives fastaxo's encoder the texts' UTF-8 (byte path)."""
+        return (backend.pack_ext is not None and self.spec.encoder == "fastaxo"
+                and self.spec.byte_tokens() is not None)
 
     # -- steps ------------------------------------------------------------------------------
     def _texts(self, conversations: Sequence[list[dict[str, Any]]], rows: list[int],
@@ -384,8 +394,8 @@ class ChatEngine:
                 spans[i][k] = span
 
     def _tokenize(self, texts: dict[int, str], spans: dict[int, np.ndarray],
-                  trainable: dict[int, list[int]], out: list[Row | Fallback | None],
-                  threads: int | None = None) -> None:
+                  trainable: dict[int, list[int]], utf8: dict[int, bytes],
+                  out: list[Row | Fallback | None], threads: int | None = None) -> None:
         """Ids and labels of the rows still open. Byte-level tokenizers: ids alone (fastaxo's
         encoder or HF's, :attr:`ChatSpec.encoder`) and labels from their bytes; the rows that
         cannot (text an NFC tokenizer would change, ids that do not spell the text) take ids
@@ -404,8 +414,8 @@ class ChatEngine:
                           or unicodedata.is_normalized("NFC", texts[i]))
                     (by_bytes if ok else need).append(i)
                 if enc == "fastaxo":
-                    done = self._rows_fastaxo(texts, by_bytes, spans, trainable, table, out,
-                                              threads)
+                    done = self._rows_fastaxo(texts, utf8, by_bytes, spans, trainable, table,
+                                              out, threads)
                 else:
                     done = self._rows_hf_ids(texts, by_bytes, spans, trainable, table, out)
                 need.extend(i for i in by_bytes if i not in done)
@@ -433,26 +443,26 @@ class ChatEngine:
                 done.add(i)
         return done
 
-    def _rows_fastaxo(self, texts: dict[int, str], rows: list[int], spans: dict[int, np.ndarray],
-                      trainable: dict[int, list[int]],
+    def _rows_fastaxo(self, texts: dict[int, str], utf8: dict[int, bytes], rows: list[int],
+                      spans: dict[int, np.ndarray], trainable: dict[int, list[int]],
                       table: tuple[np.ndarray, np.ndarray, bool],
                       out: list[Row | Fallback | None], threads: int | None = None) -> set[int]:
-        """The rows made from fastaxo's ids: each text encoded to UTF-8 once (the encoder and
-        the label kernel read the same bytes), ids as int32 until the row is proven."""
+        """The rows made from fastaxo's ids: each text's UTF-8 (``utf8``, else made here) read
+        by the encoder and the label kernel alike, ids as int32 until the row is proven."""
         import pyarrow as pa
 
         done: set[int] = set()
         if not rows:
             return done
-        utf8 = [texts[i].encode("utf-8") for i in rows]
+        encoded = [utf8[i] if i in utf8 else texts[i].encode("utf-8") for i in rows]
         offsets = np.zeros(len(rows) + 1, np.int64)
-        np.cumsum([len(b) for b in utf8], out=offsets[1:])
-        joined = b"".join(utf8)
-        del utf8
+        np.cumsum([len(b) for b in encoded], out=offsets[1:])
+        joined = b"".join(encoded)
+        del encoded
         data = np.frombuffer(joined, np.uint8)
         arr = pa.LargeStringArray.from_buffers(len(rows), pa.py_buffer(offsets),
                                                pa.py_buffer(joined))
-        vals, id_off = self.spec.fastaxo_ids(arr, threads)
+        vals, id_off = self.spec.fastaxo_ids(arr, threads, validate=False)  # (str.encode's)
         span_rows = [spans[i] for i in rows]
         span_off = np.zeros(len(rows) + 1, np.int64)
         np.cumsum([len(s) for s in span_rows], out=span_off[1:])

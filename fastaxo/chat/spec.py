@@ -213,20 +213,21 @@ class ChatSpec:
             return [ids[a:b] for a, b in itertools.pairwise(offs.tolist())]
         return self._ids_fast(texts)
 
-    def fastaxo_ids(self, texts: Any, num_threads: int | None = None
+    def fastaxo_ids(self, texts: Any, num_threads: int | None = None, *, validate: bool = True
                     ) -> tuple[np.ndarray, np.ndarray]:
         """The ids of ``texts`` (a list of str, or a pyarrow string array) from fastaxo's
         encoder, ``add_special_tokens=False``: int32 values and int64 offsets (text i's ids
         are ``values[offsets[i]:offsets[i + 1]]``), on ``num_threads`` threads (default: one
-        where HF's would run on one, else fastaxo's count). Only when :attr:`encoder` is
-        ``"fastaxo"``."""
+        where HF's would run on one, else fastaxo's count). ``validate=False``: Arrow text
+        known to be UTF-8 (:meth:`fastaxo.Tokenizer.encode_batch`). Only when :attr:`encoder`
+        is ``"fastaxo"``."""
         import numpy as np
 
         fx = self._fastaxo_for("fastaxo_ids")
         if isinstance(texts, list) and not texts:
             return np.zeros(0, np.int32), np.zeros(1, np.int64)
         arr = fx.encode_batch(texts, add_special_tokens=False,
-                              num_threads=num_threads or _encode_threads())
+                              num_threads=num_threads or _encode_threads(), validate=validate)
         return _ids_and_offsets(arr)
 
     def fastaxo_offsets(self, texts: Any, num_threads: int | None = None

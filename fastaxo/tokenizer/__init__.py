@@ -234,19 +234,23 @@ class Tokenizer:
         return ids, type(ids).from_arrays(ids.offsets, pairs)
 
     def encode_batch(self, texts: Iterable[str] | pa.Array | pa.ChunkedArray,
-                     add_special_tokens: bool = True, num_threads: int | None = None
-                     ) -> pa.Array:
+                     add_special_tokens: bool = True, num_threads: int | None = None, *,
+                     validate: bool = True) -> pa.Array:
         """The ids of each text, as a ``pyarrow.ListArray`` of int32 (a ``LargeListArray`` past
         2^31 - 1 ids), made in C with no Python object per token.
 
         ``texts``: a list of str, or a pyarrow string / large_string array (nulls refused).
         The texts are spread over ``num_threads`` threads (default: fastaxo's thread count);
-        the result does not depend on it."""
-        vals, counts, _ = self._batch(texts, add_special_tokens, num_threads, _unit(None))
+        the result does not depend on it. Arrow text is checked to be UTF-8 first (an
+        InvalidInputError names the first text that is not); ``validate=False`` skips that
+        pass for text known to be UTF-8 (made by ``str.encode``, say): bytes that are not
+        UTF-8 would then each be taken as one punctuation character, with no error."""
+        vals, counts, _ = self._batch(texts, add_special_tokens, num_threads, _unit(None),
+                                      validate)
         return _list_array(vals, counts)
 
-    def _batch(self, texts: Any, specials: bool, num_threads: int | None, mode: int
-               ) -> tuple[np.ndarray, np.ndarray, Any]:
+    def _batch(self, texts: Any, specials: bool, num_threads: int | None, mode: int,
+               validate: bool = True) -> tuple[np.ndarray, np.ndarray, Any]:
         if not isinstance(texts, (pa.Array, pa.ChunkedArray, str)):
             # str objects straight to C: their UTF-8 made on the encoding threads. None: an
             # item that is not a str, or a lone surrogate: the path below says which
@@ -258,7 +262,8 @@ class Tokenizer:
         data, offsets, arrow = _buffers(texts)
         try:
             return self._model.encode_many(data, offsets, bool(specials),
-                                           resolve_num_threads(num_threads), mode, arrow)
+                                           resolve_num_threads(num_threads), mode,
+                                           arrow and bool(validate))
         except ValueError as e:  # only Arrow text can be other than UTF-8
             raise InvalidInputError(str(e)) from None
 
