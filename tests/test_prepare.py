@@ -502,3 +502,71 @@ def test_old_names_warn_and_new_names_work(tmp_path):
         pq.read_table(tmp_path / "new.parquet").column("input_ids"))
     r = _cli("prepare", src, "-o", tmp_path / "x.parquet", "--seq-len", SEQ, "--max-length", SEQ)
     assert r.returncode == 2 and "give one of them" in r.stderr
+
+
+# -- token columns from rows: views of one buffer stay in it ----------------------------------
+
+def _row_kinds():
+    from hypothesis import strategies as st
+
+    return st.lists(st.tuples(st.sampled_from(["view", "view", "view", "gap", "list", "int64",
+                                               "own", "strided", "empty"]),
+                              st.integers(0, 2), st.integers(0, 40)), max_size=60)
+
+
+def test_token_lists_keep_adjacent_views_in_their_buffer():
+    """_int32_lists on any mix of adjacent views of int32 buffers (chunks over the buffer:
+    the next test), gaps between views, lists, int64 arrays, arrays of their own, strided
+    views and empty rows: the column reads back as the rows, in order, with their lengths."""
+    from hypothesis import given, settings
+
+    from fastaxo.pipeline.columns import _int32_lists, list_lengths
+
+    @settings(max_examples=300, deadline=None)
+    @given(_row_kinds())
+    def check(kinds):
+        bufs = [np.arange(k * 10_000, k * 10_000 + 4_000, dtype=np.int32) for k in range(3)]
+        at = [0, 0, 0]
+        rows = []
+        for kind, k, n in kinds:
+            if kind in ("view", "gap"):
+                at[k] += 3 if kind == "gap" else 0
+                rows.append(bufs[k][at[k]:at[k] + n])
+                at[k] += n
+            elif kind == "list":
+                rows.append(list(range(n)))
+            elif kind == "int64":
+                rows.append(np.arange(n, dtype=np.int64))
+            elif kind == "own":
+                rows.append(np.arange(n, dtype=np.int32))
+            elif kind == "strided":
+                rows.append(bufs[k][at[k]:at[k] + 2 * n:2])
+                at[k] += 2 * n
+            else:
+                rows.append([])
+        col = _int32_lists(rows)
+        assert col.type == pa.list_(pa.int32())
+        assert col.to_pylist() == [list(map(int, r)) for r in rows]
+        assert list(list_lengths(col)) == [len(r) for r in rows]
+    check()
+
+
+def test_token_lists_of_part_views_are_not_copied():
+    """The chat engine's case: each part's rows are adjacent views of its ids; a fallback row
+    (a list) sits between. Three chunks: part 1 (a view), the fallback (copied), part 2 (a
+    view), each view chunk over the part's own memory."""
+    from fastaxo.pipeline.columns import _int32_lists
+
+    part1, part2 = np.arange(100, dtype=np.int32), np.arange(500, 560, dtype=np.int32)
+    rows = [part1[:30], part1[30:30], part1[30:100], [7, 8, 9], part2[:60]]
+    col = _int32_lists(rows)
+    assert isinstance(col, pa.ChunkedArray) and col.num_chunks == 3
+    assert col.to_pylist() == [list(map(int, r)) for r in rows]
+    for chunk, part in ((col.chunk(0), part1), (col.chunk(2), part2)):
+        assert chunk.values.buffers()[1].address == part.ctypes.data
+    assert not np.shares_memory(np.frombuffer(col.chunk(1).values.buffers()[1], np.int32),
+                                part1)
+    # scattered: more groups than the bound, one copy
+    many = [part1[i:i + 1] if i % 2 else [i] for i in range(200)]
+    one = _int32_lists(many)
+    assert isinstance(one, pa.Array) and one.to_pylist() == [list(map(int, r)) for r in many]

@@ -67,7 +67,11 @@ def token_column(arr: pa.Array, name: str, path: str, row0: int) -> pa.Array:
     return arr.cast(target)
 
 
-def list_lengths(arr: pa.Array) -> np.ndarray:
+def list_lengths(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The length of each row of a list column (int64), from its offsets."""
+    if isinstance(arr, pa.ChunkedArray):
+        parts = [list_lengths(c) for c in arr.chunks]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
     offs = arrow.offsets_of(arr, pa.types.is_large_list(arr.type))
     return np.diff(offs).astype(np.int64, copy=False)
 
@@ -595,7 +599,8 @@ def _template_text(value: str) -> tuple[str, str]:
 
 
 def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0: int,
-                  overflow: str = "error") -> tuple[pa.Array, pa.Array, int]:
+                  overflow: str = "error"
+                  ) -> tuple[pa.Array | pa.ChunkedArray, pa.Array | pa.ChunkedArray, int]:
     """The ``messages`` column ``arr`` as ``(input_ids, labels)`` list<int32> columns, and how
     many conversations were larger than ``max_row_bytes``: refused
     (:class:`~fastaxo.errors.RowTooLargeError`) unless ``overflow`` is "drop", which gives them
@@ -661,9 +666,66 @@ def _chat_row_error(e: Exception, column: str, path: str, row0: int) -> Exceptio
     return type(e)(f"{row_where(path, row0 + int(m.group(1)))}: {column}{str(e)[m.end():]}")
 
 
-def _int32_lists(rows: list[Any]) -> pa.Array:
-    """Rows of token ids (lists of int, or int32 arrays) as list<int32> (flattened in one C
-    pass, or one concatenation)."""
+def _int32_lists(rows: list[Any]) -> pa.Array | pa.ChunkedArray:
+    """Rows of token ids (lists of int, or int32 arrays) as list<int32>. Consecutive rows that
+    are adjacent views of one int32 buffer (the chat engine's rows: views of each part's ids
+    and labels) become a chunk over that buffer, no copy; the other rows are flattened in one
+    C pass, or one concatenation. One chunk: an Array; several: a ChunkedArray."""
+    groups = _view_runs(rows)
+    if not groups or len(groups) > max(_MAX_RUNS, len(rows) // 64):
+        groups = [(rows, None)]  # (no rows; or scattered views: one copy is less)
+    chunks = [arrow.list_array(values, np.fromiter(map(len, part), np.int64, count=len(part)))
+              if values is not None else _copied_lists(part) for part, values in groups]
+    if len(chunks) == 1:
+        return chunks[0]
+    if len({c.type for c in chunks}) > 1:
+        chunks = [c.cast(pa.large_list(pa.int32())) for c in chunks]
+    return pa.chunked_array(chunks)
+
+
+# Above this many groups (and one per 64 rows), _int32_lists copies every row instead.
+_MAX_RUNS = 64
+
+
+def _view_runs(rows: list[Any]) -> list[tuple[list[Any], np.ndarray | None]]:
+    """``rows`` cut into groups in order: (rows, values) where the rows are adjacent views of
+    one int32 buffer and ``values`` is that stretch of it (no copy); (rows, None) for the
+    others. An empty row joins the group before it."""
+    groups: list[tuple[list[Any], np.ndarray | None]] = []
+    part: list[Any] = []
+    owner: Any = None  # the run's buffer, and the run's bounds in it (items)
+    start = end = 0
+    for r in rows:
+        if part and len(r) == 0:
+            part.append(r)
+            continue
+        base = r.base if isinstance(r, np.ndarray) else None
+        if (isinstance(base, np.ndarray) and r.dtype == np.int32 and base.dtype == np.int32
+                and r.ndim == 1 and base.ndim == 1 and r.flags.c_contiguous
+                and base.flags.c_contiguous):
+            b0 = base.__array_interface__["data"][0]
+            i = (r.__array_interface__["data"][0] - b0) // 4
+            if owner is base and i == end:
+                part.append(r)
+                end += len(r)
+                continue
+            if part:
+                groups.append((part, owner[start:end] if owner is not None else None))
+            part, owner, start, end = [r], base, i, i + len(r)
+            continue
+        if owner is not None or not part:
+            if part:
+                groups.append((part, owner[start:end]))
+            part, owner = [], None
+        part.append(r)
+    if part:
+        groups.append((part, owner[start:end] if owner is not None else None))
+    return groups
+
+
+def _copied_lists(rows: list[Any]) -> pa.Array:
+    """Rows of token ids (lists of int, or int32 arrays) as list<int32>, flattened in one C
+    pass, or one concatenation."""
     from fastaxo._core.ragged import lists_to_values
 
     if any(isinstance(r, np.ndarray) for r in rows):

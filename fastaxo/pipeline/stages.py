@@ -128,7 +128,7 @@ class CheckedBatch(NamedTuple):
     """A batch's token columns (list<int32>: input_ids [+ labels]), their lengths, the seconds
     spent tokenizing, and the rows over max_row_bytes given no tokens (``overflow="drop"``)."""
 
-    work: dict[str, pa.Array]
+    work: dict[str, pa.Array | pa.ChunkedArray]
     lens: np.ndarray
     tokenize_seconds: float
     too_large: int

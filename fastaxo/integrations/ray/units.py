@@ -202,7 +202,7 @@ class CheckedUnit(NamedTuple):
     ``ChatTokenizer.settings``)."""
 
     raw: pa.RecordBatch
-    work: dict[str, pa.Array]
+    work: dict[str, pa.Array | pa.ChunkedArray]
     lens: np.ndarray
     counts: dict[str, Any]
 
@@ -253,9 +253,11 @@ def checked_unit(u: Unit, cfg: Cfg) -> CheckedUnit:
     return CheckedUnit(batch, work, np.concatenate([p.lens for p in parts]), counts)
 
 
-def _joined(arrays: list[pa.Array]) -> pa.Array | pa.ChunkedArray:
+def _joined(columns: list[pa.Array | pa.ChunkedArray]) -> pa.Array | pa.ChunkedArray:
     """The token columns of consecutive slices as one column (large_list throughout when a
     slice needed it)."""
+    arrays = [c for col in columns
+              for c in (col.chunks if isinstance(col, pa.ChunkedArray) else [col])]
     if len({a.type for a in arrays}) > 1:
         arrays = [a.cast(pa.large_list(pa.int32())) for a in arrays]
     return pa.chunked_array(arrays)
