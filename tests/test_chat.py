@@ -404,3 +404,29 @@ def test_prepare_reads_a_clean_messages_column_without_a_python_object_per_field
 
 def _no_rows(*a, **k):
     raise AssertionError("normalize_messages called")
+
+
+def test_arrow_turns_are_made_block_by_block_and_read_as_the_rows():
+    """prepare's conversations from a clean messages column (ArrowTurns): each row equals
+    what normalize_messages makes of it (Axolotl's role names mapped), whatever the block
+    boundaries; a block is made when one of its rows is first read, and only then; indexing
+    behaves as a list's (negative indices, slices, IndexError past the end)."""
+    import pyarrow as pa
+
+    from fastaxo.chat.tokenize import normalize_messages
+    from fastaxo.pipeline.columns import ArrowTurns, _arrow_turns
+
+    convs = chat_data.conversations(seed=5, n=150, turns=(1, 7), hi=30)
+    convs[3][0]["role"] = "human"
+    convs[70][-1]["role"] = "gpt"
+    arr = pa.array(convs).slice(1, 149)  # (a slice: offsets that do not start at 0)
+    turns = _arrow_turns(arr)
+    assert isinstance(turns, ArrowTurns) and len(turns) == 149
+    assert turns[69] == normalize_messages(convs[70], 70) and set(turns._blocks) == {1}
+    want = [normalize_messages(c, i) for i, c in enumerate(convs[1:])]
+    assert [turns[i] for i in range(len(turns))] == want and set(turns._blocks) == {0, 1, 2}
+    assert turns[-1] == want[-1] and turns[60:70] == want[60:70] and turns[::50] == want[::50]
+    with pytest.raises(IndexError):
+        turns[149]
+    with pytest.raises(IndexError):
+        turns[-150]

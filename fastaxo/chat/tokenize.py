@@ -161,16 +161,21 @@ def tokenize_chat(conversations: Iterable[Any], tokenizer: Any = None, *,
                           too_large)
 
 
-def tokenize_turns(turns: list[list[dict[str, Any]]], spec: ChatSpec, too_large: str = "error",
-                   *, arrays: bool = False) -> ChatResult:
+def tokenize_turns(turns: Sequence[list[dict[str, Any]]], spec: ChatSpec,
+                   too_large: str = "error", *, arrays: bool = False,
+                   sized: bool = False) -> ChatResult:
     """:func:`tokenize_chat` of conversations already as :func:`normalize_messages` gives them
     (``prepare`` makes them from Arrow columns), with a spec for a fast tokenizer. With
     ``arrays``, rows made by fastaxo's encoder hold int32 arrays and no attention mask
-    (``ChatEngine(arrays=True)``; ``prepare`` writes columns from them)."""
+    (``ChatEngine(arrays=True)``; ``prepare`` writes columns from them). ``sized``: the
+    caller found no conversation whose messages hold more than ``max_row_bytes`` (prepare
+    reads that from the Arrow buffers), so they are not measured again (nor read before the
+    engine reads them)."""
     result = ChatResult()
     limit = spec.max_row_bytes
     # a conversation whose messages alone are over the bound is not rendered at all
-    over = {i: n for i, t in enumerate(turns) if (n := content_bytes(t, limit)) > limit}
+    over = {} if sized else {i: n for i, t in enumerate(turns)
+                             if (n := content_bytes(t, limit)) > limit}
     if over and too_large == "error":
         i, n = next(iter(over.items()))
         raise RowTooLargeError(

@@ -6,7 +6,8 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, overload
 
 import numpy as np
 import pyarrow as pa
@@ -382,16 +383,15 @@ def _pylist_without(arr: pa.Array, skip: np.ndarray) -> list[Any]:
     return got
 
 
-def _arrow_turns(arr: pa.Array) -> list[list[dict[str, Any]]] | None:
+def _arrow_turns(arr: pa.Array) -> ArrowTurns | None:
     """The conversations of a list<struct<role, content, ...>> column as
     :func:`fastaxo.chat.tokenize.normalize_messages` makes them, from two flat columns (no
     Python object per row and field to check); None where a row is not plainly that (another
     shape, a null message, role or content, another field set, an empty conversation): the
     row-by-row path then makes them, or names the row it refuses. (Arrow's strings are
-    UTF-8: no lone surrogate to look for.)"""
+    UTF-8: no lone surrogate to look for.) The Python objects are made as the rows are read
+    (:class:`ArrowTurns`)."""
     import pyarrow.compute as pc
-
-    from fastaxo.chat.tokenize import ROLE_NAMES
 
     if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
         return None
@@ -412,12 +412,53 @@ def _arrow_turns(arr: pa.Array) -> list[list[dict[str, Any]]] | None:
     offs = arrow.offsets_of(arr, pa.types.is_large_list(arr.type))
     if len(offs) > 1 and int(np.diff(offs).min()) == 0:
         return None
-    roles = fields["role"].to_pylist()
-    names = {r: ROLE_NAMES.get(r, r) for r in set(roles)}
-    messages = [{"role": names[r], "content": c}
-                for r, c in zip(roles, fields["content"].to_pylist(), strict=True)]
-    at = (offs - offs[0]).tolist()
-    return [messages[at[i]:at[i + 1]] for i in range(len(arr))]
+    return ArrowTurns(fields["role"], fields["content"], (offs - offs[0]).tolist())
+
+
+class ArrowTurns(Sequence[list[dict[str, Any]]]):
+    """The conversations of a clean messages column (:func:`_arrow_turns`), each a list of
+    ``{"role", "content"}`` dicts, made BLOCK rows at a time when a row of the block is first
+    read, and kept. The chat engine reads its rows part by part, so they are made on its
+    render thread between parts, while the encoder's thread works (that thread waited for
+    the encoder, and making them all first took ~0.2 s of 2,000 16-turn rows)."""
+
+    BLOCK = 64
+
+    def __init__(self, roles: pa.Array, contents: pa.Array, at: list[int]):
+        self._roles, self._contents, self._at = roles, contents, at
+        self._blocks: dict[int, list[list[dict[str, Any]]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._at) - 1
+
+    @overload
+    def __getitem__(self, i: int) -> list[dict[str, Any]]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[list[dict[str, Any]]]: ...
+
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError("conversation index out of range")
+        i %= n
+        b = i // self.BLOCK
+        block = self._blocks.get(b)
+        if block is None:
+            block = self._blocks[b] = self._make(b * self.BLOCK, min(n, (b + 1) * self.BLOCK))
+        return block[i - b * self.BLOCK]
+
+    def _make(self, r0: int, r1: int) -> list[list[dict[str, Any]]]:
+        from fastaxo.chat.tokenize import ROLE_NAMES
+
+        at = self._at
+        m0, m1 = at[r0], at[r1]
+        roles = self._roles.slice(m0, m1 - m0).to_pylist()
+        names = {r: ROLE_NAMES.get(r, r) for r in set(roles)}
+        messages = [{"role": names[r], "content": c} for r, c in zip(
+            roles, self._contents.slice(m0, m1 - m0).to_pylist(), strict=True)]
+        return [messages[at[k] - m0:at[k + 1] - m0] for k in range(r0, r1)]
 
 
 def _content_bytes(arr: pa.Array) -> np.ndarray | None:
@@ -625,8 +666,8 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
     # (a conversation over the bound never becomes Python objects)
     turns = _arrow_turns(arr) if not len(big) else None
     convs = _pylist_without(arr, big) if turns is None else turns
-    ids: list[list[int]] = [[] for _ in convs]
-    labels: list[list[int]] = [[] for _ in convs]
+    ids: list[Any] = [[] for _ in range(len(convs))]  # (not iterated: turns are made lazily)
+    labels: list[Any] = [[] for _ in range(len(convs))]
     too_large = len(big)
     too = "skip" if overflow == "drop" else "error"
     # the runs of rows between the dropped ones, so that errors name the right row
@@ -637,7 +678,8 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
             continue
         try:
             res = (tokenize_chat(convs[a:b], spec=ct.spec, too_large=too)
-                   if turns is None else tokenize_turns(turns[a:b], ct.spec, too, arrays=True))
+                   if turns is None  # (turns: no row was too big, so a, b = 0, len)
+                   else tokenize_turns(turns, ct.spec, too, arrays=True, sized=True))
         except RowTooLargeError as e:
             raise too_large_error(path, row0 + a + e.row, "the conversation is at least",
                                   e.length, e.limit) from None
