@@ -277,7 +277,7 @@ def test_quick_check_finds_the_character_after_any_ascii_run():
     """The ASCII skip reads 16 and 8 bytes a step and finds the first non-ASCII byte of a word
     from its high bit: a character that is not quick, or a mark out of order, after an ASCII
     run of any length (and before one) is found at every offset."""
-    for k in range(0, 41):
+    for k in range(41):
         for m in (0, 1, 7, 8, 9, 17):
             for bad in ("e\u0301", "\u0958", "a\u0301\u0316", "\u00e9\u0301"):
                 s = "x" * k + bad + "y" * m
