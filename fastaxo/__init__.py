@@ -23,6 +23,7 @@ from fastaxo.errors import (
     SequenceTooLongError,
     SourceNotFoundError,
     TemplateLimitError,
+    UnsupportedVersionError,
 )
 from fastaxo.hashing import (
     ROW_ENCODING_VERSION,
@@ -85,4 +86,5 @@ __all__ = [
     "FileFormatError",
     "SchemaMismatchError",
     "KernelError",
+    "UnsupportedVersionError",
 ]

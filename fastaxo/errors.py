@@ -23,6 +23,7 @@ __all__ = [
     "FileFormatError",
     "SchemaMismatchError",
     "KernelError",
+    "UnsupportedVersionError",
 ]
 
 
@@ -118,3 +119,8 @@ class KernelError(FastaxoError, RuntimeError):
 
     def __reduce__(self):
         return (type(self), (self.args[0], self.kernel, self.status, self.item))
+
+
+class UnsupportedVersionError(FastaxoError, RuntimeError):
+    """An installed package is at a version fastaxo does not support (Axolotl, for the plugin):
+    the message names the versions supported and the one found."""

@@ -38,6 +38,7 @@ main_leg_only(_MISSING, "axolotl")
 
 import datasets  # noqa: E402
 
+import fastaxo  # noqa: E402
 from fastaxo.integrations import axolotl as fx  # noqa: E402
 from fastaxo.integrations.axolotl import packer as fx_packer  # noqa: E402
 from fastaxo.integrations.axolotl import patches as fx_patches  # noqa: E402
@@ -388,8 +389,9 @@ def test_version_check_message(monkeypatch, version, ok):
     if ok:
         fx.check_axolotl_version()
         return
-    with pytest.raises(RuntimeError) as exc:
+    with pytest.raises(RuntimeError) as exc:  # (a fastaxo error, and a RuntimeError as before)
         fx.check_axolotl_version()
+    assert isinstance(exc.value, fastaxo.UnsupportedVersionError)
     msg = str(exc.value)
     assert "\n" not in msg
     assert f"supports axolotl 0.19 and 0.21; this is axolotl {version}." in msg

@@ -61,6 +61,7 @@ except ImportError as exc:  # pragma: no cover - exercised by users without axol
 from pydantic import BaseModel, Field
 
 import fastaxo
+from fastaxo.errors import UnsupportedVersionError
 from fastaxo.integrations.axolotl.dedupe import (
     SeenHashes,
     make_deduplicate_dataset,
@@ -157,7 +158,7 @@ def check_axolotl_version() -> None:
     if os.environ.get("FASTAXO_AXOLOTL_VERSION_CHECK", "1") == "0":
         say_once("version", msg + " (FASTAXO_AXOLOTL_VERSION_CHECK=0: going on anyway)")
         return
-    raise RuntimeError(msg)
+    raise UnsupportedVersionError(msg)
 
 
 # ---------------------------------------------------------------------------------------------
