@@ -71,19 +71,16 @@ def _info_tokenizer(path: str) -> int:
           f"    text encoder   : {tt.describe_encoder()}")
     if not os.path.isdir(path):
         return 0
-    try:
-        from transformers import AutoTokenizer
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("transformers") is None:
         print("    chat encoder   : unknown (transformers is not installed)")
         return 0
-    from fastaxo.chat import ChatSpec
+    from fastaxo.errors import InvalidInputError
+    from fastaxo.pipeline.columns import ChatTokenizer
 
-    try:
-        hf = AutoTokenizer.from_pretrained(path)
-        if not getattr(hf, "chat_template", None):
-            print("    chat encoder   : none (the tokenizer has no chat template)")
-            return 0
-        spec = ChatSpec.create(hf)
+    try:  # as prepare loads it: from the tokenizer's snapshot when one is recorded
+        spec = ChatTokenizer(path).spec
         problem = spec.problem()
         if problem is not None:
             print(f"    chat encoder   : HF tokenizers, Axolotl's algorithm ({problem})")
@@ -91,6 +88,11 @@ def _info_tokenizer(path: str) -> int:
             print("    chat encoder   : fastaxo")
         else:
             print(f"    chat encoder   : HF tokenizers ({spec.encoder_reason})")
+    except InvalidInputError as e:
+        if "the tokenizer has none" in str(e):  # (ChatSpec.create's words)
+            print("    chat encoder   : none (the tokenizer has no chat template)")
+        else:
+            print(f"    chat encoder   : none: {e}")
     except Exception as e:  # noqa: BLE001 - info reports, it does not fail on a tokenizer
         # (transformers cannot load it for chat; prepare's text path above still can)
         print(f"    chat encoder   : none: transformers cannot load it for chat "

@@ -451,6 +451,36 @@ def test_info_names_the_encoder(capsys, monkeypatch, tmp_path):
         capsys.readouterr().out)
 
 
+def test_info_reads_the_snapshot_and_says_when_there_is_no_template(tmp_path):
+    """`fastaxo info --tokenizer DIR` loads the chat tokenizer as prepare does: from its
+    snapshot once one is recorded, without importing transformers; a directory whose
+    tokenizer has no chat template says so."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    qwen_dir = chat_data.qwen3_dir()
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(qwen_dir / "tokenizer.json", bare / "tokenizer.json")
+    cfg = json.loads((qwen_dir / "tokenizer_config.json").read_text())
+    cfg.pop("chat_template", None)
+    (bare / "tokenizer_config.json").write_text(json.dumps(cfg))
+    env = dict(os.environ, FASTAXO_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop(ENV, None)
+    probe = ("import sys; from fastaxo.__main__ import main; rc = main(['info', '--tokenizer', "
+             "sys.argv[1]]); print('transformers imported:', 'transformers' in sys.modules); "
+             "sys.exit(rc)")
+    runs = [subprocess.run([sys.executable, "-c", probe, str(d)], env=env, capture_output=True,
+                           text=True, timeout=600) for d in (qwen_dir, qwen_dir, bare)]
+    assert [r.returncode for r in runs] == [0, 0, 0], [r.stderr[-2000:] for r in runs]
+    first, second, no_template = (r.stdout for r in runs)
+    assert "chat encoder   : fastaxo" in first and "chat encoder   : fastaxo" in second
+    assert "transformers imported: False" in second  # (the first run records the snapshot)
+    assert "chat encoder   : none (the tokenizer has no chat template)" in no_template
+
+
 # -- parts: one part tokenized on a thread while the next renders --------------------------------
 
 def test_rows_in_parts_equal_rows_in_one_part(spec, monkeypatch):
