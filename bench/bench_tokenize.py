@@ -259,10 +259,14 @@ def one_thread(s: Subject, kind: str, texts: list[str], reps: int) -> dict[str, 
             "warm": warm}
 
 
-def warm_up(tok: Any, texts: list[str], threads: int, most: int = 30) -> int:
+WARM_UP_MOST = 30
+
+
+def warm_up(tok: Any, texts: list[str], threads: int, most: int = WARM_UP_MOST) -> int:
     """Untimed calls of ``threads`` threads until one merges no piece (every thread's cache
     holds every piece of its chunks; chunks go to whichever thread is free, so a thread meets
-    new ones for several calls), at most ``most``; how many calls it took."""
+    new ones for several calls), at most ``most``; how many calls it took (``most``: the last
+    still merged, or merged nothing only then)."""
     def merged() -> int:
         return sum(s[2] for s in tok._model._cache_stats())
 
@@ -281,19 +285,20 @@ def n_threads(texts: list[str], reps: int, nt: int, warm: Any, want_ids: Any) ->
     wall: dict[tuple[int, bool], list[float]] = {k: [] for k in cases}
     cpu: dict[tuple[int, bool], list[float]] = {k: [] for k in cases}
     bad: set[int] = set()
+    unsettled = 0  # warm calls whose warm-up hit its bound still merging (then not all warm)
     want = want_ids.to_pylist()
     for _ in range(reps):
         for threads, cold in cases:
             if cold:
                 warm.clear_cache()
-            else:
-                warm_up(warm, texts, threads)
+            elif warm_up(warm, texts, threads) == WARM_UP_MOST:
+                unsettled += 1
             got, c, w = timed(lambda n=threads: warm.encode_batch(texts, num_threads=n))
             wall[(threads, cold)].append(w)
             cpu[(threads, cold)].append(c)
             if not got.equals(want_ids):
                 bad |= differing(got.to_pylist(), want)
-    return {"wall": wall, "cpu": cpu, "differing": bad}
+    return {"wall": wall, "cpu": cpu, "differing": bad, "unsettled": unsettled}
 
 
 def mbps(nbytes: int, s: float) -> float:
@@ -421,7 +426,11 @@ def main() -> int:
                         "cpu_n_s": statistics.median(t["cpu"][(args.threads, cold)]),
                         "mb_per_s_n": mbps(nbytes, wn), "speedup": w1 / wn,
                         "target_x": TARGET_THREADS, "docs_differing_from_1_thread": len(t["differing"]),
+                        "warm_calls_unsettled": t["unsettled"] if not cold else None,
                         "loadavg_after": os.getloadavg()[0]})
+                if t["unsettled"] and not cold:
+                    notes.append(f"{s.name} {kind}: {t['unsettled']} warm call(s) followed a "
+                                 f"warm-up still merging after {WARM_UP_MOST} calls")
             fx_diff += len(fx_bad)
             res.clear()
 
