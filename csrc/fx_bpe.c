@@ -231,16 +231,15 @@ void fx_bpe_free(fx_bpe *m)
     free(m);
 }
 
-int fx_bpe_use_avx2(fx_bpe *m, int on)
+int fx_bpe_set_scan(fx_bpe *m, int level)
 {
-    m->avx2 = 0;
+    level = fx_bpe_scan_built(level);
 #if FX_GNUC && (defined(__x86_64__) || defined(__i386__))
-    if (on)
-        m->avx2 = __builtin_cpu_supports("avx2") != 0;
-#else
-    (void)on;
+    if (level == FX_BPE_SCAN_AVX2 && !__builtin_cpu_supports("avx2"))
+        level = fx_bpe_scan_built(FX_BPE_SCAN_SSE2);
 #endif
-    return m->avx2;
+    m->scan = level;
+    return level;
 }
 
 int32_t fx_bpe_vocab_size(const fx_bpe *m)
@@ -276,7 +275,7 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
     m->ignore_merges = sp->ignore_merges != 0;
     m->nfc = sp->nfc != 0;
     m->bos_id = sp->bos_id;
-    fx_bpe_use_avx2(m, 1);
+    fx_bpe_set_scan(m, FX_BPE_SCAN_AVX2);
     for (size_t i = 0; i < nv; i++) {
         if (sp->tok_off[i + 1] < sp->tok_off[i]) {
             *what = "vocabulary offsets decrease";

@@ -83,7 +83,7 @@ struct fx_bpe {
     uint8_t *added_flags;
     trie added, added_norm; /* the added tokens matched on the raw text; on normalized text */
     int32_t pretok, ignore_merges, nfc, bos_id;
-    int avx2; /* the processor has AVX2 (fx_bpe_merge.c scans ranks with it) */
+    int scan; /* FX_BPE_SCAN_*: how fx_bpe_merge.c scans ranks (fx_bpe_set_scan) */
     /* the sizes of the tables fx_big_calloc made (fx_mem.h: huge pages; freed by size) */
     size_t vocab_bytes, merges_bytes, direct_bytes, direct8_bytes;
 };
@@ -121,6 +121,10 @@ static inline int32_t merge_rank(const fx_bpe *m, int32_t a, int32_t b)
 
 /* Pieces up to this many bytes merge by a scan of their pairs, longer ones through a heap. */
 #define SHORT_PIECE 64
+
+/* The best scan (FX_BPE_SCAN_*) at most `level` that this build has (fx_bpe_merge.c); the
+ * processor's AVX2 is the caller's to check. */
+int fx_bpe_scan_built(int level);
 
 /* The BPE of the bytes p[0..n) (n >= 1) into out (room for n ids; ids: room for n, scratch):
  * FX_BPE_OK with the count in *n_out, or FX_BPE_ENOMEM. */

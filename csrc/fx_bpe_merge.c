@@ -8,7 +8,7 @@
 
 /* The index of the first lowest of rank[0..n4) (n4 a multiple of 4, at least 4), and that
  * rank in *low. SSE2 (part of x86-64 itself) compares four ranks at a time: the minimum, then
- * the first lane equal to it; elsewhere a scan with conditional moves. */
+ * the first lane equal to it; first_lowest_plain (below) is a scan with conditional moves. */
 #if !defined(FX_BPE_NO_SSE2) && FX_HAVE_CTZ64 && (defined(__SSE2__) || defined(_M_X64))
 #include <emmintrin.h>
 
@@ -35,7 +35,7 @@ static inline size_t first_lowest(const int32_t *rank, size_t n4, int32_t *low)
     }
 }
 /* The same with AVX2, eight ranks at a time (n8 a multiple of 8), where the processor has it
- * (fx_bpe_new asks: m->avx2): gcc and clang compile it for AVX2 alone. */
+ * (fx_bpe_new asks: m->scan): gcc and clang compile it for AVX2 alone. */
 #if FX_GNUC && (defined(__x86_64__) || defined(__i386__)) && !defined(FX_BPE_NO_AVX2)
 #define FX_BPE_AVX2 1
 #include <immintrin.h>
@@ -60,8 +60,12 @@ __attribute__((target("avx2"))) static inline size_t first_lowest8(const int32_t
     }
 }
 #endif
-#else
-static inline size_t first_lowest(const int32_t *rank, size_t n4, int32_t *low)
+#define FX_BPE_SSE2 1
+#endif
+
+/* The plain scan, conditional moves: what builds without SSE2 run (ARM's), and a test's
+ * choice elsewhere (fx_bpe_set_scan). */
+static inline size_t first_lowest_plain(const int32_t *rank, size_t n4, int32_t *low)
 {
     size_t best = 0;
     int32_t lo = rank[0];
@@ -73,7 +77,20 @@ static inline size_t first_lowest(const int32_t *rank, size_t n4, int32_t *low)
     *low = lo;
     return best;
 }
+
+int fx_bpe_scan_built(int level)
+{
+#ifdef FX_BPE_AVX2
+    if (level >= FX_BPE_SCAN_AVX2)
+        return FX_BPE_SCAN_AVX2;
 #endif
+#ifdef FX_BPE_SSE2
+    if (level >= FX_BPE_SCAN_SSE2)
+        return FX_BPE_SCAN_SSE2;
+#endif
+    (void)level;
+    return FX_BPE_SCAN_PLAIN;
+}
 
 /* Start fetching the id the merge of rank r makes (INT32_MAX: none), so that it is at hand
  * if that pair is merged: otherwise each merge waits for merge_to and then for the merge table
@@ -90,11 +107,11 @@ static FX_FORCE_INLINE void fetch_result(const fx_bpe *m, int32_t r)
  * scans all n ranks (four at a time), with no branch that depends on them. The first ranks,
  * pairs of bytes, come from byte_rank. */
 static FX_FORCE_INLINE void merge_short_with(const fx_bpe *m, const uint8_t *p, int32_t *ids,
-                                             size_t n, size_t *n_out, int avx2)
+                                             size_t n, size_t *n_out, int scan)
 {
     int32_t rank[SHORT_PIECE + 8];
     uint8_t next[SHORT_PIECE], prev[SHORT_PIECE];
-    size_t n4 = avx2 ? (n + 7) & ~(size_t)7 : (n + 3) & ~(size_t)3;
+    size_t n4 = scan == FX_BPE_SCAN_AVX2 ? (n + 7) & ~(size_t)7 : (n + 3) & ~(size_t)3;
     for (size_t i = 0; i + 1 < n; i++) {
         rank[i] = m->byte_rank[(unsigned)p[i] << 8 | p[i + 1]];
         fetch_result(m, rank[i]);
@@ -106,11 +123,18 @@ static FX_FORCE_INLINE void merge_short_with(const fx_bpe *m, const uint8_t *p, 
     next[n - 1] = (uint8_t)n;
     for (;;) {
         int32_t low;
+        size_t best;
 #ifdef FX_BPE_AVX2
-        size_t best = avx2 ? first_lowest8(rank, n4, &low) : first_lowest(rank, n4, &low);
-#else
-        size_t best = first_lowest(rank, n4, &low);
+        if (scan == FX_BPE_SCAN_AVX2)
+            best = first_lowest8(rank, n4, &low);
+        else
 #endif
+#ifdef FX_BPE_SSE2
+        if (scan == FX_BPE_SCAN_SSE2)
+            best = first_lowest(rank, n4, &low);
+        else
+#endif
+            best = first_lowest_plain(rank, n4, &low);
         if (low == INT32_MAX)
             break;
         size_t gone = next[best], after = next[gone], before = best ? prev[best] : 0;
@@ -148,7 +172,7 @@ __attribute__((target("avx2"))) static void merge_short_avx2(const fx_bpe *m, co
                                                              int32_t *ids, size_t n,
                                                              size_t *n_out)
 {
-    merge_short_with(m, p, ids, n, n_out, 1);
+    merge_short_with(m, p, ids, n, n_out, FX_BPE_SCAN_AVX2);
 }
 #endif
 
@@ -156,12 +180,15 @@ static void merge_short(const fx_bpe *m, const uint8_t *p, int32_t *ids, size_t 
                         size_t *n_out)
 {
 #ifdef FX_BPE_AVX2
-    if (m->avx2) {
+    if (m->scan == FX_BPE_SCAN_AVX2) {
         merge_short_avx2(m, p, ids, n, n_out);
         return;
     }
 #endif
-    merge_short_with(m, p, ids, n, n_out, 0);
+    if (m->scan == FX_BPE_SCAN_SSE2)
+        merge_short_with(m, p, ids, n, n_out, FX_BPE_SCAN_SSE2);
+    else
+        merge_short_with(m, p, ids, n, n_out, FX_BPE_SCAN_PLAIN);
 }
 
 /* Long pieces: a binary heap of candidate merges ordered by (rank, position) over a linked

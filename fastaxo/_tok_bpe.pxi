@@ -11,6 +11,11 @@ cdef int64_t BPE_CHUNK_BYTES = 1 << 18
 cdef int64_t BPE_CHUNK_MIN = 1 << 15
 cdef int64_t BPE_CHUNKS_PER_THREAD = 16
 
+# how merging scans ranks (csrc/fx_bpe.h FX_BPE_SCAN_*; BPEModel._scan)
+SCAN_PLAIN = FX_BPE_SCAN_PLAIN
+SCAN_SSE2 = FX_BPE_SCAN_SSE2
+SCAN_AVX2 = FX_BPE_SCAN_AVX2
+
 # encode_many's `offsets` modes (csrc/fx_bpe.h FX_OFFSETS_*)
 OFFSETS_NONE = FX_OFFSETS_NONE
 OFFSETS_BYTES = FX_OFFSETS_BYTES
@@ -214,11 +219,12 @@ cdef class BPEModel:
         else:
             self._busy.release()
 
-    def _use_avx2(self, bint on):
-        """Test hook: merge with AVX2 (where the build and the processor have it) or without
-        (SSE2 or plain). Returns whether AVX2 is in use."""
+    def _scan(self, int level):
+        """Test hook: scan a short piece's ranks with ``level`` (SCAN_PLAIN, SCAN_SSE2 or
+        SCAN_AVX2), or the best below it that the build and the processor have. Returns the
+        level in effect."""
         with self._busy:
-            return bool(fx_bpe_use_avx2(self.m, on))
+            return fx_bpe_set_scan(self.m, level)
 
     def _cache_stats(self):
         """Test hook: (log2 word slots, log2 long-piece slots, pieces merged because the cache
