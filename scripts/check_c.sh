@@ -2,7 +2,7 @@
 # Portable C, checked: every csrc/*.c compiles warning-free at -std=c11 -Wall -Wextra -Werror
 # with gcc and with clang, each as is and with -DFX_PORTABLE (csrc/fx_compat.h: no GNU
 # builtins, the path of a compiler with neither GNU builtins nor MSVC's), and as -std=c99
-# -pedantic; then the SHA-256 suite runs on the FX_PORTABLE build against the NIST vectors
+# -pedantic, and the encoder's merge without AVX2 and without SSE2; then the SHA-256 suite runs on the FX_PORTABLE build against the NIST vectors
 # (csrc/test/run_pack.sh runs the packing suite that way).
 #
 #   bash scripts/check_c.sh [PYTHON]
@@ -40,6 +40,12 @@ for cc in "${compilers[@]}"; do
             n=$((n + 1))
         done
         echo "ok: $version ${STRICT[*]} $flags: every csrc/*.c"
+    done
+    # the encoder's rank scans each left out (csrc/fx_bpe_merge.c; the tests run all three
+    # at run time through fx_bpe_set_scan)
+    for flags in -DFX_BPE_NO_AVX2 -DFX_BPE_NO_SSE2; do
+        "${argv[@]}" "${STRICT[@]}" "$flags" -c csrc/fx_bpe_merge.c -o "$build/x.o"
+        n=$((n + 1))
     done
 done
 
