@@ -2,8 +2,9 @@
 # Portable C, checked: every csrc/*.c compiles warning-free at -std=c11 -Wall -Wextra -Werror
 # with gcc and with clang, each as is and with -DFX_PORTABLE (csrc/fx_compat.h: no GNU
 # builtins, the path of a compiler with neither GNU builtins nor MSVC's), and as -std=c99
-# -pedantic, and the encoder's merge without AVX2 and without SSE2; then the SHA-256 suite runs on the FX_PORTABLE build against the NIST vectors
-# (csrc/test/run_pack.sh runs the packing suite that way).
+# -pedantic, and the encoder's merge without AVX2 and without SSE2; then the SHA-256 suite
+# runs on the FX_PORTABLE build against the NIST vectors (csrc/test/run_pack.sh runs the
+# packing suite that way).
 #
 #   bash scripts/check_c.sh [PYTHON]
 #
