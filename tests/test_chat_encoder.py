@@ -472,8 +472,10 @@ def test_info_reads_the_snapshot_and_says_when_there_is_no_template(tmp_path):
     probe = ("import sys; from fastaxo.__main__ import main; rc = main(['info', '--tokenizer', "
              "sys.argv[1]]); print('transformers imported:', 'transformers' in sys.modules); "
              "sys.exit(rc)")
+    # (cwd "/": `python -c` puts the working directory first on sys.path, and CI's is a source
+    # tree without the compiled extensions, beside the installed wheel)
     runs = [subprocess.run([sys.executable, "-c", probe, str(d)], env=env, capture_output=True,
-                           text=True, timeout=600) for d in (qwen_dir, qwen_dir, bare)]
+                           text=True, timeout=600, cwd="/") for d in (qwen_dir, qwen_dir, bare)]
     assert [r.returncode for r in runs] == [0, 0, 0], [r.stderr[-2000:] for r in runs]
     first, second, no_template = (r.stdout for r in runs)
     assert "chat encoder   : fastaxo" in first and "chat encoder   : fastaxo" in second
