@@ -22,7 +22,8 @@ from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).parent.resolve()
 HASH_CSRC = ["csrc/fx_sha256.c", "csrc/fx_rows.c", "csrc/fx_seen.c", "csrc/fx_rowset.c"]
-PACK_CSRC = ["csrc/fx_pack.c", "csrc/fx_fill.c", "csrc/fx_perm.c", "csrc/fx_json.c"]
+PACK_CSRC = ["csrc/fx_pack.c", "csrc/fx_fill.c", "csrc/fx_perm.c", "csrc/fx_json.c",
+             "csrc/fx_parquet.c"]
 TOK_CSRC = ["csrc/fx_unicode.c", "csrc/fx_bpe.c", "csrc/fx_bpe_cache.c", "csrc/fx_bpe_merge.c",
             "csrc/fx_pretok.c", "csrc/fx_mem.c"]
 

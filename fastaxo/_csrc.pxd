@@ -239,3 +239,9 @@ cdef extern from "fx_mem.h" nogil:
 cdef extern from "fx_utf8.h" nogil:
     int64_t fx_ucs_utf8_bound(int kind, int64_t n)
     int64_t fx_ucs_to_utf8(int kind, const void *data, int64_t n, uint8_t *out, int64_t *bad)
+
+cdef extern from "fx_parquet.h" nogil:
+    int64_t FX_PQ_PAGE_BOUND(int64_t rows, int64_t value_bytes)
+    int64_t fx_pq_list_page(const int32_t *offsets, int64_t rows, const uint8_t *values,
+                            int width, int max_def, int empty_def, uint8_t *out,
+                            int64_t *num_values)

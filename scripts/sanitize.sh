@@ -45,7 +45,8 @@ TESTS=(tests/test_fuzz.py tests/test_safety.py tests/test_pack.py tests/test_pad
        tests/test_perm.py tests/test_chat_kernels.py
        tests/test_hostile_files.py::test_the_depth_scan_and_its_twin_follow_the_rules
        tests/test_hostile_files.py::test_the_depth_scan_on_long_lines_and_the_block_edges
-       tests/test_unicode_tables.py tests/test_tokenizer.py tests/test_tokenizer_added.py)
+       tests/test_unicode_tables.py tests/test_tokenizer.py tests/test_tokenizer_added.py
+       tests/test_parquet_writer.py)
 # the tokenizer's tests on less text, and without the all-code-point sweep (minutes under ASan;
 # the main leg runs it); Llama 3.2's tokenizer.json as scripts/test.sh extracted it
 export FASTAXO_TOKENIZER_TEST_MB=0.3 FASTAXO_HYPOTHESIS_EXAMPLES=100

@@ -214,7 +214,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
             total = sum(sum(read_footer(p)[1]) for p, _, _ in files)
         bar = Progress("fastaxo prepare", total, "rows")
 
-    writer = Writer(output, out_schema)
+    writer = Writer(output, out_schema, num_threads=nt)
 
     def flush(tables: list[pa.Table]) -> None:
         t0 = time.perf_counter()

@@ -254,7 +254,7 @@ def pack_task(w: int, lo: int, hi: int, bucket_base: int, u_lo: int, units: list
     table = pa.concat_tables([p.cast(parts[0].schema) for p in parts]) if parts else None
     schema = output_schema(cfg.has_labels, cfg.attention, json.loads(cfg.schema_options))
     name = f"part-{w:05d}.parquet"
-    writer = Writer(os.path.join(out_dir, name), schema)
+    writer = Writer(os.path.join(out_dir, name), schema, num_threads=cfg.threads)
     try:
         st = write_packed_window(table, writer, list(schema), seq_len=cfg.seq_len,
                                  strategy=cfg.strategy, overflow=cfg.overflow,
