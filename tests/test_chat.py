@@ -6,6 +6,8 @@ The comparison with Axolotl itself is tests/test_chat_axolotl.py."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -404,6 +406,46 @@ def test_prepare_reads_a_clean_messages_column_without_a_python_object_per_field
 
 def _no_rows(*a, **k):
     raise AssertionError("normalize_messages called")
+
+
+_message = st.one_of(
+    st.none(),
+    st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]),
+                           "content": st.one_of(st.none(), st.text(max_size=12))}))
+
+
+@settings(max_examples=200, deadline=None)
+@given(convs=st.lists(st.lists(_message, max_size=5), max_size=12), data=st.data(),
+       large=st.booleans())
+def test_content_bytes_from_arrow_are_the_messages_utf8(convs, data, large):
+    """The conversations' content sizes prepare reads from the Arrow buffers (its
+    max_row_bytes check, before any Python object): each row's contents' UTF-8 bytes, a null
+    message or content holding none, on slices and on large lists and strings."""
+    import pyarrow as pa
+
+    from fastaxo.pipeline.columns import _content_bytes
+
+    text = pa.large_string() if large else pa.string()
+    typ = pa.struct([("role", text), ("content", text)])
+    arr = pa.array(convs, type=pa.large_list(typ) if large else pa.list_(typ))
+    # Nulls on the messages themselves, over children that hold text (as other writers
+    # leave them): such a message holds no bytes either.
+    flat = [m for c in convs for m in c]
+    hide = data.draw(st.lists(st.booleans(), min_size=len(flat), max_size=len(flat)))
+    if any(hide):
+        roles = pa.array([m["role"] if m else "user" for m in flat], text)
+        contents = pa.array(["xyz" if h else m and m["content"] for h, m in zip(hide, flat)],
+                            text)
+        arr = type(arr).from_arrays(arr.offsets, pa.StructArray.from_arrays(
+            [roles, contents], fields=list(typ),
+            mask=pa.array([h or m is None for h, m in zip(hide, flat)])))
+        convs = [[None if hide[i] else m for i, m in enumerate(flat[o:o + len(c)], o)]
+                 for c, o in zip(convs, itertools.accumulate([0] + [len(c) for c in convs]))]
+    a = data.draw(st.integers(0, len(convs)))
+    b = data.draw(st.integers(a, len(convs)))
+    want = [sum(len(m["content"].encode("utf-8", "surrogatepass"))
+                for m in c if m is not None and m["content"] is not None) for c in convs[a:b]]
+    assert _content_bytes(arr.slice(a, b - a)).tolist() == want
 
 
 def test_arrow_turns_are_made_block_by_block_and_read_as_the_rows():

@@ -383,6 +383,14 @@ def _pylist_without(arr: pa.Array, skip: np.ndarray) -> list[Any]:
     return got
 
 
+def _flat(arr: pa.Array, offs: np.ndarray) -> pa.Array:
+    """``arr.flatten()`` (the values its rows span) without pyarrow.compute, whose import is
+    ~70 ms of a chat prepare, where no row is null (a null row may span values it hides)."""
+    if arr.null_count:
+        return arr.flatten()
+    return arr.values.slice(int(offs[0]), int(offs[-1]) - int(offs[0]))
+
+
 def _arrow_turns(arr: pa.Array) -> ArrowTurns | None:
     """The conversations of a list<struct<role, content, ...>> column as
     :func:`fastaxo.chat.tokenize.normalize_messages` makes them, from two flat columns (no
@@ -391,8 +399,6 @@ def _arrow_turns(arr: pa.Array) -> ArrowTurns | None:
     row-by-row path then makes them, or names the row it refuses. (Arrow's strings are
     UTF-8: no lone surrogate to look for.) The Python objects are made as the rows are read
     (:class:`ArrowTurns`)."""
-    import pyarrow.compute as pc
-
     if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
         return None
     item = arr.type.value_type
@@ -402,14 +408,15 @@ def _arrow_turns(arr: pa.Array) -> ArrowTurns | None:
     if not all(pa.types.is_string(item.field(f).type) or pa.types.is_large_string(
             item.field(f).type) for f in ("role", "content")):
         return None
-    flat = arr.flatten()
+    offs = arrow.offsets_of(arr, pa.types.is_large_list(arr.type))
+    flat = _flat(arr, offs)
     if flat.null_count:
         return None
-    fields = {item.field(k).name: pc.struct_field(flat, k) for k in range(item.num_fields)}
+    # the children as the flattened rows see them (no struct is null: nothing to mask)
+    fields = {item.field(k).name: flat.field(k) for k in range(item.num_fields)}
     if any(col.null_count != (0 if name in ("role", "content") else len(col))
            for name, col in fields.items()):
         return None
-    offs = arrow.offsets_of(arr, pa.types.is_large_list(arr.type))
     if len(offs) > 1 and int(np.diff(offs).min()) == 0:
         return None
     return ArrowTurns(fields["role"], fields["content"], (offs - offs[0]).tolist())
@@ -465,8 +472,6 @@ def _content_bytes(arr: pa.Array) -> np.ndarray | None:
     """Per conversation of the list<struct> column ``arr``, the UTF-8 bytes of its messages'
     ``content`` (:func:`fastaxo.chat.tokenize.content_bytes` on Arrow buffers); None where the
     column has another shape (then the rows are checked once they are Python objects)."""
-    import pyarrow.compute as pc
-
     if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
         return None
     item = arr.type.value_type
@@ -475,15 +480,16 @@ def _content_bytes(arr: pa.Array) -> np.ndarray | None:
     ctype = item.field("content").type
     if not (pa.types.is_string(ctype) or pa.types.is_large_string(ctype)):
         return None
-    content = pc.struct_field(arr.flatten(), "content")
-    # from the buffers: fill_null's scalar and np.asarray(Array) import pandas (0.5 s)
-    lens = pc.binary_length(content)
-    sizes = arrow.fixed_view(lens).astype(np.int64)
-    if lens.null_count:  # (a null content holds no bytes; its row is refused later)
-        bits = np.unpackbits(np.frombuffer(lens.buffers()[0], np.uint8), bitorder="little")
-        sizes[~bits[lens.offset:lens.offset + len(lens)].astype(bool)] = 0
-    cum = np.concatenate(([0], np.cumsum(sizes)))
+    # From the buffers (np.asarray(Array) imports pandas, 0.5 s; pyarrow.compute ~70 ms).
     offs = arrow.offsets_of(arr, pa.types.is_large_list(arr.type)).astype(np.int64)
+    flat = _flat(arr, offs)
+    content = flat.field("content")
+    sizes = np.diff(arrow.offsets_of(content, pa.types.is_large_string(ctype))).astype(np.int64)
+    for a in (flat, content):  # a null message or content holds no bytes (refused later)
+        if a.null_count:
+            bits = np.unpackbits(np.frombuffer(a.buffers()[0], np.uint8), bitorder="little")
+            sizes[~bits[a.offset:a.offset + len(a)].astype(bool)] = 0
+    cum = np.concatenate(([0], np.cumsum(sizes)))
     offs -= offs[0]
     return cum[offs[1:]] - cum[offs[:-1]]
 
