@@ -104,6 +104,11 @@ def llama_dir(tmp_path_factory):
     return _llama_dir(tmp_path_factory.mktemp("llama") / "llama3.2")
 
 
+def _read_record(path):
+    """A record file as a dict (any key), its backend read back and checked."""
+    return snapshot._decode_record(path.read_bytes(), None)
+
+
 def _records(cache):
     return sorted(f for f in (Path(cache) / "tokenizers").glob("*.json")
                   if not f.name.startswith("."))
@@ -143,7 +148,7 @@ def test_second_prepare_does_not_import_transformers(tmp_path, data, llama_dir, 
     want = _table(tmp_path / "off.parquet")
     assert _table(tmp_path / "1.parquet").equals(want)
     assert _table(tmp_path / "2.parquet").equals(want)
-    rec = json.loads(record.read_text())
+    rec = _read_record(record)
     renders = [v for k, v in rec["calls"].items() if k.startswith('["apply_chat_template"')]
     assert renders and rec["environment"] == {
         "equal": True, "differences": [],
@@ -197,29 +202,34 @@ def test_one_byte_of_the_template_changed_misses(tmp_path, monkeypatch):
     assert snapshot.snapshot_key(str(d)) != before
 
 
-@pytest.mark.parametrize("damage", ["truncated", "not JSON", "another key", "a bad value",
+@pytest.mark.parametrize("damage", ["truncated", "the backend truncated", "the backend changed",
+                                    "not JSON", "another key", "a bad value",
                                     "a bad backend answer"])
 def test_a_damaged_record_is_ignored(tmp_path, monkeypatch, damage):
     monkeypatch.setenv("FASTAXO_CACHE_DIR", str(tmp_path / "cache"))
     d = _qwen_copy(tmp_path)
     _record_once(d)
     (record,) = _records(tmp_path / "cache")
-    text = record.read_text()
-    rec = json.loads(text)
+    data = record.read_bytes()
+    rec = _read_record(record)
     if damage == "truncated":
-        record.write_text(text[: len(text) // 2])
+        record.write_bytes(data[: len(data) // 2])
+    elif damage == "the backend truncated":
+        record.write_bytes(data[:-1])
+    elif damage == "the backend changed":
+        record.write_bytes(data[:-2] + bytes([data[-2] ^ 1]) + data[-1:])
     elif damage == "not JSON":
         record.write_bytes(b"\x80garbage")
     elif damage == "another key":
         rec["key"]["files"] = "0" * 64
-        record.write_text(json.dumps(rec))
+        record.write_bytes(snapshot._encode_record(rec))
     elif damage == "a bad value":
         rec["attrs"]["eos_token"] = {"x": 1}
-        record.write_text(json.dumps(rec))
+        record.write_bytes(snapshot._encode_record(rec))
     else:  # an Encoding with one offset too few
         calls = rec["backend_answers"]["calls"]
         calls[next(k for k in calls if k.startswith('["encode_batch"'))][0]["E"][1].pop()
-        record.write_text(json.dumps(rec))
+        record.write_bytes(snapshot._encode_record(rec))
     loads: list = []
     tok, info = _open(d, loads)
     assert info["state"] == "miss" and info["why"].startswith("snapshot ignored"), info
@@ -283,10 +293,10 @@ def test_a_call_the_record_lacks_loads_transformers_and_gives_the_same_rows(tmp_
     _child(tmp_path, data, tmp_path / "1.parquet", chat_data.qwen3_dir(), chat,
            FASTAXO_CACHE_DIR=str(cache))
     (record,) = _records(cache)
-    rec = json.loads(record.read_text())
+    rec = _read_record(record)
     rec["calls"] = {k: v for k, v in rec["calls"].items()
                     if not k.startswith('["apply_chat_template"')}
-    record.write_text(json.dumps(rec))
+    record.write_bytes(snapshot._encode_record(rec))
     got = _child(tmp_path, data, tmp_path / "2.parquet", chat_data.qwen3_dir(), chat,
                  FASTAXO_CACHE_DIR=str(cache))
     assert got["snapshot"] == "hit" and got["transformers"] is True
@@ -345,7 +355,7 @@ def test_the_backend_answers_as_the_real_one(tmp_path, monkeypatch, qwen):
     d = chat_data.qwen3_dir()
     _record_once(d)
     (record,) = _records(tmp_path / "cache")
-    recorded_calls = json.loads(record.read_text())["backend_answers"]["calls"]
+    recorded_calls = _read_record(record)["backend_answers"]["calls"]
     assert any(k.startswith('["encode_batch_fast"') for k in recorded_calls)
     loads: list = []
     tok, _ = _open(d, loads)
@@ -451,19 +461,19 @@ def test_a_false_verdict_uses_transformers_environment(tmp_path, monkeypatch):
     d = chat_data.qwen3_dir()
     _record_once(d)
     (record,) = _records(tmp_path / "cache")
-    rec = json.loads(record.read_text())
+    rec = _read_record(record)
     rec["environment"] = {"equal": False, "variant": "plain", "differences": ["trim_blocks"]}
-    record.write_text(json.dumps(rec))
+    record.write_bytes(snapshot._encode_record(rec))
     tok, info = _open(d, [])
     assert info["state"] == "hit"
     assert snapshot.jinja_environment(tok) is environment.transformers_environment()
     for variant in environment.VARIANTS:  # the variant the verdict names
         rec["environment"] = {"equal": True, "variant": variant, "differences": []}
-        record.write_text(json.dumps(rec))
+        record.write_bytes(snapshot._encode_record(rec))
         tok, info = _open(d, [])
         assert snapshot.jinja_environment(tok) is environment.fastaxo_environment(variant)
     rec["environment"] = {"equal": True, "variant": "newer", "differences": []}
-    record.write_text(json.dumps(rec))
+    record.write_bytes(snapshot._encode_record(rec))
     tok, info = _open(d, [])
     assert info["state"] == "miss" and "verdict is malformed" in info["why"], info
 

@@ -62,7 +62,7 @@ __all__ = ["ENV", "FORMAT", "TokenizerSnapshot", "cache_dir", "go_live", "jinja_
 
 LOG = logging.getLogger("fastaxo.chat")
 ENV = cache.ENV
-FORMAT = 2
+FORMAT = 3
 _MAX_HASHED = 64 << 20  # bigger files (model weights) by name, size and mtime
 _MAX_RECORD = 512 << 20
 # the cache's bounds: records past the newest _KEEP_RECORDS, or past _MAX_CACHE bytes in all,
@@ -168,11 +168,7 @@ def _read(file: str, key: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     try:
         if len(data) > _MAX_RECORD:
             raise ValueError("too large")
-        rec = json.loads(data.decode("utf-8", "surrogatepass"))
-        if type(rec) is not dict or rec.get("format") != FORMAT:
-            raise ValueError("another format")
-        if rec.get("key") != key:
-            raise ValueError("made for another key")
+        rec = _decode_record(data, key)
         if not (type(rec.get("type")) is str and type(rec.get("attrs")) is dict
                 and type(rec.get("calls")) is dict and type(rec.get("methods")) is list
                 and all(type(m) is str for m in rec["methods"])
@@ -195,11 +191,44 @@ def _read(file: str, key: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     return rec, "replayed"
 
 
+# A record file is the record as one line of JSON, then its backend's JSON as it is (the
+# line holds the backend's size and SHA-256). Parsing the backend (a tokenizer.json,
+# megabytes) as a JSON string took longer than the rest of the record together.
+
+def _encode_record(rec: dict[str, Any]) -> bytes:
+    backend = rec.get("backend")
+    tail = b"" if backend is None else backend.encode("utf-8", "surrogatepass")
+    head = dict(rec, backend=None if backend is None else {
+        "bytes": len(tail), "sha256": hashlib.sha256(tail).hexdigest()})
+    return dumps(head).encode("utf-8", "surrogatepass") + b"\n" + tail
+
+
+def _decode_record(data: bytes, key: dict[str, Any] | None) -> dict[str, Any]:
+    """The record in ``data`` (ValueError when it is not one, or not for ``key`` unless that
+    is None); its fields are checked by :func:`_read`."""
+    head, _, tail = data.partition(b"\n")
+    rec = json.loads(head.decode("utf-8", "surrogatepass"))
+    if type(rec) is not dict or rec.get("format") != FORMAT:
+        raise ValueError("another format")
+    if key is not None and rec.get("key") != key:
+        raise ValueError("made for another key")
+    field = rec.get("backend")
+    if field is None:
+        if tail:
+            raise ValueError("bytes after a record without a backend")
+    elif (type(field) is dict and set(field) == {"bytes", "sha256"}
+          and field["bytes"] == len(tail) and field["sha256"] == hashlib.sha256(tail).hexdigest()):
+        rec["backend"] = tail.decode("utf-8", "surrogatepass")
+    else:
+        raise ValueError("the backend is not the one the record names")
+    return rec
+
+
 def _write(file: str, rec: dict[str, Any]) -> None:
     """``rec`` to ``file`` (:func:`~fastaxo._core.cache.write_atomic`), then the cache bounded
     (:func:`_prune`). A failure is logged, never raised: the snapshot is an optimisation."""
     try:
-        data = dumps(rec).encode("utf-8", "surrogatepass")
+        data = _encode_record(rec)
     except (ValueError, TypeError) as e:
         LOG.debug("tokenizer snapshot: not written to %s: %s", file, e)
         return
