@@ -49,6 +49,7 @@ from fastaxo.chat.recorded import (
     NOTHING,
     BackendRecorder,
     BackendReplay,
+    RawBackend,
     Unencodable,
     call_text,
     check_backend_record,
@@ -172,7 +173,7 @@ def _read(file: str, key: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
         if not (type(rec.get("type")) is str and type(rec.get("attrs")) is dict
                 and type(rec.get("calls")) is dict and type(rec.get("methods")) is list
                 and all(type(m) is str for m in rec["methods"])
-                and (rec.get("backend") is None or type(rec.get("backend")) is str)):
+                and (rec.get("backend") is None or type(rec.get("backend")) is RawBackend)):
             raise ValueError("a field is missing or of another type")
         env = rec.get("environment")
         if env is not None and not (type(env) is dict and type(env.get("equal")) is bool
@@ -197,10 +198,14 @@ def _read(file: str, key: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
 
 def _encode_record(rec: dict[str, Any]) -> bytes:
     backend = rec.get("backend")
-    tail = b"" if backend is None else backend.encode("utf-8", "surrogatepass")
-    head = dict(rec, backend=None if backend is None else {
-        "bytes": len(tail), "sha256": hashlib.sha256(tail).hexdigest()})
-    return dumps(head).encode("utf-8", "surrogatepass") + b"\n" + tail
+    if backend is None:
+        tail, field = b"", None
+    elif isinstance(backend, RawBackend):  # (replayed: written back as read, unchecked)
+        tail, field = backend.data, {"bytes": len(backend.data), "sha256": backend.sha256}
+    else:
+        tail = backend.encode("utf-8", "surrogatepass")
+        field = {"bytes": len(tail), "sha256": hashlib.sha256(tail).hexdigest()}
+    return dumps(dict(rec, backend=field)).encode("utf-8", "surrogatepass") + b"\n" + tail
 
 
 def _decode_record(data: bytes, key: dict[str, Any] | None) -> dict[str, Any]:
@@ -217,8 +222,9 @@ def _decode_record(data: bytes, key: dict[str, Any] | None) -> dict[str, Any]:
         if tail:
             raise ValueError("bytes after a record without a backend")
     elif (type(field) is dict and set(field) == {"bytes", "sha256"}
-          and field["bytes"] == len(tail) and field["sha256"] == hashlib.sha256(tail).hexdigest()):
-        rec["backend"] = tail.decode("utf-8", "surrogatepass")
+          and field["bytes"] == len(tail) and type(field["sha256"]) is str):
+        # (its SHA-256 is checked where it is used: RawBackend.text)
+        rec["backend"] = RawBackend(tail, field["sha256"])
     else:
         raise ValueError("the backend is not the one the record names")
     return rec
