@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -154,8 +155,9 @@ class ListTableWriter:
 
     @staticmethod
     def takes(schema: pa.Schema) -> bool:
-        """True when every column is a list of int32 or int64 (and there is one)."""
-        return len(schema) > 0 and all(
+        """True when every column is a list of int32 or int64 (and there is one), on a
+        little-endian machine (PLAIN values are little-endian; pages copy them as they are)."""
+        return sys.byteorder == "little" and len(schema) > 0 and all(
             pa.types.is_list(f.type) and f.type.value_type in _PHYSICAL for f in schema)
 
     def _buffer(self, size: int) -> np.ndarray:
