@@ -192,6 +192,17 @@ def test_nulls_and_other_types_are_refused_by_name(tmp_path, monkeypatch):
         ListTableWriter(str(tmp_path / "b.parquet"), schema)
 
 
+def test_a_row_past_a_pages_int32_sizes_is_refused_by_name(tmp_path, monkeypatch):
+    monkeypatch.setattr(pqw, "MAX_PAGE_BYTES", 1000)  # (2 GiB rows are too big for a test)
+    monkeypatch.setattr(pqw, "PAGE_VALUE_BYTES", 64)  # (the long row alone in its page)
+    arr = _lists([10, 300, 10], pa.int32(), 6)
+    w = ListTableWriter(str(tmp_path / "big.parquet"), pa.schema([pa.field("input_ids",
+                                                                           arr.type)]))
+    with pytest.raises(ValueError, match="'input_ids': 1 row.s. of 300 values make a page of 1,"):
+        w.write([arr])
+    w.abort()
+
+
 def test_a_writer_refuses_unequal_columns(tmp_path):
     t = pa.list_(pa.int32())
     schema = pa.schema([pa.field("a", t), pa.field("b", t)])

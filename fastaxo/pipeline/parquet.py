@@ -31,6 +31,7 @@ __all__ = ["ListTableWriter"]
 
 MAGIC = b"PAR1"
 PAGE_VALUE_BYTES = 1 << 20  # pyarrow's default data page size
+MAX_PAGE_BYTES = (1 << 31) - 1  # a page header's sizes are int32
 # Parquet's enums (parquet.thrift).
 _INT32, _INT64 = 1, 2
 _REQUIRED, _OPTIONAL, _REPEATED = 0, 1, 2
@@ -181,6 +182,11 @@ class ListTableWriter:
             body, levels = reference.list_page(offsets, values, col.width, col.max_def,
                                                col.empty_def)
             n = len(body)
+        if n > MAX_PAGE_BYTES:  # (pages hold whole rows: one row that long)
+            raise ValueError(
+                f"column {col.name!r}: {len(offsets) - 1:,} row(s) of "
+                f"{int(offsets[-1] - offsets[0]):,} values make a page of {n:,} bytes, more "
+                f"than Parquet's page sizes hold ({MAX_PAGE_BYTES:,})")
         packed = self._codec.compress(body)
         header = _struct([
             (1, _I32, _DATA_PAGE), (2, _I32, n), (3, _I32, packed.size),
