@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from fastaxo._core import backend
+from fastaxo._core import arrow, backend
 from fastaxo._core.threads import forked_child
 from fastaxo._reference import parquet as reference
 from fastaxo._version import __version__
@@ -167,7 +167,7 @@ class ListTableWriter:
             buf = self._local.buf = np.empty(max(size, 1 << 21), dtype=np.uint8)
         return buf
 
-    def _page(self, task: tuple[np.ndarray, memoryview, _Column]) -> tuple[bytes, int, int]:
+    def _page(self, task: tuple[np.ndarray, np.ndarray, _Column]) -> tuple[bytes, int, int]:
         """(page header + compressed body, its size before compression, its levels)."""
         offsets, values, col = task
         body: Any
@@ -197,12 +197,8 @@ class ListTableWriter:
 
     def _tasks(self, chunk: pa.ListArray, col: _Column):
         """One page's (offsets, values, column) per ~PAGE_VALUE_BYTES of values, whole rows."""
-        offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32,
-                                count=len(chunk) + 1, offset=4 * chunk.offset)
-        child = chunk.values
-        data = child.buffers()[1]
-        values = memoryview(data).cast("B")[child.offset * col.width:] if data is not None \
-            else memoryview(b"")
+        offsets = arrow.offsets_of(chunk, False)
+        values = arrow.fixed_view(chunk.values).view(np.uint8)
         per_page = max(1, PAGE_VALUE_BYTES // col.width)
         lo = 0
         rows = len(chunk)
@@ -237,16 +233,14 @@ class ListTableWriter:
             tasks = [t for c in chunks for t in self._tasks(c, col)]
             start = self._pos
             raw = levels = 0
-            for page, size, n in self._map(tasks):
+            # (no rows: one empty page keeps the chunk readable)
+            pages = self._map(tasks) if tasks else [self._page(
+                (np.zeros(1, np.int32), np.zeros(0, np.uint8), col))]
+            for page, size, n in pages:
                 self._f.write(page)
                 self._pos += len(page)
                 raw += size
                 levels += n
-            if not tasks:  # no rows: one empty page keeps the chunk readable
-                page, size, n = self._page((np.zeros(1, np.int32), memoryview(b""), col))
-                self._f.write(page)
-                self._pos += len(page)
-                raw += size
             total += raw
             meta.append([
                 (2, _I64, start),
