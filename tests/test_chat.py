@@ -472,3 +472,29 @@ def test_arrow_turns_are_made_block_by_block_and_read_as_the_rows():
         turns[149]
     with pytest.raises(IndexError):
         turns[-150]
+
+
+def test_arrow_turns_keep_only_the_last_blocks_and_remake_the_rest(monkeypatch):
+    """ArrowTurns holds at most KEEP blocks (the oldest made goes first), so a pass over many
+    rows does not keep every conversation's Python objects; a row read again after its block
+    went is made again, equal; the engine's part fits in the blocks kept."""
+    import pyarrow as pa
+
+    from fastaxo.chat import engine
+    from fastaxo.chat.tokenize import normalize_messages
+    from fastaxo.pipeline.columns import ArrowTurns, _arrow_turns
+
+    assert ArrowTurns.KEEP * ArrowTurns.BLOCK >= engine.PART_ROWS + ArrowTurns.BLOCK
+    monkeypatch.setattr(ArrowTurns, "BLOCK", 4)
+    monkeypatch.setattr(ArrowTurns, "KEEP", 3)
+    convs = chat_data.conversations(seed=9, n=40, turns=(1, 4), hi=30)
+    turns = _arrow_turns(pa.array(convs))
+    want = [normalize_messages(c, i) for i, c in enumerate(convs)]
+    made = []
+    real_make = ArrowTurns._make
+    monkeypatch.setattr(ArrowTurns, "_make", lambda self, a, b: made.append(a) or real_make(
+        self, a, b))
+    assert [turns[i] for i in range(40)] == want
+    assert made == list(range(0, 40, 4)) and list(turns._blocks) == [7, 8, 9]
+    assert turns[5] == want[5] and made[-1] == 4 and list(turns._blocks) == [8, 9, 1]
+    assert turns[39] == want[39] and turns[6] == want[6] and len(made) == 11

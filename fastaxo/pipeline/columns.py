@@ -425,11 +425,15 @@ def _arrow_turns(arr: pa.Array) -> ArrowTurns | None:
 class ArrowTurns(Sequence[list[dict[str, Any]]]):
     """The conversations of a clean messages column (:func:`_arrow_turns`), each a list of
     ``{"role", "content"}`` dicts, made BLOCK rows at a time when a row of the block is first
-    read, and kept. The chat engine reads its rows part by part, so they are made on its
-    render thread between parts, while the encoder's thread works (that thread waited for
-    the encoder, and making them all first took ~0.2 s of 2,000 16-turn rows)."""
+    read, and kept while they are among the KEEP blocks made last. The chat engine reads its
+    rows part by part, so they are made on its render thread between parts, while the
+    encoder's thread works (that thread waited for the encoder, and making them all first
+    took ~0.2 s of 2,000 16-turn rows); a part's objects are dropped once later parts are
+    read (all of them kept were ~3x the text: Python's str of non-ASCII text is 2-4 bytes a
+    character). A row read again after that is made again."""
 
     BLOCK = 64
+    KEEP = 8  # blocks: more than one part of the engine (PART_ROWS)
 
     def __init__(self, roles: pa.Array, contents: pa.Array, at: list[int]):
         self._roles, self._contents, self._at = roles, contents, at
@@ -453,6 +457,8 @@ class ArrowTurns(Sequence[list[dict[str, Any]]]):
         b = i // self.BLOCK
         block = self._blocks.get(b)
         if block is None:
+            if len(self._blocks) >= self.KEEP:
+                del self._blocks[next(iter(self._blocks))]
             block = self._blocks[b] = self._make(b * self.BLOCK, min(n, (b + 1) * self.BLOCK))
         return block[i - b * self.BLOCK]
 
