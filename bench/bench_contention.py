@@ -155,8 +155,9 @@ def _cases(kernel: str, n: int) -> Callable[[int | None], Any]:
         lengths32 = np.diff(ids.offsets.to_numpy()).astype(np.int32)
         # Axolotl's defaults: groups of 100,000 rows (one group: the shuffle runs beside the
         # packer on big inputs; several: the groups are packed in parallel)
-        return lambda t: ff_in_order(lengths32, None, 42, n, 4096, 1 << 30, 100_000, 0,
-                                     fastaxo.default_num_threads() if t is None else t)
+        return lambda t: ff_in_order(lengths32, None, 42, n, 4096, 1 << 30, group_size=100_000,
+                                     bins_hint=0, num_threads=(fastaxo.default_num_threads()
+                                                               if t is None else t))
     if kernel == "pack":
         return lambda t: dict(fastaxo.pack(ids, 4096, labels=ids, num_threads=t))
     if kernel == "iter_pack":

@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from fastaxo._core.checks import MAX_ROW_BYTES, cli_positive_float, cli_positive_int
+from fastaxo._cli_args import build_parser
 from fastaxo._core.proc import peak_rss_mib
 
 
@@ -573,204 +573,10 @@ def _chat_options(args: Any) -> dict[str, Any] | None:
     return opts or None
 
 def main(argv: list[str] | None = None) -> int:
-    from fastaxo._version import __version__
-
-    parser = argparse.ArgumentParser(
-        prog="fastaxo", description="Fast, memory-bounded data preparation for Axolotl."
-    )
-    parser.add_argument("--version", action="version", version=f"fastaxo {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_p = sub.add_parser(
-        "prepare",
-        help="dedupe + pack tokenized rows into packed Parquet (bounded memory)",
-        description="Stream tokenized rows (input_ids, and labels when present) from Parquet, "
-        "Arrow, JSON Lines, CSV, ... files, drop exact duplicates, pack them into rows of "
-        "--max-length tokens and write packed Parquet (input_ids, labels, position_ids, "
-        "attention_mask; unpadded rows of at most --max-length tokens).",
-    )
-    p_p.add_argument(
-        "inputs", nargs="+", metavar="INPUT", help="files, directories or globs (read in order)"
-    )
-    p_p.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        help="the packed Parquet file to write (with --ray: a directory for the shards)",
-    )
-    _length_argument(p_p, None)
-    p_p.add_argument(
-        "--strategy",
-        choices=("bfd", "ffd", "ff", "nf"),
-        default="bfd",
-        help="bin packing: best-fit decreasing (default), first-fit decreasing, first-fit, "
-        "next-fit",
-    )
-    p_p.add_argument(
-        "--pack-window",
-        type=cli_positive_int,
-        default=100_000,
-        help="kept rows packed together (default 100000, Axolotl's group size; the memory bound)",
-    )
-    p_p.add_argument(
-        "--overflow",
-        choices=("error", "truncate", "split", "drop"),
-        default="error",
-        help="rows longer than --max-length: error (default; names file and row), truncate, split, "
-        "drop",
-    )
-    p_p.add_argument(
-        "--attention",
-        choices=("segments", "ones", "none"),
-        default="segments",
-        help="attention_mask: segment ids 1..k per row (default), all ones, or no column",
-    )
-    p_p.add_argument("--no-dedupe", action="store_true", help="keep duplicate rows")
-    p_p.add_argument("--dedupe-columns", help="comma-separated columns that define a duplicate "
-                     "(default: the columns written: input_ids, and labels when present)")
-    p_p.add_argument(
-        "--tokenizer",
-        metavar="DIR",
-        help="tokenize --text-column with this local HF tokenizer "
-        "(DIR/tokenizer.json; the tokenizers library)",
-    )
-    p_p.add_argument(
-        "--text-column", default="text", help="text column for --tokenizer (default: text)"
-    )
-    p_p.add_argument("--no-special-tokens", action="store_true",
-                     help="with --tokenizer: no special tokens (BOS, ...) added to each row")
-    p_p.add_argument("--append-eos", action="store_true",
-                     help="with --tokenizer: append the EOS token to every document (the "
-                     "eos_token of tokenizer_config.json, or --eos-token); counted in the report")
-    p_p.add_argument("--eos-token", metavar="TOKEN",
-                     help="append this EOS token to every document (implies --append-eos)")
-    p_p.add_argument("--max-row-bytes", type=cli_positive_int, default=MAX_ROW_BYTES,
-                     metavar="N", help="with --tokenizer: the largest text or rendered "
-                     f"conversation tokenized, in bytes (default {MAX_ROW_BYTES:,}); a larger "
-                     "row is an error, or left out and counted with --overflow drop")
-    chat = p_p.add_argument_group(
-        "chat data (a messages column, with --tokenizer DIR holding tokenizer_config.json)",
-        "Axolotl's type: chat_template output: input_ids and role-masked labels")
-    chat.add_argument("--messages-column", metavar="NAME",
-                      help="the column of OpenAI-style messages (default: messages, used when "
-                      "there is no --text-column)")
-    chat.add_argument("--chat-template", metavar="FILE|NAME",
-                      help="a Jinja template file, or an Axolotl template name (chatml, llama3, "
-                      "...; needs axolotl); default: the tokenizer's")
-    chat.add_argument("--roles-to-train", metavar="ROLES",
-                      help="comma-separated roles whose turns are trained (default: assistant)")
-    chat.add_argument("--train-on-inputs", action="store_true",
-                      help="train on every turn (Axolotl's train_on_inputs)")
-    chat.add_argument("--train-on-eos", choices=("turn", "all", "last", "none"),
-                      help="which EOS tokens are trained (default: turn)")
-    chat.add_argument("--train-on-eot", choices=("turn", "all", "last", "none"),
-                      help="which end-of-turn tokens are trained (default: as --train-on-eos)")
-    chat.add_argument("--eot-tokens", metavar="TOKENS",
-                      help="comma-separated end-of-turn tokens (default: the EOS token)")
-    p_p.add_argument("--format", choices=("parquet", "arrow", "jsonl", "csv", "tsv", "text"),
-                     help="input format (default: from the file names)")
-    p_p.add_argument(
-        "--batch-rows",
-        type=cli_positive_int,
-        default=8192,
-        help="rows per batch read (with --ray: rows tokenized at a time; default 8192)",
-    )
-    p_p.add_argument(
-        "--threads",
-        type=cli_positive_int,
-        default=None,
-        help="threads (default: FASTAXO_NUM_THREADS, OMP_NUM_THREADS, CPUs)",
-    )
-    p_p.add_argument("--report-json", metavar="FILE", help="also write the report as JSON")
-    p_p.add_argument("-q", "--quiet", action="store_true",
-                     help="no progress (a bar on a terminal, else a line every few seconds)")
-    p_p.add_argument(
-        "--ray",
-        metavar="ADDRESS",
-        help="run on a Ray cluster ('local' starts one here; 'auto', "
-        "'host:port'): OUTPUT is a directory of shards part-NNNNN.parquet, one per window, that "
-        "read "
-        "in order equal the single-machine output (pip install 'fastaxo[ray]')",
-    )
-    p_p.add_argument("--ray-cpus-per-task", type=cli_positive_float, default=1.0, metavar="C",
-                     help="CPUs each Ray task reserves (default 1; --threads defaults to the same)")
-    p_p.add_argument(
-        "--ray-unit-rows",
-        type=cli_positive_int,
-        default=16_384,
-        metavar="N",
-        help="input rows per Ray scan task (Parquet: whole row groups up to about N; "
-        "default 16384)",
-    )
-    p_p.set_defaults(func=_cmd_prepare)
-    p_demo = sub.add_parser(
-        "demo", help="prepare on the built-in dataset, next to a plain-Python pipeline"
-    )
-    p_demo.add_argument(
-        "--rows",
-        type=cli_positive_int,
-        default=200_000,
-        help="rows of the built-in dataset (default 200000)",
-    )
-    _length_argument(p_demo, 4096)
-    p_demo.add_argument("--strategy", choices=("bfd", "ffd", "ff", "nf"), default="bfd")
-    p_demo.add_argument("--threads", type=cli_positive_int, default=None)
-    p_demo.add_argument(
-        "--dir", help="where to make the temporary directory (default: the system's)"
-    )
-    p_demo.add_argument(
-        "--report-json", metavar="FILE", help="also write both reports and the check as JSON"
-    )
-    p_demo.add_argument("-q", "--quiet", action="store_true",
-                     help="no progress (a bar on a terminal, else a line every few seconds)")
-    p_demo.set_defaults(func=_cmd_demo)
-    p_info = sub.add_parser("info", help="show version, OpenMP, threads and the SHA-256 path")
-    p_info.add_argument("--tokenizer", metavar="PATH",
-                        help="also say which encoder fastaxo uses for this tokenizer (a "
-                        "directory or tokenizer.json), on raw text and on chat: fastaxo's C "
-                        "encoder, or HF's and why")
-    p_info.set_defaults(func=_cmd_info)
-    p_d = sub.add_parser("dedupe", help="exact dedupe of Parquet files, or of the built-in dataset")
-    p_d.add_argument("-q", "--quiet", action="store_true",
-                     help="no progress (a bar on a terminal, else a line every few seconds)")
-    p_d.add_argument("inputs", nargs="*", help="Parquet files (default: the built-in dataset)")
-    p_d.add_argument("-o", "--output", help="write the kept rows to this Parquet file")
-    p_d.add_argument("--columns", help="comma-separated columns to compare (default: all, "
-                     "the columns written)")
-    p_d.add_argument(
-        "--batch-rows",
-        type=cli_positive_int,
-        default=65536,
-        help="rows per batch read (default 65536)",
-    )
-    p_d.add_argument(
-        "--threads",
-        type=cli_positive_int,
-        default=None,
-        help="threads (default: FASTAXO_NUM_THREADS, OMP_NUM_THREADS, CPUs)",
-    )
-    p_d.add_argument(
-        "--rows",
-        type=cli_positive_int,
-        default=200_000,
-        help="rows of the built-in dataset (default 200000)",
-    )
-    p_d.set_defaults(func=_cmd_dedupe)
-    p_b = sub.add_parser(
-        "bench",
-        help="the benchmark matrix: JSON, Markdown and PNG charts",
-        description="Run every kernel (hash_rows, dedupe, pack_bins, pack, pad, and the reader per "
-        "format) at 10k, 100k, 1M and 10M rows against every installed baseline (hashlib, plain "
-        "Python, NumPy, pyarrow, fast-axolotl, HF datasets, Axolotl), each cell in a fresh process "
-        "(peak memory), outputs checked against the baselines; cells over the memory budget or "
-        "the time limit are skipped and listed. Writes results.json, results.md and PNG charts "
-        "(matplotlib, optional). Exit 1 if a check failed.",
-    )
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["bench"]:  # (its options import the benchmark harness: ~50 ms)
-        from fastaxo._bench.matrix import add_arguments as _bench_arguments
-
-        _bench_arguments(p_b)
-    p_b.set_defaults(func=_cmd_bench)
+    parser = build_parser(argv, {"prepare": _cmd_prepare, "demo": _cmd_demo,
+                                 "info": _cmd_info, "dedupe": _cmd_dedupe,
+                                 "bench": _cmd_bench})
     args = parser.parse_args(argv)
     args.argv = argv
     if getattr(args, "old_seq_len", None) is not None:
@@ -785,15 +591,6 @@ def main(argv: list[str] | None = None) -> int:
         else:
             parser.error("the following arguments are required: --max-length")
     return _run(args)
-
-
-def _length_argument(parser: argparse.ArgumentParser, default: int | None) -> None:
-    """``--max-length`` (the name pack, pack_bins, pad and prepare share) and its old name."""
-    parser.add_argument("--max-length", dest="seq_len", type=cli_positive_int, metavar="N",
-                        help="tokens per packed row" + (f" (default {default})" if default else
-                                                        " (required)"))
-    parser.add_argument("--seq-len", dest="old_seq_len", type=cli_positive_int,
-                        help=argparse.SUPPRESS)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ counted; otherwise a row longer than ``max_length`` raises
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -164,42 +165,43 @@ def _batch_offsets(batch_offsets: Any, n: int) -> np.ndarray:
     return bo
 
 
-def _pad(
-    data: Any,
-    batch_offsets: Any,
-    labels: Any,
-    position_ids: Any,
-    pad_to: Any,
-    multiple_of: Any,
-    pad_id: Any,
-    label_pad_id: Any,
-    position_pad_id: Any,
-    side: str,
-    truncate: bool,
-    attention_mask: bool,
-    dtype: Any,
-    num_threads: Any,
-):
-    pad_to = positive_int(pad_to, "max_length", allow_none=True)
-    mult = positive_int(multiple_of, "pad_to_multiple_of", allow_none=True)
-    side = choice(side, "side", ("right", "left"))
-    dt = out_dtype(dtype)
-    pad_id = int_arg(pad_id, "pad_id")
-    label_pad_id = int_arg(label_pad_id, "label_pad_id")
-    pos_pad = None if position_pad_id is None else int_arg(position_pad_id, "position_pad_id")
-    nt = resolve_num_threads(num_threads)
-    ids, lab, pos = _columns(data, labels, position_ids)
-    check_fits(ids, dt, pad_id, "pad_id")
-    if lab is not None:
-        check_fits(lab, dt, label_pad_id, "label_pad_id")
-    if pos is not None and pos is not True:
-        check_fits(pos, dt, 0 if pos_pad is None else pos_pad, "position_pad_id")
-    n = len(ids)
-    lengths = ids.lengths
-    bo = np.array([0, n], np.int64) if batch_offsets is None else _batch_offsets(batch_offsets, n)
-    nbatch = len(bo) - 1
-    if pad_to is not None:
-        widths = np.full(nbatch, pad_to, np.int64)
+@dataclass(frozen=True)
+class _PadOptions:
+    """pad's and pad_batches' options, checked once (:func:`_pad_options`)."""
+
+    max_length: int | None
+    mult: int | None
+    pad_id: int
+    label_pad_id: int
+    pos_pad: int | None
+    left: bool
+    truncate: bool
+    attention_mask: bool
+    dt: np.dtype
+    nt: int
+
+
+def _pad_options(*, max_length: Any, pad_to_multiple_of: Any, pad_id: Any, label_pad_id: Any,
+                 position_pad_id: Any, side: str, truncate: bool, attention_mask: bool,
+                 dtype: Any, num_threads: Any) -> _PadOptions:
+    return _PadOptions(
+        max_length=positive_int(max_length, "max_length", allow_none=True),
+        mult=positive_int(pad_to_multiple_of, "pad_to_multiple_of", allow_none=True),
+        left=choice(side, "side", ("right", "left")) == "left",
+        dt=out_dtype(dtype),
+        pad_id=int_arg(pad_id, "pad_id"),
+        label_pad_id=int_arg(label_pad_id, "label_pad_id"),
+        pos_pad=None if position_pad_id is None else int_arg(position_pad_id, "position_pad_id"),
+        nt=resolve_num_threads(num_threads),
+        truncate=bool(truncate), attention_mask=bool(attention_mask))
+
+
+def _widths(lengths: np.ndarray, bo: np.ndarray, o: _PadOptions) -> tuple[np.ndarray, int]:
+    """Each batch's width (max_length, else its longest row; rounded up to the multiple) and
+    the widest before rounding each (the output's size is checked from it)."""
+    n, nbatch = len(lengths), len(bo) - 1
+    if o.max_length is not None:
+        widths = np.full(nbatch, o.max_length, np.int64)
     elif nbatch == 1:
         widths = np.array([int(lengths.max()) if n else 0], np.int64)
     else:
@@ -208,91 +210,100 @@ def _pad(
         if n:
             widths[nonempty] = np.maximum.reduceat(lengths, bo[:-1][nonempty])
     widest = int(widths.max()) if nbatch else 0
-    if mult is not None:
-        widest = -(-widest // mult) * mult  # Python ints: no wrap
+    if o.mult is not None:
+        widest = -(-widest // o.mult) * o.mult  # Python ints: no wrap
     # every size below is computed in int64: check in Python ints first that none can wrap
     # (a huge pad_to once made a small buffer that the kernel then overran)
-    check_output_bytes(widest * max(n, 1) * dt.itemsize,
-                       f"the padded output ({n:,} rows x {widest:,} wide x {dt.itemsize} bytes)")
-    if mult is not None:
-        widths = -(-widths // mult) * mult
-    truncated = truncated_tokens = 0
-    if pad_to is not None and n:
-        limit = (
-            widths[np.searchsorted(bo, np.arange(n), side="right") - 1] if nbatch > 1 else widths[0]
+    check_output_bytes(widest * max(n, 1) * o.dt.itemsize,
+                       f"the padded output ({n:,} rows x {widest:,} wide x {o.dt.itemsize} "
+                       "bytes)")
+    if o.mult is not None:
+        widths = -(-widths // o.mult) * o.mult
+    return widths, widest
+
+
+def _truncated(lengths: np.ndarray, bo: np.ndarray, widths: np.ndarray, o: _PadOptions
+               ) -> tuple[int, int]:
+    """(rows cut, tokens cut) under max_length; a row over it without truncate is an error."""
+    n, nbatch = len(lengths), len(bo) - 1
+    if o.max_length is None or not n:
+        return 0, 0
+    limit = widths[np.searchsorted(bo, np.arange(n), side="right") - 1] if nbatch > 1 \
+        else widths[0]
+    over = lengths > limit
+    if not over.any():
+        return 0, 0
+    i = int(np.flatnonzero(over)[0])
+    if not o.truncate:
+        lim = int(limit if np.ndim(limit) == 0 else limit[i])
+        raise SequenceTooLongError(
+            f"input_ids row {i} has {int(lengths[i]):,} tokens; max_length is {lim:,}. "
+            "Pass truncate=True to "
+            f"keep the {'tail' if o.left else 'head'} of long rows (counted), or "
+            "a larger max_length",
+            i,
+            int(lengths[i]),
+            lim,
         )
-        over = lengths > limit
-        if over.any():
-            i = int(np.flatnonzero(over)[0])
-            if not truncate:
-                lim = int(limit if np.ndim(limit) == 0 else limit[i])
-                raise SequenceTooLongError(
-                    f"input_ids row {i} has {int(lengths[i]):,} tokens; max_length is {lim:,}. "
-                    "Pass truncate=True to "
-                    f"keep the {'head' if side == 'right' else 'tail'} of long rows (counted), or "
-                    "a larger max_length",
-                    i,
-                    int(lengths[i]),
-                    lim,
-                )
-            truncated = int(np.count_nonzero(over))
-            truncated_tokens = int((lengths - limit)[over].sum())
+    return int(np.count_nonzero(over)), int((lengths - limit)[over].sum())
+
+
+def _pad(data: Any, batch_offsets: Any, labels: Any, position_ids: Any, o: _PadOptions):
+    ids, lab, pos = _columns(data, labels, position_ids)
+    check_fits(ids, o.dt, o.pad_id, "pad_id")
+    if lab is not None:
+        check_fits(lab, o.dt, o.label_pad_id, "label_pad_id")
+    if pos is not None and pos is not True:
+        check_fits(pos, o.dt, 0 if o.pos_pad is None else o.pos_pad, "position_pad_id")
+    n = len(ids)
+    lengths = ids.lengths
+    bo = np.array([0, n], np.int64) if batch_offsets is None else _batch_offsets(batch_offsets, n)
+    nbatch = len(bo) - 1
+    widths, _ = _widths(lengths, bo, o)
+    truncated, truncated_tokens = _truncated(lengths, bo, widths, o)
     if nbatch == 1:
         bases = np.array([0, n * int(widths[0])], np.int64)
     else:
         bases = np.zeros(nbatch + 1, np.int64)
         np.cumsum((bo[1:] - bo[:-1]) * widths, out=bases[1:])
-    total = int(bases[-1])
-    left = side == "left"
     specs: list[tuple[str, Rows | None, str, Any, bool]] = [
-        ("input_ids", ids, "copy", pad_id, False)
+        ("input_ids", ids, "copy", o.pad_id, False)
     ]
-    if attention_mask:
+    if o.attention_mask:
         specs.append(("attention_mask", None, "ones", 0, False))
     if lab is not None:
-        specs.append(("labels", lab, "copy", label_pad_id, False))
+        specs.append(("labels", lab, "copy", o.label_pad_id, False))
     if pos is True:
-        specs.append(("position_ids", None, "iota", pos_pad or 0, pos_pad is None))
+        specs.append(("position_ids", None, "iota", o.pos_pad or 0, o.pos_pad is None))
     elif pos is not None:
-        specs.append(("position_ids", pos, "copy", pos_pad or 0, pos_pad is None))
-    ext = backend.pack_ext
-    buffers: dict[str, np.ndarray] = {}
-    if ext is None:
-        for name, col, kind, padv, rng in specs:
-            buf = np.empty(total, dt)
-            for b in range(nbatch):
-                a, z = int(bo[b]), int(bo[b + 1])
-                rows = [(ids if col is None else col).row(i) for i in range(a, z)]
-                block = reference.pad_rows(rows, int(widths[b]), left, padv, rng, dt, kind)
-                buf[int(bases[b]) : int(bases[b + 1])] = block.reshape(-1)
-            buffers[name] = buf
-    else:
-        kinds = {"copy": ext.KIND_COPY, "ones": ext.KIND_ONE, "iota": ext.KIND_POS}
-        code = ext.TYPE_CODES[dt]
-        for name, col, kind, padv, rng in specs:
-            buf = np.empty(total, dt)
-            src = None
-            st = code
-            if col is not None:
-                src = col.entry_ptrs(None, None, lengths, nt)
-                st = ext.TYPE_CODES[col.dtype]
-            ext.pad_fill(
-                buf.view(np.uint8),
-                code,
-                bo,
-                bases,
-                widths,
-                src,
-                lengths,
-                st,
-                kinds[kind],
-                left,
-                np.array(padv, dt).tobytes(),
-                rng,
-                nt,
-            )
-            buffers[name] = buf
+        specs.append(("position_ids", pos, "copy", o.pos_pad or 0, o.pos_pad is None))
+    buffers = {name: _fill(ids if col is None else col, col is not None, kind, padv, rng,
+                           (lengths, bo, widths, bases), o)
+               for name, col, kind, padv, rng in specs}
     return buffers, bo, widths, bases, truncated, truncated_tokens
+
+
+def _fill(col: Rows, copy: bool, kind: str, padv: Any, rng: bool,
+          layout: tuple[np.ndarray, ...], o: _PadOptions) -> np.ndarray:
+    """One padded column: ``col``'s rows copied (``copy``), or per row ones / positions over
+    the row's length (input_ids'), each batch padded with ``padv`` (``rng``: positions
+    continue into the padding) to its width. ``layout``: (lengths, bo, widths, bases)."""
+    lengths, bo, widths, bases = layout
+    buf = np.empty(int(bases[-1]), o.dt)
+    ext = backend.pack_ext
+    if ext is None:
+        for b in range(len(bo) - 1):
+            rows = [col.row(i) for i in range(int(bo[b]), int(bo[b + 1]))]
+            block = reference.pad_rows(rows, int(widths[b]), o.left, padv, rng, o.dt, kind)
+            buf[int(bases[b]) : int(bases[b + 1])] = block.reshape(-1)
+        return buf
+    kinds = {"copy": ext.KIND_COPY, "ones": ext.KIND_ONE, "iota": ext.KIND_POS}
+    code = ext.TYPE_CODES[o.dt]
+    src = col.entry_ptrs(None, None, lengths, o.nt) if copy else None
+    ext.pad_fill(buf.view(np.uint8), code, bo, bases, widths, src, lengths,
+                 ext.TYPE_CODES[col.dtype] if copy else code, kinds[kind], o.left,
+                 np.array(padv, o.dt).tobytes(), rng, o.nt)
+    return buf
 
 
 @renamed_args(pad_to="max_length", multiple_of="pad_to_multiple_of")
@@ -382,9 +393,11 @@ def pad(
                 if lab_out is not None:
                     arrays["labels"] = lab_out
                 return Padded(arrays, ids_out.shape[1])
-    buffers, bo, widths, _bases, tr, trt = _pad(
-        data, None, labels, position_ids, max_length, pad_to_multiple_of, pad_id, label_pad_id,
-        position_pad_id, side, truncate, attention_mask, dtype, num_threads)
+    o = _pad_options(max_length=max_length, pad_to_multiple_of=pad_to_multiple_of,
+                     pad_id=pad_id, label_pad_id=label_pad_id, position_pad_id=position_pad_id,
+                     side=side, truncate=truncate, attention_mask=attention_mask, dtype=dtype,
+                     num_threads=num_threads)
+    buffers, bo, widths, _bases, tr, trt = _pad(data, None, labels, position_ids, o)
     n, w = int(bo[-1]), int(widths[0])
     return Padded({k: v.reshape(n, w) for k, v in buffers.items()}, w, tr, trt)
 
@@ -407,9 +420,11 @@ def pad_batches(data: Any, batch_offsets: Any, *, labels: Any = None, position_i
         raise InvalidInputError(
             "batch_offsets: expected n_batches + 1 row boundaries, got None (use pad())"
         )
-    buffers, bo, widths, bases, tr, trt = _pad(
-        data, batch_offsets, labels, position_ids, max_length, pad_to_multiple_of, pad_id,
-        label_pad_id, position_pad_id, side, truncate, attention_mask, dtype, num_threads)
+    o = _pad_options(max_length=max_length, pad_to_multiple_of=pad_to_multiple_of,
+                     pad_id=pad_id, label_pad_id=label_pad_id, position_pad_id=position_pad_id,
+                     side=side, truncate=truncate, attention_mask=attention_mask, dtype=dtype,
+                     num_threads=num_threads)
+    buffers, bo, widths, bases, tr, trt = _pad(data, batch_offsets, labels, position_ids, o)
     return PaddedBatches(buffers, bo, widths, bases, tr, trt)
 
 

@@ -351,8 +351,9 @@ def test_pack_matches_reference_and_is_lossless(c):
     width = c["max_len"] if c["mult"] is None else -(-c["max_len"] // c["mult"]) * c["mult"]
     ids = as_ragged(data, "input_ids")
     lab = as_ragged(labels, "labels") if labels is not None else None
-    ref = _reference_pack.materialise(ids, lab, {}, p.bins, width, c["layout"], c["attention"], True, 3, -100,
-                                      {}, np.dtype(c["dtype"]))
+    ref = _reference_pack.materialise(ids, lab, {}, p.bins, width=width, layout=c["layout"],
+                                      attention=c["attention"], position_ids=True, pad_id=3,
+                                      label_pad_id=-100, pad_values={}, dt=np.dtype(c["dtype"]))
     assert sorted(p) == sorted(ref)
     for k in ref:
         assert p[k].dtype == ref[k].dtype, k

@@ -241,17 +241,8 @@ def column_spec(arr: pa.Array, keep: list[Any], name: str) -> tuple:
             else COL_BINARY32
         )
         data = bufs[2]
-        return (
-            kind,
-            1,
-            off,
-            n,
-            validity,
-            _addr(bufs[1]),
-            _addr(data),
-            0 if data is None else data.size,
-            (),
-        )
+        return (kind, 1, off, n, validity, _addr(bufs[1]), _addr(data),
+                0 if data is None else data.size, ())
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
         kind = COL_LIST64 if pa.types.is_large_list(t) else COL_LIST32
         child = column_spec(arr.values, keep, name)
@@ -270,17 +261,8 @@ def column_spec(arr: pa.Array, keep: list[Any], name: str) -> tuple:
             return column_spec(signed, keep, name)
         ibuf = indices.buffers()[1]
         child = column_spec(arr.dictionary, keep, name)
-        return (
-            COL_DICT,
-            indices.type.bit_width // 8,
-            indices.offset,
-            n,
-            validity,
-            0,
-            _addr(ibuf),
-            0,
-            (child,),
-        )
+        return (COL_DICT, indices.type.bit_width // 8, indices.offset, n, validity, 0,
+                _addr(ibuf), 0, (child,))
     try:
         bits = t.bit_width
     except ValueError:

@@ -242,14 +242,8 @@ def _from_rows(data: list | tuple | np.ndarray, name: str, integer: bool) -> Row
         if dtype.kind == "f" and all(d.kind in "iu" for d in dtypes):
             # signed rows mixed with uint64 ones promote to float64 in NumPy: int64 when the
             # values fit
-            big = next(
-                (
-                    i
-                    for i, r in enumerate(data)
-                    if r.dtype.kind == "u" and len(r) and int(r.max()) > 2**63 - 1
-                ),
-                None,
-            )
+            big = next((i for i, r in enumerate(data)
+                        if r.dtype.kind == "u" and len(r) and int(r.max()) > 2**63 - 1), None)
             if big is not None:
                 raise InvalidInputError(
                     f"{name} row {big}: a uint64 token id ({int(data[big].max())}) does not fit "

@@ -110,6 +110,7 @@ def materialise(
     lab: Any,
     extra: dict,
     bins: Any,
+    *,
     width: int,
     layout: str,
     attention: str | None,

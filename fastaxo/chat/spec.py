@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastaxo._core import arrow
 from fastaxo._core.checks import MAX_ROW_BYTES, positive_int
+from fastaxo._core.choices import TRAIN_OPTIONS
 from fastaxo.chat.render import (
     DEFAULT_MAX_STEPS,
     OutputTooLarge,
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["ChatSpec", "TRAIN_OPTIONS"]
 
 LOG = logging.getLogger("fastaxo.chat")
-TRAIN_OPTIONS = ("turn", "all", "last", "none")
 # apply_chat_template's own parameters: a chat_template_kwargs entry with one of these names
 # changes how the text is made or tokenized, not just what the template sees
 _RENDER_PARAMS = frozenset({

@@ -11,6 +11,7 @@ import numpy as np
 
 from fastaxo._core import backend
 from fastaxo._core.checks import choice, mistake_hint, positive_int, renamed_args
+from fastaxo._core.choices import OVERFLOW_MODES, STRATEGIES
 from fastaxo._core.outputs import check_output_bytes
 from fastaxo._core.ragged import (
     ArrayRows,
@@ -25,8 +26,6 @@ from fastaxo.errors import FastaxoError, InvalidInputError, InvalidTypeError, Se
 __all__ = ["BFD_MAX_CAPACITY", "OVERFLOW_MODES", "STRATEGIES", "Bins", "PackStats", "assign_bins",
            "ff_in_order", "pack_bins", "randperm_max_n", "replay_randperm"]
 
-STRATEGIES = ("bfd", "ffd", "ff", "nf")
-OVERFLOW_MODES = ("error", "truncate", "split", "drop", "isolate")
 BFD_MAX_CAPACITY = 1 << 26
 _STRATEGY_CODES = {"bfd": 0, "ffd": 1, "ff": 2, "nf": 3}
 
@@ -489,8 +488,9 @@ def replay_randperm(seed: int, n: int, count: int) -> np.ndarray:
 
 
 def ff_in_order(lengths: np.ndarray, order: np.ndarray | None, seed: int, count: int,
-                capacity: int, max_items: int, group_size: int, bins_hint: int, num_threads: int,
-                work: list[Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                capacity: int, max_items: int, *, group_size: int, bins_hint: int,
+                num_threads: int, work: list[Any] | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
     """Axolotl's first fit (over-long rows in a bin of their own) over int32 ``lengths`` read
     through an order: ``order`` (int64 row ids), or with ``order=None`` the replayed
     RandomSampler order of ``seed`` (``count`` rows), shuffled on one core while the packer

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from fastaxo._core.checks import (
     positive_int,
     renamed_args,
 )
+from fastaxo._core.choices import ATTENTION
 from fastaxo._core.outputs import ArrayMap, check_fits, check_output_bytes, out_dtype
 from fastaxo._core.ragged import (
     Rows,
@@ -38,8 +40,6 @@ from fastaxo.packing.bins import BFD_MAX_CAPACITY, OVERFLOW_MODES, STRATEGIES, B
 
 __all__ = ["ATTENTION", "PackIterator", "Packed", "PackedRows", "iter_pack", "pack"]
 
-#: attention_mask layouts of pack and prepare (None / "none": no mask)
-ATTENTION = ("segments", "ones")
 
 
 class Packed(ArrayMap):
@@ -260,118 +260,81 @@ def _buffer(
     return np.empty(shape, dtype)
 
 
-def _materialise(
-    ids: Rows,
-    lab: Rows | None,
-    extra: dict[str, Rows],
-    bins: Bins,
-    width: int,
-    layout: str,
-    attention: str | None,
-    position_ids: bool,
-    pad_id: int,
-    label_pad_id: int,
-    pad_values: Mapping[str, Any],
-    dt: np.dtype,
-    nt: int,
-    pool: dict[str, np.ndarray] | None = None,
-) -> Packed:
+@dataclass(frozen=True)
+class _PackOptions:
+    """pack's and iter_pack's options, checked once (:func:`_pack_options`)."""
+
+    max_length: int
+    width: int  # max_length rounded up to pad_to_multiple_of
+    strategy: str
+    layout: str  # "padded" or "flat"
+    attention: str | None  # None, "segments" or "ones"
+    overflow: str
+    dt: np.dtype
+    pad_id: int
+    label_pad_id: int
+    max_rows: int | None
+    group_size: int | None
+    nt: int
+    position_ids: bool = True
+    pad_values: Mapping[str, Any] = field(default_factory=dict)  # per extra column
+
+
+def _materialise(ids: Rows, lab: Rows | None, extra: dict[str, Rows], bins: Bins,
+                 o: _PackOptions, pool: dict[str, np.ndarray] | None = None) -> Packed:
     # the output's size in Python ints, before any int64 arithmetic on it (no wrap)
     # (max(.., 1): NumPy refuses a (0, huge) shape as well)
-    elems = max(len(bins), 1) * int(width) if layout == "padded" else int(bins.lengths.sum())
-    check_output_bytes(elems * max(dt.itemsize, 8),
+    elems = max(len(bins), 1) * int(o.width) if o.layout == "padded" else int(bins.lengths.sum())
+    check_output_bytes(elems * max(o.dt.itemsize, 8),
                        f"the packed output ({elems:,} tokens per column: {len(bins):,} bins"
-                       + (f" x {int(width):,})" if layout == "padded" else ")"))
+                       + (f" x {int(o.width):,})" if o.layout == "padded" else ")"))
+    if backend.pack_ext is None:
+        return _materialise_reference(ids, lab, extra, bins, o, pool)
     ext = backend.pack_ext
-    if ext is None:
-        arrays = reference.materialise(
-            ids,
-            lab,
-            extra,
-            bins,
-            width,
-            layout,
-            attention,
-            position_ids,
-            pad_id,
-            label_pad_id,
-            pad_values,
-            dt,
-        )
-        if pool is not None:
-            for name, arr in list(arrays.items()):
-                if name not in ("cu_seqlens", "bin_offsets"):
-                    buf = _buffer(pool, name, arr.shape, arr.dtype)
-                    buf[...] = arr
-                    arrays[name] = buf
-        return Packed(arrays, bins, layout)
     nb = len(bins)
     offsets = np.ascontiguousarray(bins.offsets, np.int64)
     lens = np.ascontiguousarray(bins.lengths, np.int64)
     starts = bins._starts
-    code = ext.TYPE_CODES[dt]
-    if layout == "padded":
-        shape: tuple[int, ...] = (nb, width)
+    code = ext.TYPE_CODES[o.dt]
+    if o.layout == "padded":
+        shape: tuple[int, ...] = (nb, o.width)
         flat_base = None
-        w = width
+        w = o.width
     else:
         per_bin = bins.token_counts()
         flat_base = np.zeros(nb + 1, np.int64)
         np.cumsum(per_bin, out=flat_base[1:])
         shape = (int(flat_base[-1]),)
         w = 0
-    out: dict[str, np.ndarray] = {}
 
     def column(name: str, col: Rows, out_dt: np.dtype, pad: Any) -> np.ndarray:
         arr = _buffer(pool, name, shape, out_dt)
-        src = col.entry_ptrs(bins.indices, starts, lens, nt)
-        ext.fill_bins(
-            arr.reshape(-1).view(np.uint8),
-            ext.TYPE_CODES[out_dt],
-            w,
-            flat_base,
-            offsets,
-            src,
-            lens,
-            ext.TYPE_CODES[col.dtype],
-            ext.KIND_COPY,
-            np.array(pad, out_dt).tobytes(),
-            nt,
-        )
+        src = col.entry_ptrs(bins.indices, starts, lens, o.nt)
+        ext.fill_bins(arr.reshape(-1).view(np.uint8), ext.TYPE_CODES[out_dt], w, flat_base,
+                      offsets, src, lens, ext.TYPE_CODES[col.dtype], ext.KIND_COPY,
+                      np.array(pad, out_dt).tobytes(), o.nt)
         return arr
 
     def generated(name: str, kind: int) -> np.ndarray:
-        arr = _buffer(pool, name, shape, dt)
-        ext.fill_bins(
-            arr.reshape(-1).view(np.uint8),
-            code,
-            w,
-            flat_base,
-            offsets,
-            None,
-            lens,
-            code,
-            kind,
-            b"",
-            nt,
-        )
+        arr = _buffer(pool, name, shape, o.dt)
+        ext.fill_bins(arr.reshape(-1).view(np.uint8), code, w, flat_base, offsets, None, lens,
+                      code, kind, b"", o.nt)
         return arr
 
-    out["input_ids"] = column("input_ids", ids, dt, pad_id)
+    out: dict[str, np.ndarray] = {"input_ids": column("input_ids", ids, o.dt, o.pad_id)}
     if lab is not None:
-        out["labels"] = column("labels", lab, dt, label_pad_id)
-    if position_ids:
+        out["labels"] = column("labels", lab, o.dt, o.label_pad_id)
+    if o.position_ids:
         out["position_ids"] = generated("position_ids", ext.KIND_POS)
-    if attention is not None:
+    if o.attention is not None:
         out["attention_mask"] = generated(
-            "attention_mask", ext.KIND_SEG if attention == "segments" else ext.KIND_ONE
-        )
+            "attention_mask", ext.KIND_SEG if o.attention == "segments" else ext.KIND_ONE)
     for name, col in extra.items():
-        out[name] = column(name, col, col.dtype, pad_values.get(name, 0))
-    if layout == "padded":
-        total = nb * width
+        out[name] = column(name, col, col.dtype, o.pad_values.get(name, 0))
+    if o.layout == "padded":
+        total = nb * o.width
         cu_dt = np.int32 if total <= np.iinfo(np.int32).max else np.int64
-        out["cu_seqlens"] = ext.padded_cu_seqlens(offsets, lens, width, cu_dt)
+        out["cu_seqlens"] = ext.padded_cu_seqlens(offsets, lens, o.width, cu_dt)
     else:
         cu = np.zeros(len(lens) + 1, np.int64)
         np.cumsum(lens, out=cu[1:])
@@ -379,68 +342,77 @@ def _materialise(
         out["cu_seqlens"] = cu.astype(cu_dt, copy=False)
         assert flat_base is not None  # the flat layout's token offsets of the bins
         out["bin_offsets"] = flat_base
-    return Packed(out, bins, layout)
+    return Packed(out, bins, o.layout)
 
 
-def _pack_options(
-    max_length: Any,
-    strategy: str,
-    layout: str,
-    attention: Any,
-    overflow: str,
-    dtype: Any,
-    pad_id: Any,
-    label_pad_id: Any,
-    pad_to_multiple_of: Any,
-    max_rows_per_bin: Any,
-    group_size: Any,
-    num_threads: Any,
-) -> dict[str, Any]:
+def _materialise_reference(ids: Rows, lab: Rows | None, extra: dict[str, Rows], bins: Bins,
+                           o: _PackOptions, pool: dict[str, np.ndarray] | None) -> Packed:
+    """:func:`_materialise` without the extension: the reference's arrays (in ``pool``'s
+    buffers when given)."""
+    arrays = reference.materialise(
+        ids, lab, extra, bins, width=o.width, layout=o.layout, attention=o.attention,
+        position_ids=o.position_ids, pad_id=o.pad_id, label_pad_id=o.label_pad_id,
+        pad_values=o.pad_values, dt=o.dt)
+    if pool is not None:
+        for name, arr in list(arrays.items()):
+            if name not in ("cu_seqlens", "bin_offsets"):
+                buf = _buffer(pool, name, arr.shape, arr.dtype)
+                buf[...] = arr
+                arrays[name] = buf
+    return Packed(arrays, bins, o.layout)
+
+
+def _pack_options(*, max_length: Any, strategy: str, layout: str, attention: Any, overflow: str,
+                  dtype: Any, pad_id: Any, label_pad_id: Any, pad_to_multiple_of: Any,
+                  max_rows_per_bin: Any, group_size: Any, num_threads: Any,
+                  position_ids: Any) -> _PackOptions:
     max_length = positive_int(max_length, "max_length")
     mult = positive_int(pad_to_multiple_of, "pad_to_multiple_of", allow_none=True)
     attention = deprecated_value(attention, "attention", {"binary": "ones"}, depth=3)
-    opts = {
-        "max_length": max_length,
-        "width": max_length if mult is None else -(-max_length // mult) * mult,
-        "strategy": choice(strategy, "strategy", STRATEGIES),
-        "layout": choice(layout, "layout", ("padded", "flat")),
-        "attention": None
-        if attention is None or attention == "none"
+    opts = _PackOptions(
+        max_length=max_length,
+        width=max_length if mult is None else -(-max_length // mult) * mult,
+        strategy=choice(strategy, "strategy", STRATEGIES),
+        layout=choice(layout, "layout", ("padded", "flat")),
+        attention=None if attention is None or attention == "none"
         else choice(attention, "attention", ATTENTION),
-        "overflow": choice(overflow, "overflow", OVERFLOW_MODES[:4])
-        if overflow != "isolate"
-        else None,
-        "dt": out_dtype(dtype),
-        "pad_id": int_arg(pad_id, "pad_id"),
-        "label_pad_id": int_arg(label_pad_id, "label_pad_id"),
-        "max_rows": positive_int(max_rows_per_bin, "max_rows_per_bin", allow_none=True),
-        "group_size": positive_int(group_size, "group_size", allow_none=True),
-        "nt": resolve_num_threads(num_threads),
-    }
-    if opts["overflow"] is None:
+        overflow=choice(overflow, "overflow", OVERFLOW_MODES[:4]) if overflow != "isolate"
+        else "isolate",
+        dt=out_dtype(dtype),
+        pad_id=int_arg(pad_id, "pad_id"),
+        label_pad_id=int_arg(label_pad_id, "label_pad_id"),
+        max_rows=positive_int(max_rows_per_bin, "max_rows_per_bin", allow_none=True),
+        group_size=positive_int(group_size, "group_size", allow_none=True),
+        nt=resolve_num_threads(num_threads),
+        position_ids=bool(position_ids),
+    )
+    if opts.overflow == "isolate":
         raise InvalidInputError(
             "overflow='isolate' makes bins longer than max_length, which packed rows cannot hold; "
             "use 'error', 'truncate', 'split' or 'drop' with pack (isolate is for pack_bins)"
         )
-    if opts["strategy"] == "bfd" and max_length > BFD_MAX_CAPACITY:
+    if opts.strategy == "bfd" and max_length > BFD_MAX_CAPACITY:
         raise InvalidInputError(
             f"max_length is {max_length:,}; strategy 'bfd' supports up to {BFD_MAX_CAPACITY:,}"
         )
     return opts
 
 
-def _prepare(data: Any, labels: Any, columns: Any, pad_values: Any, bins: Any, o: dict[str, Any]):
+def _prepare(data: Any, labels: Any, columns: Any, pad_values: Any, bins: Any, o: _PackOptions
+             ) -> tuple[Rows, Rows | None, dict[str, Rows], Bins, _PackOptions]:
+    """The columns, the bins (assigned, or ``bins`` checked) and the options with the extra
+    columns' pad values."""
     ids, lab, extra = _resolve_columns(data, labels, columns)
     pv = _pad_values(pad_values, extra)
-    check_fits(ids, o["dt"], o["pad_id"], "pad_id")
+    check_fits(ids, o.dt, o.pad_id, "pad_id")
     if lab is not None:
-        check_fits(lab, o["dt"], o["label_pad_id"], "label_pad_id")
+        check_fits(lab, o.dt, o.label_pad_id, "label_pad_id")
     if bins is None:
-        bins = assign_bins(ids.lengths, o["max_length"], o["strategy"], o["max_rows"],
-                          o["group_size"], o["overflow"], o["nt"], "input_ids")
+        bins = assign_bins(ids.lengths, o.max_length, o.strategy, o.max_rows, o.group_size,
+                           o.overflow, o.nt, "input_ids")
     else:
-        bins = _check_bins(bins, ids, o["width"], o["layout"])
-    return ids, lab, extra, pv, bins
+        bins = _check_bins(bins, ids, o.width, o.layout)
+    return ids, lab, extra, bins, replace(o, pad_values=pv)
 
 
 def _pad_values(pad_values: Any, extra: dict[str, Rows]) -> dict[str, Any]:
@@ -528,24 +500,13 @@ def pack(
     Packed
         A mapping of NumPy arrays with ``.bins`` and ``.stats``.
     """
-    o = _pack_options(max_length, strategy, layout, attention, overflow, dtype, pad_id,
-                      label_pad_id, pad_to_multiple_of, max_rows_per_bin, group_size, num_threads)
-    ids, lab, extra, pv, bins = _prepare(data, labels, columns, pad_values, bins, o)
-    return _materialise(
-        ids,
-        lab,
-        extra,
-        bins,
-        o["width"],
-        o["layout"],
-        o["attention"],
-        bool(position_ids),
-        o["pad_id"],
-        o["label_pad_id"],
-        pv,
-        o["dt"],
-        o["nt"],
-    )
+    o = _pack_options(max_length=max_length, strategy=strategy, layout=layout,
+                      attention=attention, overflow=overflow, dtype=dtype, pad_id=pad_id,
+                      label_pad_id=label_pad_id, pad_to_multiple_of=pad_to_multiple_of,
+                      max_rows_per_bin=max_rows_per_bin, group_size=group_size,
+                      num_threads=num_threads, position_ids=position_ids)
+    ids, lab, extra, bins, o = _prepare(data, labels, columns, pad_values, bins, o)
+    return _materialise(ids, lab, extra, bins, o)
 
 
 class PackIterator:
@@ -566,25 +527,10 @@ class PackIterator:
         return (len(self._bins) + self.chunk_bins - 1) // self.chunk_bins
 
     def __iter__(self) -> Iterator[Packed]:
-        ids, lab, extra, pv, o, position_ids = self._args
+        ids, lab, extra, o = self._args
         pool: dict[str, np.ndarray] | None = {} if self.reuse_buffers else None
         for chunk in self._bins.chunks(self.chunk_bins):
-            yield _materialise(
-                ids,
-                lab,
-                extra,
-                chunk,
-                o["width"],
-                o["layout"],
-                o["attention"],
-                position_ids,
-                o["pad_id"],
-                o["label_pad_id"],
-                pv,
-                o["dt"],
-                o["nt"],
-                pool,
-            )
+            yield _materialise(ids, lab, extra, chunk, o, pool)
 
 
 @renamed_args(max_len="max_length")
@@ -623,9 +569,10 @@ def iter_pack(
     chunks are made from are copies taken at this call (``.bins`` included). Tokens are read
     in place when each chunk is made: tokens changed meanwhile are the tokens packed."""
     chunk_bins = positive_int(chunk_bins, "chunk_bins")
-    o = _pack_options(max_length, strategy, layout, attention, overflow, dtype, pad_id,
-                      label_pad_id, pad_to_multiple_of, max_rows_per_bin, group_size, num_threads)
-    ids, lab, extra, pv, bins = _prepare(data, labels, columns, pad_values, bins, o)
-    return PackIterator(
-        (ids, lab, extra, pv, o, bool(position_ids)), bins, chunk_bins, bool(reuse_buffers)
-    )
+    o = _pack_options(max_length=max_length, strategy=strategy, layout=layout,
+                      attention=attention, overflow=overflow, dtype=dtype, pad_id=pad_id,
+                      label_pad_id=label_pad_id, pad_to_multiple_of=pad_to_multiple_of,
+                      max_rows_per_bin=max_rows_per_bin, group_size=group_size,
+                      num_threads=num_threads, position_ids=position_ids)
+    ids, lab, extra, bins, o = _prepare(data, labels, columns, pad_values, bins, o)
+    return PackIterator((ids, lab, extra, o), bins, chunk_bins, bool(reuse_buffers))

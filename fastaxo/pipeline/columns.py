@@ -425,12 +425,9 @@ def _arrow_turns(arr: pa.Array) -> ArrowTurns | None:
 class ArrowTurns(Sequence[list[dict[str, Any]]]):
     """The conversations of a clean messages column (:func:`_arrow_turns`), each a list of
     ``{"role", "content"}`` dicts, made BLOCK rows at a time when a row of the block is first
-    read, and kept while they are among the KEEP blocks made last. The chat engine reads its
-    rows part by part, so they are made on its render thread between parts, while the
-    encoder's thread works (that thread waited for the encoder, and making them all first
-    took ~0.2 s of 2,000 16-turn rows); a part's objects are dropped once later parts are
-    read (all of them kept were ~3x the text: Python's str of non-ASCII text is 2-4 bytes a
-    character). A row read again after that is made again."""
+    read; the KEEP blocks made last are kept (a row read again after is made again). The
+    engine reads part by part: the rows are made on its render thread while the encoder
+    works, and a part's objects (~3x its text) go once later parts are read."""
 
     BLOCK = 64
     KEEP = 8  # blocks: more than one part of the engine (PART_ROWS)

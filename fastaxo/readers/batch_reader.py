@@ -166,9 +166,10 @@ class BatchReader:
         self.files = resolve_source(source, format, compression)
         self._prints = [_fingerprint_of(p, f) for p, f, _ in self.files]  # the files as they are
         self.format = self.files[0][1]
-        self._src = Source(self.files, self.opts, schema, self.rank, self.world_size,
-                           self.shuffle_buffer, self.seed, self.trim_bytes,
-                           [(size, mtime) for size, mtime, _ in self._prints])
+        self._src = Source(self.files, self.opts, schema, rank=self.rank,
+                           world_size=self.world_size, shuffle_buffer=self.shuffle_buffer,
+                           seed=self.seed, trim_bytes=self.trim_bytes,
+                           stamps=[(size, mtime) for size, mtime, _ in self._prints])
         self._state = self._src.start
         self._pf: Prefetch | None = None
         self._gen: Generator[Any, None, None] | None = None

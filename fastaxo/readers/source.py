@@ -26,8 +26,8 @@ class Source:
     reference to its BatchReader, so a reader dropped without close() is collected at once
     and its __del__ stops the threads."""
 
-    def __init__(self, files, opts: Options, schema: pa.Schema | None, rank: int, world_size: int,
-                 shuffle_buffer: int, seed: int, trim_bytes: int,
+    def __init__(self, files, opts: Options, schema: pa.Schema | None, *, rank: int,
+                 world_size: int, shuffle_buffer: int, seed: int, trim_bytes: int,
                  stamps: list[tuple[int, int]]):
         self.files, self.opts = files, opts
         # (size, mtime_ns) of each file when the reader was made: a file that differs later is

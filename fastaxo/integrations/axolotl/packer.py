@@ -268,8 +268,9 @@ def _pack_in_sampler_order(sampler: Any, lengths: np.ndarray, cap: int, group_si
     hint = est // cap // groups + est // cap // groups // 8 + 8
     work = _PACK_WORK.pop() if _PACK_WORK else []
     try:
-        ids, offsets = ff_in_order(lengths, indices, seed, count, cap, bin_size, group_size, hint,
-                                   nt, work)
+        ids, offsets = ff_in_order(lengths, indices, seed, count, cap, bin_size,
+                                   group_size=group_size, bins_hint=hint, num_threads=nt,
+                                   work=work)
     finally:
         _PACK_WORK.append(work)
     if total is None:
