@@ -6,7 +6,7 @@ disables it, unset means "use it when the compiler has it, else warn loudly and 
 serial". FASTAXO_DEBUG=1 turns Cython's bounds/wraparound checks back on.
 FASTAXO_SANITIZE=1 builds with AddressSanitizer + UndefinedBehaviorSanitizer (gcc/clang; for
 scripts/sanitize.sh, never for a release: run it with libasan preloaded).
-No -march=native: SIMD paths are chosen at run time (csrc/fx_sha256.c).
+No -march=native: SIMD paths are chosen at run time (csrc/fx_sha256*.c).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).parent.resolve()
-HASH_CSRC = ["csrc/fx_sha256.c", "csrc/fx_rows.c", "csrc/fx_seen.c", "csrc/fx_rowset.c"]
+HASH_CSRC = ["csrc/fx_sha256.c", "csrc/fx_sha256_many.c", "csrc/fx_sha256_x86.c",
+             "csrc/fx_sha256_arm.c", "csrc/fx_rows.c", "csrc/fx_seen.c", "csrc/fx_rowset.c"]
 PACK_CSRC = ["csrc/fx_pack.c", "csrc/fx_fill.c", "csrc/fx_perm.c", "csrc/fx_json.c",
              "csrc/fx_parquet.c"]
 TOK_CSRC = ["csrc/fx_unicode.c", "csrc/fx_bpe.c", "csrc/fx_bpe_cache.c", "csrc/fx_bpe_merge.c",

@@ -60,7 +60,7 @@ if [ -z "$vec" ] || [ ! -f "$vec/SHA256ShortMsg.rsp" ]; then
     echo "check_c.sh: the NIST vectors need cryptography-vectors (the test extra)" >&2
     exit 1
 fi
-gcc "${STRICT[@]}" -DFX_PORTABLE -pthread csrc/test/test_sha256.c csrc/fx_sha256.c \
+gcc "${STRICT[@]}" -DFX_PORTABLE -pthread csrc/test/test_sha256.c csrc/fx_sha256*.c \
     -o "$build/sha_portable"
 "$build/sha_portable" "$vec" | tail -n 1
 echo "check_c.sh: $n compiles warning-free; the FX_PORTABLE SHA-256 build passes NIST"

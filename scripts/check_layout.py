@@ -44,7 +44,6 @@ PENDING: frozenset[str] = frozenset({
     "fastaxo/__main__.py: _cmd_demo",
     "fastaxo/integrations/axolotl/stream.py: prepare",
     "fastaxo/integrations/ray/driver.py: prepare", "fastaxo/pipeline/prepare.py: prepare",
-    "csrc/fx_sha256.c",
 })
 #: the modules that may print: the CLI, the benchmark, show_config
 MAY_PRINT = ("fastaxo.__main__", "fastaxo._bench", "fastaxo._core.config")

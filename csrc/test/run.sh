@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# Standalone tests for the SHA-256 C kernel (csrc/fx_sha256.c).
+# Standalone tests for the SHA-256 C kernel (csrc/fx_sha256*.c).
 #
 #   bash csrc/test/run.sh [--bench] [--no-big] [--no-arm] [--no-apt] [--no-san]
 #
 # 1. gets the NIST CAVP vectors (SHA256ShortMsg/LongMsg/Monte.rsp) from the
 #    PyPI package cryptography-vectors (pip download, cached), unless
 #    FX_SHA256_VECTORS points at a directory that already holds them;
-# 2. builds fx_sha256.c + test_sha256.c with gcc -O2 -std=c11 -Wall -Wextra
+# 2. builds fx_sha256*.c + test_sha256.c with gcc -O2 -std=c11 -Wall -Wextra
 #    -Werror (no -march flags) and runs it: every compiled+supported path
 #    against NIST, random lengths vs portable, streaming vs oneshot, guard
 #    pages, threads, fx_sha256_many_* (random batches of segmented messages
 #    on every impl, guard pages, threads) and (unless --no-big) a 4 GiB + 77
 #    byte message;
-# 3. checks fx_sha256.c also compiles as C99 with -pedantic;
+# 3. checks fx_sha256*.c also compile as C99 with -pedantic;
 # 4. builds and runs the same with clang, if clang is installed;
 # 5. runs the suite (fewer random cases) under ASan + UBSan, with gcc and, if
 #    installed, clang (unless --no-san);
@@ -31,6 +31,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 src="$(cd "$here/.." && pwd)"
+sha=("$src"/fx_sha256*.c) # the kernel's files (fx_sha256_int.h)
 
 bench=0 big=1 arm=1 apt=1 san=1
 for a in "$@"; do
@@ -115,19 +116,19 @@ big_flag=()
 
 # ---------------------------------------------------------------- gcc native
 note "gcc ${CFLAGS_STRICT[*]} ($host)"
-gcc "${CFLAGS_STRICT[@]}" -pthread "$here/test_sha256.c" "$src/fx_sha256.c" -o "$build/test_gcc"
+gcc "${CFLAGS_STRICT[@]}" -pthread "$here/test_sha256.c" "${sha[@]}" -o "$build/test_gcc"
 run_suite gcc "$build/test_gcc" "${native_require[@]}" "${big_flag[@]}" "$vec"
 
-note "gcc -std=c99 -pedantic compile check of fx_sha256.c"
-gcc -O2 -std=c99 -pedantic -Wall -Wextra -Werror -c "$src/fx_sha256.c" -o "$build/c99.o"
+note "gcc -std=c99 -pedantic compile check of fx_sha256*.c"
+for f in "${sha[@]}"; do gcc -O2 -std=c99 -pedantic -Wall -Wextra -Werror -c "$f" -o "$build/c99.o"; done
 echo "ok"
 
 # ---------------------------------------------------------------- clang
 if command -v clang >/dev/null 2>&1; then
     note "clang ${CFLAGS_STRICT[*]} ($(clang --version | head -n 1))"
-    clang "${CFLAGS_STRICT[@]}" -pthread "$here/test_sha256.c" "$src/fx_sha256.c" -o "$build/test_clang"
+    clang "${CFLAGS_STRICT[@]}" -pthread "$here/test_sha256.c" "${sha[@]}" -o "$build/test_clang"
     run_suite clang "$build/test_clang" "${native_require[@]}" "$vec"
-    clang -O2 -std=c99 -pedantic -Wall -Wextra -Werror -c "$src/fx_sha256.c" -o "$build/c99_clang.o"
+    for f in "${sha[@]}"; do clang -O2 -std=c99 -pedantic -Wall -Wextra -Werror -c "$f" -o "$build/c99_clang.o"; done
 else
     note "clang not installed: skipped"
 fi
@@ -139,7 +140,7 @@ if [[ $san -eq 1 ]]; then
         command -v "$cc" >/dev/null 2>&1 || continue
         note "$cc ASan + UBSan"
         if "$cc" "${SAN_FLAGS[@]}" -std=c11 -Wall -Wextra -Werror -pthread \
-            "$here/test_sha256.c" "$src/fx_sha256.c" -o "$build/test_san_$cc" 2>"$build/san_$cc.log"; then
+            "$here/test_sha256.c" "${sha[@]}" -o "$build/test_san_$cc" 2>"$build/san_$cc.log"; then
             ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
                 run_suite "san_$cc" "$build/test_san_$cc" --random 1000 --many 60 "$vec"
         else
@@ -170,7 +171,7 @@ if [[ $arm -eq 1 && ! "$host" =~ ^(aarch64|arm64)$ ]]; then
     fi
     if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && [[ -n "$qemu" ]]; then
         aarch64-linux-gnu-gcc "${CFLAGS_STRICT[@]}" -pthread -static \
-            "$here/test_sha256.c" "$src/fx_sha256.c" -o "$build/test_arm64"
+            "$here/test_sha256.c" "${sha[@]}" -o "$build/test_arm64"
         echo "(running under $qemu -cpu max)"
         run_suite arm64 "$qemu" -cpu max "$build/test_arm64" --require armv8-crypto --random 1500 --many 25 "$vec"
     elif [[ "${FX_REQUIRE_ARM:-0}" == 1 ]]; then
@@ -187,7 +188,7 @@ if [[ $bench -eq 1 ]]; then
     note "bench (single thread, best of 5)"
     extra=()
     if [[ -f /usr/include/openssl/evp.h ]]; then extra=(-DFX_BENCH_OPENSSL -lcrypto); fi
-    gcc -O2 -std=c11 -Wall -Wextra -Werror "$here/bench_sha256.c" "$src/fx_sha256.c" "${extra[@]}" -o "$build/bench"
+    gcc -O2 -std=c11 -Wall -Wextra -Werror "$here/bench_sha256.c" "${sha[@]}" "${extra[@]}" -o "$build/bench"
     "$build/bench" 0.5
     if command -v openssl >/dev/null 2>&1; then
         for n in 16384 64; do
@@ -198,7 +199,7 @@ if [[ $bench -eq 1 ]]; then
     gcc -O2 -std=c11 -Wall -Wextra -Werror "$here/bench_interleave.c" -o "$build/bench_interleave"
     "$build/bench_interleave" 9 0.2
     note "bench_many (fx_sha256_many_* vs one at a time; median of 9)"
-    gcc -O2 -std=c11 -Wall -Wextra -Werror "$here/bench_many.c" "$src/fx_sha256.c" -o "$build/bench_many"
+    gcc -O2 -std=c11 -Wall -Wextra -Werror "$here/bench_many.c" "${sha[@]}" -o "$build/bench_many"
     "$build/bench_many" 9 0.1
 fi
 
