@@ -438,71 +438,28 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     import json
     import shutil
-    import subprocess
     import tempfile
 
-    import pyarrow.parquet as pq
-
-    from fastaxo._bench.demo import tokenized_table
     from fastaxo._bench.plain_pipeline import check_packed, plain_prepare
     from fastaxo._core.files import TempOutput, check_output
-    from fastaxo.pipeline import PrepareReport
 
     if args.report_json is not None:
         check_output(args.report_json, "--report-json")  # now, not after the demo
     tmp = tempfile.mkdtemp(prefix="fastaxo-demo-", dir=args.dir)
     try:
-        data = os.path.join(tmp, "chat.parquet")
-        t0 = time.perf_counter()
-        table = tokenized_table(args.rows, 0.1, seed=0).select(["input_ids", "labels"])
-        pq.write_table(table, data, row_group_size=16384)
-        tokens = len(table.column("input_ids").combine_chunks().values)
-        del table
-        print(
-            f"fastaxo demo: built-in dataset: {args.rows:,} tokenized chat-shaped rows (input_ids, "
-            "labels; "
-            f"{tokens:,} tokens, 10% exact duplicates, seed 0) written to {data} "
-            f"({os.path.getsize(data) / 2**20:,.0f} MiB) in {time.perf_counter() - t0:.1f} s"
-        )
+        data = _demo_data(args.rows, tmp)
         out = os.path.join(tmp, "packed.parquet")
-        rep_json = os.path.join(tmp, "report.json")
-        cmd = (
-            [
-                "prepare",
-                data,
-                "-o",
-                out,
-                "--max-length",
-                str(args.seq_len),
-                "--strategy",
-                args.strategy,
-                "--report-json",
-                rep_json,
-            ]
-            + (["--threads", str(args.threads)] if args.threads else [])
-            + (["--quiet"] if args.quiet else [])
-        )
-        # In a process of its own, so the peak RSS is prepare's, not the generator's.
-        print("$ fastaxo " + " ".join(cmd[:6]), flush=True)
-        from fastaxo._core.backend import child_argv, child_env
-
-        r = subprocess.run(
-            child_argv("fastaxo", *cmd), stdout=subprocess.PIPE, text=True, env=child_env()
-        )
-        print(r.stdout, end="", flush=True)
-        if r.returncode != 0:
-            print(f"result: MISMATCH (fastaxo prepare exited with {r.returncode})")
+        rep = _demo_prepare(args, data, out, os.path.join(tmp, "report.json"))
+        if rep is None:
             return 1
-        with open(rep_json) as fh:
-            rep = PrepareReport(**json.load(fh))
         print(
             "plain Python on the same file (pyarrow batches, hashlib per row + a set, first-fit "
             "decreasing "
             f"over Python lists per window of {rep.pack_window:,}, np.concatenate per bin, pyarrow "
             "writer):"
         )
-        plain_out = os.path.join(tmp, "plain.parquet")
-        ref = plain_prepare(data, plain_out, args.seq_len, rep.pack_window)
+        ref = plain_prepare(data, os.path.join(tmp, "plain.parquet"), args.seq_len,
+                            rep.pack_window)
         st = ref["stages"]
         print(
             f"  {ref['seconds']:.2f} s ({ref['rows_in'] / ref['seconds']:,.0f} rows/s): read "
@@ -516,36 +473,82 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             f"{rep.bins:,} bins vs {ref['bins']:,} (lower bound {rep.lower_bound:,})"
         )
         chk = check_packed(out, args.seq_len, ref["kept"])
-        same_dups = rep.duplicates == ref["duplicates"] and rep.rows_in == ref["rows_in"]
-        print(
-            f"check: {chk['sequences']:,} sequences read back from {os.path.basename(out)}; same "
-            "kept rows as "
-            f"the plain pipeline: {chk['missing'] == 0 and chk['unexpected'] == 0} (missing "
-            f"{chk['missing']:,}, "
-            f"unexpected {chk['unexpected']:,}); duplicates {rep.duplicates:,} vs "
-            f"{ref['duplicates']:,}; "
-            f"bins over {args.seq_len:,} tokens: {chk['over_capacity_bins']}; tokens "
-            f"{chk['tokens']:,} "
-            f"vs report {rep.tokens_out:,}"
-        )
-        ok = chk["ok"] and same_dups and chk["tokens"] == rep.tokens_out and chk["bins"] == rep.bins
+        ok = _demo_check(args.seq_len, os.path.basename(out), rep, ref, chk)
         if args.report_json is not None:
             with TempOutput(args.report_json, "--report-json") as out_json, \
                     open(out_json.path, "w") as fh:
-                json.dump(
-                    {
-                        "prepare": rep.as_dict(),
-                        "plain": {k: v for k, v in ref.items() if k != "kept"},
-                        "check": chk,
-                        "ok": ok,
-                    },
-                    fh,
-                    indent=2,
-                )
+                json.dump({"prepare": rep.as_dict(),
+                           "plain": {k: v for k, v in ref.items() if k != "kept"},
+                           "check": chk, "ok": ok}, fh, indent=2)
         print("result:", "OK" if ok else "MISMATCH")
         return 0 if ok else 1
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _demo_data(rows: int, tmp: str) -> str:
+    """The built-in dataset (rows tokenized chat-shaped rows, 10% duplicates, seed 0) written
+    to tmp/chat.parquet; its path."""
+    import pyarrow.parquet as pq
+
+    from fastaxo._bench.demo import tokenized_table
+
+    data = os.path.join(tmp, "chat.parquet")
+    t0 = time.perf_counter()
+    table = tokenized_table(rows, 0.1, seed=0).select(["input_ids", "labels"])
+    pq.write_table(table, data, row_group_size=16384)
+    tokens = len(table.column("input_ids").combine_chunks().values)
+    del table
+    print(
+        f"fastaxo demo: built-in dataset: {rows:,} tokenized chat-shaped rows (input_ids, "
+        "labels; "
+        f"{tokens:,} tokens, 10% exact duplicates, seed 0) written to {data} "
+        f"({os.path.getsize(data) / 2**20:,.0f} MiB) in {time.perf_counter() - t0:.1f} s"
+    )
+    return data
+
+
+def _demo_prepare(args: argparse.Namespace, data: str, out: str, rep_json: str) -> Any:
+    """``fastaxo prepare`` of the demo's data in a process of its own (so the peak RSS is
+    prepare's, not the generator's); its report (a PrepareReport), or None if it failed."""
+    import json
+    import subprocess
+
+    from fastaxo._core.backend import child_argv, child_env
+    from fastaxo.pipeline import PrepareReport
+
+    cmd = (["prepare", data, "-o", out, "--max-length", str(args.seq_len), "--strategy",
+            args.strategy, "--report-json", rep_json]
+           + (["--threads", str(args.threads)] if args.threads else [])
+           + (["--quiet"] if args.quiet else []))
+    print("$ fastaxo " + " ".join(cmd[:6]), flush=True)
+    r = subprocess.run(child_argv("fastaxo", *cmd), stdout=subprocess.PIPE, text=True,
+                       env=child_env())
+    print(r.stdout, end="", flush=True)
+    if r.returncode != 0:
+        print(f"result: MISMATCH (fastaxo prepare exited with {r.returncode})")
+        return None
+    with open(rep_json) as fh:
+        return PrepareReport(**json.load(fh))
+
+
+def _demo_check(max_length: int, name: str, rep: Any, ref: dict[str, Any],
+                chk: dict[str, Any]) -> bool:
+    """Prints the check of prepare's output against the plain pipeline's; whether it holds."""
+    same_dups = rep.duplicates == ref["duplicates"] and rep.rows_in == ref["rows_in"]
+    print(
+        f"check: {chk['sequences']:,} sequences read back from {name}; same "
+        "kept rows as "
+        f"the plain pipeline: {chk['missing'] == 0 and chk['unexpected'] == 0} (missing "
+        f"{chk['missing']:,}, "
+        f"unexpected {chk['unexpected']:,}); duplicates {rep.duplicates:,} vs "
+        f"{ref['duplicates']:,}; "
+        f"bins over {max_length:,} tokens: {chk['over_capacity_bins']}; tokens "
+        f"{chk['tokens']:,} "
+        f"vs report {rep.tokens_out:,}"
+    )
+    return bool(chk["ok"] and same_dups and chk["tokens"] == rep.tokens_out
+                and chk["bins"] == rep.bins)
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:

@@ -287,22 +287,8 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any,
                 "fastaxo streaming: no rows left after Axolotl's filters (empty dataset)")
         writer.close()
         writer = None
-        pos_of = np.concatenate(rows_idx) if rows_idx else np.zeros(0, np.int64)
-        # merge_datasets: one dataset is shuffled unless curriculum_sampling; several are
-        # concatenated and shuffled whenever shuffle_merged_datasets (curriculum only warns)
-        shuffle = bool(cfg.shuffle_merged_datasets) and (n_datasets > 1
-                                                         or not cfg.curriculum_sampling)
-        perm = (np.random.default_rng(cfg.seed).permutation(wrapped) if shuffle
-                else np.arange(wrapped))
-        where = np.full(wrapped, -1, dtype=np.int64)
-        where[pos_of] = np.arange(len(pos_of), dtype=np.int64)
-        order = where[perm]
-        order = order[order >= 0]  # file positions in Axolotl's (shuffled, filtered) order
-        kept = len(order)
-        if dedupe:
-            dig = np.concatenate(digests)
-            res = fastaxo.dedupe(dig[order], num_threads=settings.threads)
-            order = order[res.keep]
+        order, kept, shuffle = _final_order(cfg, n_datasets, wrapped, rows_idx,
+                                            digests if dedupe else None, settings.threads)
         np.save(tmp / "indices.npy", order)
         meta: dict[str, Any] = {
             "layout": LAYOUT_VERSION, "rows_in": rows_in, "rows_wrapped": wrapped,
@@ -326,6 +312,31 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any,
     # not path=: report's own argument (the report file)
     report("stream", **meta, prepared=str(outdir))
     return meta
+
+
+def _final_order(cfg: Any, n_datasets: int, wrapped: int, rows_idx: list[np.ndarray],
+                 digests: list[np.ndarray] | None, threads: Any
+                 ) -> tuple[np.ndarray, int, bool]:
+    """The file positions of the rows in Axolotl's order (shuffled as merge_datasets does,
+    filtered), deduplicated when ``digests`` are given: (order, rows before dedupe,
+    shuffled)."""
+    pos_of = np.concatenate(rows_idx) if rows_idx else np.zeros(0, np.int64)
+    # merge_datasets: one dataset is shuffled unless curriculum_sampling; several are
+    # concatenated and shuffled whenever shuffle_merged_datasets (curriculum only warns)
+    shuffle = bool(cfg.shuffle_merged_datasets) and (n_datasets > 1
+                                                     or not cfg.curriculum_sampling)
+    perm = (np.random.default_rng(cfg.seed).permutation(wrapped) if shuffle
+            else np.arange(wrapped))
+    where = np.full(wrapped, -1, dtype=np.int64)
+    where[pos_of] = np.arange(len(pos_of), dtype=np.int64)
+    order = where[perm]
+    order = order[order >= 0]  # file positions in Axolotl's (shuffled, filtered) order
+    kept = len(order)
+    if digests is not None:
+        dig = np.concatenate(digests)
+        res = fastaxo.dedupe(dig[order], num_threads=threads)
+        order = order[res.keep]
+    return order, kept, shuffle
 
 
 def load_datasets_streaming(cfg: Any, preprocess: bool, settings: Any,
