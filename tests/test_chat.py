@@ -474,6 +474,31 @@ def test_arrow_turns_are_made_block_by_block_and_read_as_the_rows():
         turns[-150]
 
 
+def test_tokenize_turns_reads_each_block_once(qwen, monkeypatch):
+    """prepare's pass over ArrowTurns makes each block of conversations once: the engine reads
+    part by part, and the result loop does not read a row's turns again (they would be made
+    again once their block went); the rows equal tokenize_chat's of the same messages."""
+    import pyarrow as pa
+
+    from fastaxo.chat import engine
+    from fastaxo.chat.tokenize import tokenize_turns
+    from fastaxo.pipeline.columns import ArrowTurns, _arrow_turns
+
+    monkeypatch.setattr(engine, "PART_ROWS", 8)  # parts of 8 rows (the first 2), as prepare's
+    monkeypatch.setattr(ArrowTurns, "BLOCK", 4)  # 256 over blocks of 64, 8 kept
+    monkeypatch.setattr(ArrowTurns, "KEEP", 3)
+    convs = chat_data.conversations(seed=11, n=30, turns=(2, 4), hi=30)
+    made = []
+    real_make = ArrowTurns._make
+    monkeypatch.setattr(ArrowTurns, "_make", lambda self, a, b: made.append(a) or real_make(
+        self, a, b))
+    spec = ChatSpec.create(qwen)
+    got = tokenize_turns(_arrow_turns(pa.array(convs)), spec, sized=True)
+    assert made == list(range(0, 30, 4)), made
+    want = tokenize_chat(convs, spec=spec)
+    assert got.input_ids == want.input_ids and got.labels == want.labels
+
+
 def test_arrow_turns_keep_only_the_last_blocks_and_remake_the_rest(monkeypatch):
     """ArrowTurns holds at most KEEP blocks (the oldest made goes first), so a pass over many
     rows does not keep every conversation's Python objects; a row read again after its block

@@ -196,7 +196,10 @@ def tokenize_turns(turns: Sequence[list[dict[str, Any]]], spec: ChatSpec,
     else:
         rows = [Fallback(problem)] * len(turns)
     empty: dict[str, list[int]] = {"input_ids": [], "labels": [], "attention_mask": []}
-    for i, (t, r) in enumerate(zip(turns, rows, strict=True)):
+    if len(rows) != len(turns):  # pragma: no cover - the engine gives one result a row
+        raise AssertionError("tokenize_turns: a row without a result")
+    for i, r in enumerate(rows):  # (a row's turns are read only for Axolotl's own path: they
+        # may be made again from Arrow, ArrowTurns keeping only the blocks read last)
         if i in over:
             result.too_large.append(i)
             result.empty[TOO_LARGE] += 1
@@ -219,7 +222,7 @@ def tokenize_turns(turns: Sequence[list[dict[str, Any]]], spec: ChatSpec,
                 r = empty
             else:
                 result.fallbacks[r.reason] += 1
-                r = _reference_row(t, i, spec)
+                r = _reference_row(turns[i], i, spec)
         result.input_ids.append(r["input_ids"])
         result.labels.append(r["labels"])
         result.attention_mask.append(r.get("attention_mask"))
