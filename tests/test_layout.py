@@ -58,7 +58,9 @@ def test_the_source_tree_passes():
     ({"fastaxo/integrations/x.py": "def f():\n    print('done')\n"},
      "fastaxo/integrations/x.py:2: print() in library code"),
     ({"fastaxo/readers/a.py": "class C:\n    def f(self):\n" + "        x = 1\n" * 100},
-     "fastaxo/readers/a.py:2: C.f: 101 lines (at most 100)"),
+     "fastaxo/readers/a.py:2: C.f: 101 lines without its docstring (at most 100)"),
+    ({"fastaxo/readers/a.py": 'def f():\n    """Doc."""\n' + "    x = 1\n" * 100},
+     "fastaxo/readers/a.py:1: f: 101 lines without its docstring"),
     ({"fastaxo/readers/a.py": "def f(a, b, c, d, e, f, g, h, i=0, *, j=1):\n    pass\n"},
      "fastaxo/readers/a.py:1: f: 9 parameters that are not keyword-only"),
     ({"fastaxo/readers/a.py": "class C:\n    @staticmethod\n    def f(self, b, c, d, e, f, g, "
@@ -76,6 +78,7 @@ def test_the_shape_rules_spare_what_they_exempt(tmp_path):
     generated C table break no rule."""
     body = "    x = 1\n" * 100
     files = {"fastaxo/_bench/a.py": "def f():\n" + body,
+             "fastaxo/readers/d.py": 'def f():\n    """' + "doc\n" * 200 + '"""\n' + body[:-10],
              "fastaxo/readers/b.py": "class C:\n    def m(self, a, b, c, d, e, f, g, h, *, i=1):"
                                      "\n        pass\n\n\ndef table():\n" + body,
              "csrc/fx_unicode_tables.h": "int x;\n" * 1001}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -170,14 +171,17 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     # Read-ahead: 64 MiB is plenty to keep the packer fed and keeps the peak down.
     ropts = {"prefetch_bytes": 64 << 20, **(reader_options or {})}
 
-    # The first file fixes the columns; every other file must agree.
+    # stage 1, the inputs: the first file fixes the columns (and says whether the data is chat)
     t_start = time.perf_counter()
     io0 = io_counters()
     opened: list[tuple[Any, pa.Schema, int | None] | None] = [None] * len(files)
     opened[0] = first = _schema_of(*files[0], batch_rows, ropts)
-    if (tokenizer is not None and not chat_mode and text_column not in first[1].names
-            and "messages" in first[1].names):
+    schema0 = first[1]
+    del first  # opened[0] holds it until the first file is read, then lets it go
+    if (tokenizer is not None and not chat_mode and text_column not in schema0.names
+            and "messages" in schema0.names):
         chat_mode = True  # a chat dataset: its messages column
+    # stage 2, the tokenizer (None: the input is tokenized)
     tok: Any
     if chat_mode:
         text_column = messages_column or "messages"
@@ -189,121 +193,67 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         tok = text_tokenizer(tokenizer, add_special_tokens=add_special_tokens,
                              append_eos=append_eos, eos_token=eos_token,
                              max_row_bytes=max_row_bytes, num_threads=nt)
-    has_labels, key_cols = first_columns(first[1], files[0][0], tok is not None, text_column,
+    has_labels, key_cols = first_columns(schema0, files[0][0], tok is not None, text_column,
                                          dedupe_columns, chat=chat_mode)
-    del first  # opened[0] holds it until the first file is read, then lets it go
+    del schema0
 
-    att_mode = ATTENTION_MODES[attention]
+    # stage 3, the output and the report
     options = schema_options(seq_len, strategy, overflow, attention, dedupe, key_cols, pack_window)
     out_schema = output_schema(has_labels, attention, options)
-    fields = list(out_schema)
-
     rep = PrepareReport(inputs=[p for p, _, _ in files], output=output, max_length=seq_len,
                         strategy=strategy, overflow=overflow, attention=attention,
                         pack_window=pack_window, dedupe=bool(dedupe),
                         dedupe_columns=key_cols if dedupe else None, labels=has_labels,
                         tokenizer=tokenizer, files=len(files),
                         tokenizer_settings=None if tok is None else tok.settings())
-    seen = Seen() if dedupe else None
-    window: list[pa.Table] = []
-    window_rows = 0
-    bar = None
-    if interactive() if progress is None else progress:
-        total = None
-        if all(f == "parquet" for _, f, _ in files):
-            total = sum(sum(read_footer(p)[1]) for p, _, _ in files)
-        bar = Progress("fastaxo prepare", total, "rows")
+    bar = _progress(files, opened, batch_rows, ropts, progress)
+    run = _Pass(rep=rep, writer=Writer(output, out_schema, num_threads=nt),
+                fields=list(out_schema), tok=tok, text_column=text_column,
+                has_labels=has_labels, key_cols=key_cols if dedupe else None,
+                seq_len=seq_len, strategy=strategy, overflow=overflow,
+                att_mode=ATTENTION_MODES[attention], pack_window=pack_window, nt=nt, bar=bar,
+                cancel=cancel)
 
-    writer = Writer(output, out_schema, num_threads=nt)
-
-    def flush(tables: list[pa.Table]) -> None:
-        t0 = time.perf_counter()
-        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        w0 = writer.seconds
-        st = write_packed_window(table, writer, fields, seq_len=seq_len, strategy=strategy,
-                                 overflow=overflow, att_mode=att_mode, has_labels=has_labels,
-                                 num_threads=nt)
-        rep.pack_seconds += time.perf_counter() - t0 - (writer.seconds - w0)
-        rep.add_pack_stats(st)
-        if bar is not None:
-            bar.update(0, f"{rep.bins:,} bins")
-
+    # stage 4, the pass: read, tokenize, check, dedupe, pack windows, write
     try:
         for fi, (path, fmt, comp) in enumerate(files):
-            this = opened[fi] or _schema_of(path, fmt, comp, batch_rows, ropts)
-            make_reader, schema, _ = this
+            make_reader, schema, _ = opened[fi] or _schema_of(path, fmt, comp, batch_rows,
+                                                               ropts)
             opened[fi] = None
             cols = input_columns(schema, path, files[0][0], tokenizing=tok is not None,
                                  text_column=text_column, has_labels=has_labels, dedupe=dedupe,
                                  key_cols=key_cols, chat=chat_mode)
-            reader = make_reader(cols)
-            row0 = 0
-            try:
-                for batch in reader:
-                    if cancel is not None and cancel.is_set():
-                        raise KeyboardInterrupt
-                    n = batch.num_rows
-                    if n == 0:
-                        continue
-                    work, lens, tsec, too_large = check_batch(
-                        batch, path, row0, tok=tok, text_column=text_column,
-                        has_labels=has_labels, seq_len=seq_len, overflow=overflow)
-                    rep.tokenize_seconds += tsec
-                    rep.rows_too_large += too_large
-                    if tok is not None and tok.eos_id is not None:
-                        rep.eos_appended += n - too_large  # (a dropped row gets no EOS)
-                    rep.rows_in += n
-                    rep.tokens_in += int(lens.sum())
-                    table = pa.table(work)
-                    keep = None
-                    nonempty = lens > 0
-                    if not nonempty.all():  # (the rows too large are given no tokens)
-                        rep.empty_rows += int(n - np.count_nonzero(nonempty)) - too_large
-                        keep = np.flatnonzero(nonempty)
-                    if dedupe:
-                        td = time.perf_counter()
-                        key = pa.table({c: (work[c] if c in work else batch.column(c))
-                                        for c in key_cols})
-                        if keep is not None:
-                            key = key.take(arrow.from_numpy(keep))
-                        res = dedupe_rows(key, seen=seen, num_threads=nt)
-                        rep.duplicates += res.n_duplicates
-                        if res.n_duplicates:
-                            keep = res.keep if keep is None else keep[res.keep]
-                        rep.dedupe_seconds += time.perf_counter() - td
-                    if keep is not None:
-                        table = compact(table, keep)
-                    row0 += n
-                    if bar is not None:
-                        bar.update(n)
-                    if table.num_rows:
-                        window.append(table)
-                        window_rows += table.num_rows
-                    while window_rows >= pack_window:
-                        whole = pa.concat_tables(window) if len(window) > 1 else window[0]
-                        flush([whole.slice(0, pack_window)])
-                        rest = whole.slice(pack_window)
-                        del whole  # or the packed window stays alive until the next one
-                        window = [rest] if rest.num_rows else []
-                        window_rows = rest.num_rows
-            finally:
-                st = reader.stats
-                rep.reader_wait_seconds += st.stall_seconds
-                rep.bytes_decoded += st.bytes
-                reader.close()
-        if window_rows:
-            flush(window)
-            window, window_rows = [], 0
-        if cancel is not None and cancel.is_set():  # set during the last window: not done
-            raise KeyboardInterrupt
-        rep.output_bytes = writer.commit()
-        rep.write_seconds = writer.seconds
+            run.read_file(make_reader(cols), path)
+        run.finish()
     except BaseException:
-        writer.abort()
+        run.writer.abort()
         raise
     finally:
         if bar is not None:
             bar.close()
+
+    # stage 5, the report
+    _finish_report(rep, run.writer, tok, t_start, io0)
+    return rep
+
+
+def _progress(files: list[tuple[str, str, str | None]], opened: list[Any], batch_rows: int,
+              ropts: dict[str, Any], progress: bool | None) -> Progress | None:
+    """The progress display (None: off), with the rows of all inputs as its total when every
+    input is Parquet (their footers are read here, once, and kept in ``opened``)."""
+    if not (interactive() if progress is None else progress):
+        return None
+    total = None
+    if all(f == "parquet" for _, f, _ in files):
+        for fi in range(1, len(files)):
+            opened[fi] = _schema_of(*files[fi], batch_rows, ropts)
+        total = sum(o[2] or 0 for o in opened if o is not None)
+    return Progress("fastaxo prepare", total, "rows")
+
+
+def _finish_report(rep: PrepareReport, writer: Writer, tok: Any, t_start: float,
+                   io0: dict[str, int] | None) -> None:
+    """The report's totals once the output is committed."""
     rep.finish(time.perf_counter() - t_start)
     if tok is not None:
         rep.tokenizer_settings = tok.settings()  # the chat path's fallback counts
@@ -313,4 +263,125 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         rep.bytes_read = io1.get("rchar", 0) - io0.get("rchar", 0)
     hwm = status_kib("VmHWM")
     rep.peak_rss_bytes = None if hwm is None else hwm * 1024
-    return rep
+
+
+@dataclass
+class _Pass:
+    """One prepare pass over the inputs: each batch checked (and tokenized), deduplicated
+    against every row before it (one Seen), kept rows gathered into windows of pack_window
+    rows, each window packed and written. Counts go to ``rep``."""
+
+    rep: PrepareReport
+    writer: Writer
+    fields: list[pa.Field]
+    tok: Any
+    text_column: str
+    has_labels: bool
+    key_cols: list[str] | None  # None: no dedupe
+    seq_len: int
+    strategy: str
+    overflow: str
+    att_mode: str | None
+    pack_window: int
+    nt: int
+    bar: Any
+    cancel: Any
+    seen: Seen | None = None
+    window: list[pa.Table] = field(default_factory=list)
+    window_rows: int = 0
+
+    def __post_init__(self) -> None:
+        if self.key_cols is not None:
+            self.seen = Seen()
+
+    def read_file(self, reader: Any, path: str) -> None:
+        """Every batch of one input file."""
+        row0 = 0
+        try:
+            for batch in reader:
+                if self.cancel is not None and self.cancel.is_set():
+                    raise KeyboardInterrupt
+                if batch.num_rows:
+                    self.take(batch, path, row0)
+                    row0 += batch.num_rows
+        finally:
+            st = reader.stats
+            self.rep.reader_wait_seconds += st.stall_seconds
+            self.rep.bytes_decoded += st.bytes
+            reader.close()
+
+    def take(self, batch: Any, path: str, row0: int) -> None:
+        """One batch (its first row is row ``row0`` of ``path``): checked, its kept rows added
+        to the window; full windows packed."""
+        rep, n = self.rep, batch.num_rows
+        work, lens, tsec, too_large = check_batch(
+            batch, path, row0, tok=self.tok, text_column=self.text_column,
+            has_labels=self.has_labels, seq_len=self.seq_len, overflow=self.overflow)
+        rep.tokenize_seconds += tsec
+        rep.rows_too_large += too_large
+        if self.tok is not None and self.tok.eos_id is not None:
+            rep.eos_appended += n - too_large  # (a dropped row gets no EOS)
+        rep.rows_in += n
+        rep.tokens_in += int(lens.sum())
+        table = pa.table(work)
+        keep = None
+        nonempty = lens > 0
+        if not nonempty.all():  # (the rows too large are given no tokens)
+            rep.empty_rows += int(n - np.count_nonzero(nonempty)) - too_large
+            keep = np.flatnonzero(nonempty)
+        if self.key_cols is not None:
+            keep = self.dedupe(work, batch, keep)
+        if keep is not None:
+            table = compact(table, keep)
+        if self.bar is not None:
+            self.bar.update(n)
+        if table.num_rows:
+            self.window.append(table)
+            self.window_rows += table.num_rows
+        while self.window_rows >= self.pack_window:
+            whole = pa.concat_tables(self.window) if len(self.window) > 1 else self.window[0]
+            self.flush([whole.slice(0, self.pack_window)])
+            rest = whole.slice(self.pack_window)
+            del whole  # or the packed window stays alive until the next one
+            self.window = [rest] if rest.num_rows else []
+            self.window_rows = rest.num_rows
+
+    def dedupe(self, work: dict[str, Any], batch: Any, keep: np.ndarray | None
+               ) -> np.ndarray | None:
+        """The rows of the batch to keep (of ``keep``, None: all) once duplicates of any
+        earlier row are left out."""
+        assert self.key_cols is not None
+        td = time.perf_counter()
+        key = pa.table({c: (work[c] if c in work else batch.column(c)) for c in self.key_cols})
+        if keep is not None:
+            key = key.take(arrow.from_numpy(keep))
+        res = dedupe_rows(key, seen=self.seen, num_threads=self.nt)
+        self.rep.duplicates += res.n_duplicates
+        if res.n_duplicates:
+            keep = res.keep if keep is None else keep[res.keep]
+        self.rep.dedupe_seconds += time.perf_counter() - td
+        return keep
+
+    def flush(self, tables: list[pa.Table]) -> None:
+        """Pack one window and write its bins."""
+        t0 = time.perf_counter()
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        w0 = self.writer.seconds
+        st = write_packed_window(table, self.writer, self.fields, seq_len=self.seq_len,
+                                 strategy=self.strategy, overflow=self.overflow,
+                                 att_mode=self.att_mode, has_labels=self.has_labels,
+                                 num_threads=self.nt)
+        self.rep.pack_seconds += time.perf_counter() - t0 - (self.writer.seconds - w0)
+        self.rep.add_pack_stats(st)
+        if self.bar is not None:
+            self.bar.update(0, f"{self.rep.bins:,} bins")
+
+    def finish(self) -> None:
+        """The last window packed and the file committed (renamed into place)."""
+        if self.window_rows:
+            self.flush(self.window)
+            self.window, self.window_rows = [], 0
+        if self.cancel is not None and self.cancel.is_set():  # set during the last window
+            raise KeyboardInterrupt
+        self.rep.output_bytes = self.writer.commit()
+        self.rep.write_seconds = self.writer.seconds
