@@ -3,10 +3,11 @@ manifest (:func:`prepare`, :class:`RayPrepareReport`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -248,23 +249,8 @@ chat
     batch_rows = positive_int(batch_rows, "batch_rows")
     if partitions is not None:
         partitions = positive_int(partitions, "partitions")
-    if (not isinstance(num_cpus_per_task, (int, float)) or isinstance(num_cpus_per_task, bool)
-            or num_cpus_per_task <= 0):
-        raise InvalidInputError(
-            f"num_cpus_per_task must be a number > 0, got {num_cpus_per_task!r:.40}")
-    threads = positive_int(threads_per_task, "threads_per_task") if threads_per_task is not None \
-        else max(1, int(num_cpus_per_task))
-    if not isinstance(output, (str, os.PathLike)):
-        raise InvalidTypeError(f"output must be a directory path, got {type(output).__name__}")
-    if not os.fspath(output):  # (abspath would make it the working directory)
-        raise InvalidInputError("output: the path is empty; give the directory for the shards")
-    output = os.path.abspath(os.fspath(output))
-    if os.path.exists(output) and not os.path.isdir(output):
-        raise InvalidInputError(f"output: {output!r} exists and is not a directory")
-    if os.path.isdir(output) and any(n.startswith("part-") and n.endswith(".parquet")
-                                     for n in os.listdir(output)):
-        raise InvalidInputError(f"output: {output!r} already holds shards (part-*.parquet); use "
-                                "an empty directory")
+    threads = _threads(num_cpus_per_task, threads_per_task)
+    output = _output_dir(output)
     tok_dir = os.path.abspath(tokenizer) if tokenizer is not None else None
     chat_mode = messages_column is not None or chat is not None
     if chat_mode and tok_dir is None:
@@ -273,37 +259,20 @@ chat
     tok_opts: dict[str, Any] = dict(add_special_tokens=add_special_tokens,
                                     append_eos=append_eos, eos_token=eos_token,
                                     max_row_bytes=max_row_bytes)
-    tok: Any  # (built now: a bad tokenizer or option fails here, not in a task)
+    # (built now: a bad tokenizer or option fails here, not in a task)
+    tok: Any = (chat_tokenizer(tok_dir, chat, **tok_opts) if chat_mode and tok_dir is not None
+                else text_tokenizer(tok_dir, **tok_opts))
     if chat_mode:
-        assert tok_dir is not None  # checked above
         text_column = messages_column or "messages"
-        tok = chat_tokenizer(tok_dir, chat, **tok_opts)
-    else:
-        tok = text_tokenizer(tok_dir, **tok_opts)
 
     t_start = time.perf_counter()
     _init_ray(address)
     _check_workers_fastaxo()
     stage: dict[str, float] = {}
 
-    # ---- 1. units
+    # ---- 1. plan: the units, the columns (the first unit fixes them), the task config
     t = time.perf_counter()
-    is_dataset = isinstance(inputs, ray.data.Dataset)
-    if is_dataset:
-        refs = inputs.materialize().to_arrow_refs()
-        units = [Unit("block", block=i, ref=r) for i, r in enumerate(refs)]
-        names = [f"ray.data.Dataset ({len(refs)} blocks)"]
-    else:
-        units = plan_files(inputs, format, unit_rows)
-        names = list(dict.fromkeys(u.path for u in units))
-        out_dir = output + os.sep
-        for p in names:
-            if os.path.abspath(p).startswith(out_dir):
-                raise InvalidInputError(f"output: {output!r} holds the input {p!r}")
-    if not units:
-        raise InvalidInputError("inputs: no rows (a dataset without blocks)")
-    if len(units) >= 2**31:
-        raise InvalidInputError(f"inputs: {len(units):,} units; raise unit_rows")
+    units, names, refs = _units(inputs, format, unit_rows, output)
     where0 = units[0].where(0)[0]
     schema0 = schema_of_unit(units[0])
     if (tok is not None and not chat_mode and text_column not in schema0.names
@@ -314,9 +283,8 @@ chat
         tok = chat_tokenizer(tok_dir, chat, **tok_opts)
     has_labels, key_cols = first_columns(schema0, where0, tok_dir is not None, text_column,
                                          dedupe_columns, chat=chat_mode)
-    firsts_of_source = ([units[0]] if is_dataset
-                        else [next(x for x in units if x.path == p) for p in names])
-    for u in firsts_of_source:
+    for u in ([units[0]] if refs is not None
+              else [next(x for x in units if x.path == p) for p in names]):
         input_columns(schema_of_unit(u), u.where(0)[0], where0, tokenizing=tok_dir is not None,
                       text_column=text_column, has_labels=has_labels, dedupe=dedupe,
                       key_cols=key_cols, chat=chat_mode)
@@ -338,117 +306,47 @@ chat
     stage["plan"] = time.perf_counter() - t
 
     rep = RayPrepareReport(inputs=names, output=output, max_length=seq_len, strategy=strategy,
-                           overflow=overflow,
-                           attention=attention, pack_window=pack_window, dedupe=bool(dedupe),
-                           dedupe_columns=key_cols if dedupe else None, labels=has_labels,
-                           tokenizer=tok_dir,
+                           overflow=overflow, attention=attention, pack_window=pack_window,
+                           dedupe=bool(dedupe), dedupe_columns=key_cols if dedupe else None,
+                           labels=has_labels, tokenizer=tok_dir,
                            tokenizer_settings=None if tok is None else tok.settings(),
                            units=len(units), partitions=P, nodes=nodes, cpus=cpus,
                            cpus_per_task=float(num_cpus_per_task), threads_per_task=threads)
     task_opts = {"num_cpus": num_cpus_per_task}
-    try:
-        # ---- 2. scan: map_batches over the units
+    with _task_errors(output):
         t = time.perf_counter()
-        import dataclasses
-        import pickle
-
-        # one row a unit, with its descriptor: each scan task carries its own unit, not the list
-        specs = [pickle.dumps(dataclasses.replace(u, ref=None)) for u in units]
-        unit_ids = pa.array(np.arange(len(units), dtype=np.int64))
-        units_ds = ray.data.from_arrow(pa.table({"unit": unit_ids,
-                                                 "spec": pa.array(specs, pa.binary())}))
-        units_ds = units_ds.repartition(len(units))
-        scan_kwargs = {"cfg": cfg, "block_refs": refs if is_dataset else None}
-        scanned = units_ds.map_batches(scan_batch, batch_size=1, batch_format="pyarrow",
-                                       zero_copy_batch=True, fn_kwargs=scan_kwargs,
-                                       **task_opts).materialize()
+        scan_refs = _scan(units, refs, cfg, task_opts)  # ---- 2. scan
         stage["scan"] = time.perf_counter() - t
-
         t = time.perf_counter()
-        scan_refs = scanned.to_arrow_refs()
-        totals = ray.get([block_totals.remote(r) for r in scan_refs])
-        errors = [x["error"] for x in totals if x["error"] is not None]
-        if errors:
-            import pickle
-
-            raise pickle.loads(min(errors)[1])
-        rep.rows_in = sum(x["rows"] for x in totals)
-        scan_counts: dict[str, Any] = {}
-        for x in totals:
-            add_counts(scan_counts, x["counts"])
-        # (a row over max_row_bytes, dropped, has no tokens: it is neither empty nor given an EOS)
-        rep.rows_too_large = scan_counts.get("rows_too_large", 0)
-        if tok is not None and tok.eos_id is not None:
-            rep.eos_appended = rep.rows_in - rep.rows_too_large
-        if isinstance(tok, ChatTokenizer) and rep.tokenizer_settings is not None:
-            # the rows and turns Axolotl's algorithm made, counted where they were tokenized
-            for k in ("fallback_rows", "fallback_turns"):
-                rep.tokenizer_settings[k] = scan_counts.get(k, {})
-        rep.tokens_in = sum(x["tokens"] for x in totals)
-        per_unit = np.zeros(len(units), np.int64)
-        for x in totals:
-            for u, c in x["nonempty"].items():
-                per_unit[u] += c
-        nonempty = int(per_unit.sum())
-        rep.empty_rows = rep.rows_in - nonempty - rep.rows_too_large
+        per_unit = _count(rep, scan_refs, tok, len(units))
         stage["count"] = time.perf_counter() - t
-
-        # ---- 3. dedupe: a shuffle keyed on the digest; the kept keys by bucket, sorted. Buckets:
-        # runs of units of about range_rows non-empty rows (at least a window, and about four a
-        # CPU), so that the objects of the shuffle stay (split tasks + buckets) x partitions.
         t = time.perf_counter()
-        range_rows = max(pack_window, -(-nonempty // max(4 * int(cpus), 1)))
-        cum = np.cumsum(per_unit)
-        bucket_of_unit = np.maximum(cum - 1, 0) // range_rows
-        bucket_of_unit = np.maximum.accumulate(bucket_of_unit).astype(np.int64)  # monotone by unit
-        B = int(bucket_of_unit[-1]) + 1
-        rep.buckets = B
-        split = ray.remote(max_retries=3)(split_parts_fn).options(num_returns=P, **task_opts)
-        first = ray.remote(max_retries=3)(first_keys_fn).options(num_returns=B, **task_opts)
-        n_split = min(len(scan_refs), max(4 * int(cpus), 1))
-        groups = [scan_refs[i::n_split] for i in range(n_split)]
-        parts_of_block = [split.remote(P, *g) for g in groups if g]
-        if P == 1:
-            parts_of_block = [[x] for x in parts_of_block]
-        bucket_of_unit_ref = ray.put(bucket_of_unit)
-        firsts = []
-        for part in range(P):
-            out = first.remote(bucket_of_unit_ref, B, bool(dedupe),
-                               *[pb[part] for pb in parts_of_block])
-            firsts.append([out] if B == 1 else out)
-        buckets = [merge_bucket.remote(*[f[b] for f in firsts]) for b in range(B)]
-        counts = np.array(ray.get([count_keys.remote(x) for x in buckets]), np.int64)
+        buckets, counts, bucket_of_unit = _dedupe(  # ---- 3. dedupe
+            rep, scan_refs, per_unit, pack_window=pack_window, cpus=cpus, partitions=P,
+            dedupe=bool(dedupe), task_opts=task_opts)
         stage["dedupe"] = time.perf_counter() - t
-
-        # ---- 4. windows: kept rows in the global order, pack_window at a time
         t = time.perf_counter()
-        kept_total = int(counts.sum())
-        rep.duplicates = nonempty - kept_total
-        starts = np.zeros(B + 1, np.int64)
-        np.cumsum(counts, out=starts[1:])
-        nwin = -(-kept_total // pack_window)
-        pack = ray.remote(max_retries=3)(pack_task).options(**task_opts)
-        futures = []
-        for w in range(nwin):
-            lo, hi = w * pack_window, min(kept_total, (w + 1) * pack_window)
-            b0 = int(np.searchsorted(starts, lo, side="right")) - 1
-            b1 = int(np.searchsorted(starts, hi, side="left"))   # buckets [b0, b1) hold [lo, hi)
-            u_lo = int(np.searchsorted(bucket_of_unit, b0, side="left"))
-            # the units of buckets [b0, b1)
-            u_hi = int(np.searchsorted(bucket_of_unit, b1, side="left"))
-            futures.append(pack.remote(w, lo, hi, int(starts[b0]), u_lo, units[u_lo:u_hi], cfg,
-                                       output,
-                                       *buckets[b0:b1]))
-        results = ray.get(futures)
+        results = _pack_windows(  # ---- 4. windows
+            rep, units, buckets, counts, bucket_of_unit, pack_window=pack_window, cfg=cfg,
+            output=output, task_opts=task_opts)
         stage["pack"] = time.perf_counter() - t
+    _finish(rep, results, stage, t_start, output)
+    return rep
+
+
+@contextlib.contextmanager
+def _task_errors(output: str) -> Iterator[None]:
+    """A task's own exception raised as itself (Ray wraps it: RayTaskError, Ray Data's
+    UserCodeException); the temporary files of attempts that died before their rename (a
+    retry wrote the shard) removed whatever happens."""
+    try:
+        yield
     except Exception as exc:
-        # Ray wraps a task's exception (RayTaskError, Ray Data's UserCodeException)
         inner = _unwrap(exc)
         if inner is not exc:
             raise inner from None
         raise
     finally:
-        # temporary files of attempts that died before their rename (a retry wrote the shard)
         for n in os.listdir(output):
             if n.startswith(".part-") and ".fastaxo-tmp-" in n:
                 try:
@@ -456,6 +354,164 @@ chat
                 except OSError:
                     pass
 
+
+def _threads(num_cpus_per_task: Any, threads_per_task: Any) -> int:
+    """The kernels' threads in a task (default: its CPUs, at least 1), the options checked."""
+    if (not isinstance(num_cpus_per_task, (int, float)) or isinstance(num_cpus_per_task, bool)
+            or num_cpus_per_task <= 0):
+        raise InvalidInputError(
+            f"num_cpus_per_task must be a number > 0, got {num_cpus_per_task!r:.40}")
+    return positive_int(threads_per_task, "threads_per_task") if threads_per_task is not None \
+        else max(1, int(num_cpus_per_task))
+
+
+def _output_dir(output: Any) -> str:
+    """The shards' directory, absolute: not a file, and holding no shards yet."""
+    if not isinstance(output, (str, os.PathLike)):
+        raise InvalidTypeError(f"output must be a directory path, got {type(output).__name__}")
+    if not os.fspath(output):  # (abspath would make it the working directory)
+        raise InvalidInputError("output: the path is empty; give the directory for the shards")
+    output = os.path.abspath(os.fspath(output))
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise InvalidInputError(f"output: {output!r} exists and is not a directory")
+    if os.path.isdir(output) and any(n.startswith("part-") and n.endswith(".parquet")
+                                     for n in os.listdir(output)):
+        raise InvalidInputError(f"output: {output!r} already holds shards (part-*.parquet); use "
+                                "an empty directory")
+    return output
+
+
+def _units(inputs: Any, format: str | None, unit_rows: int, output: str
+           ) -> tuple[list[Unit], list[str], list[Any] | None]:
+    """The units of input (a Dataset's blocks, or the files cut by row groups), the inputs'
+    names, and the Dataset's block references (None: files)."""
+    refs = None
+    if isinstance(inputs, ray.data.Dataset):
+        refs = inputs.materialize().to_arrow_refs()
+        units = [Unit("block", block=i, ref=r) for i, r in enumerate(refs)]
+        names = [f"ray.data.Dataset ({len(refs)} blocks)"]
+    else:
+        units = plan_files(inputs, format, unit_rows)
+        names = list(dict.fromkeys(u.path for u in units))
+        out_dir = output + os.sep
+        for p in names:
+            if os.path.abspath(p).startswith(out_dir):
+                raise InvalidInputError(f"output: {output!r} holds the input {p!r}")
+    if not units:
+        raise InvalidInputError("inputs: no rows (a dataset without blocks)")
+    if len(units) >= 2**31:
+        raise InvalidInputError(f"inputs: {len(units):,} units; raise unit_rows")
+    return units, names, refs
+
+
+def _scan(units: list[Unit], refs: list[Any] | None, cfg: Cfg, task_opts: dict[str, Any]
+          ) -> list[Any]:
+    """map_batches over the units (each checked, tokenized, hashed): the scan's blocks."""
+    import dataclasses
+    import pickle
+
+    # one row a unit, with its descriptor: each scan task carries its own unit, not the list
+    specs = [pickle.dumps(dataclasses.replace(u, ref=None)) for u in units]
+    unit_ids = pa.array(np.arange(len(units), dtype=np.int64))
+    units_ds = ray.data.from_arrow(pa.table({"unit": unit_ids,
+                                             "spec": pa.array(specs, pa.binary())}))
+    units_ds = units_ds.repartition(len(units))
+    scan_kwargs = {"cfg": cfg, "block_refs": refs}
+    scanned = units_ds.map_batches(scan_batch, batch_size=1, batch_format="pyarrow",
+                                   zero_copy_batch=True, fn_kwargs=scan_kwargs,
+                                   **task_opts).materialize()
+    return scanned.to_arrow_refs()
+
+
+def _count(rep: RayPrepareReport, scan_refs: list[Any], tok: Any, n_units: int) -> np.ndarray:
+    """The scan's totals into the report (a task's error raised here); the non-empty rows of
+    each unit."""
+    import pickle
+
+    totals = ray.get([block_totals.remote(r) for r in scan_refs])
+    errors = [x["error"] for x in totals if x["error"] is not None]
+    if errors:
+        raise pickle.loads(min(errors)[1])
+    rep.rows_in = sum(x["rows"] for x in totals)
+    scan_counts: dict[str, Any] = {}
+    for x in totals:
+        add_counts(scan_counts, x["counts"])
+    # (a row over max_row_bytes, dropped, has no tokens: it is neither empty nor given an EOS)
+    rep.rows_too_large = scan_counts.get("rows_too_large", 0)
+    if tok is not None and tok.eos_id is not None:
+        rep.eos_appended = rep.rows_in - rep.rows_too_large
+    if isinstance(tok, ChatTokenizer) and rep.tokenizer_settings is not None:
+        # the rows and turns Axolotl's algorithm made, counted where they were tokenized
+        for k in ("fallback_rows", "fallback_turns"):
+            rep.tokenizer_settings[k] = scan_counts.get(k, {})
+    rep.tokens_in = sum(x["tokens"] for x in totals)
+    per_unit = np.zeros(n_units, np.int64)
+    for x in totals:
+        for u, c in x["nonempty"].items():
+            per_unit[u] += c
+    rep.empty_rows = rep.rows_in - int(per_unit.sum()) - rep.rows_too_large
+    return per_unit
+
+
+def _dedupe(rep: RayPrepareReport, scan_refs: list[Any], per_unit: np.ndarray, *,
+            pack_window: int, cpus: float, partitions: int, dedupe: bool,
+            task_opts: dict[str, Any]) -> tuple[list[Any], np.ndarray, np.ndarray]:
+    """A shuffle keyed on the digest; the kept keys by bucket, sorted: (buckets, kept rows per
+    bucket, bucket of each unit). Buckets: runs of units of about range_rows non-empty rows
+    (at least a window, and about four a CPU), so that the objects of the shuffle stay
+    (split tasks + buckets) x partitions."""
+    P = partitions
+    nonempty = int(per_unit.sum())
+    range_rows = max(pack_window, -(-nonempty // max(4 * int(cpus), 1)))
+    cum = np.cumsum(per_unit)
+    bucket_of_unit = np.maximum(cum - 1, 0) // range_rows
+    bucket_of_unit = np.maximum.accumulate(bucket_of_unit).astype(np.int64)  # monotone by unit
+    B = int(bucket_of_unit[-1]) + 1
+    rep.buckets = B
+    split = ray.remote(max_retries=3)(split_parts_fn).options(num_returns=P, **task_opts)
+    first = ray.remote(max_retries=3)(first_keys_fn).options(num_returns=B, **task_opts)
+    n_split = min(len(scan_refs), max(4 * int(cpus), 1))
+    groups = [scan_refs[i::n_split] for i in range(n_split)]
+    parts_of_block = [split.remote(P, *g) for g in groups if g]
+    if P == 1:
+        parts_of_block = [[x] for x in parts_of_block]
+    bucket_of_unit_ref = ray.put(bucket_of_unit)
+    firsts = []
+    for part in range(P):
+        out = first.remote(bucket_of_unit_ref, B, dedupe, *[pb[part] for pb in parts_of_block])
+        firsts.append([out] if B == 1 else out)
+    buckets = [merge_bucket.remote(*[f[b] for f in firsts]) for b in range(B)]
+    counts = np.array(ray.get([count_keys.remote(x) for x in buckets]), np.int64)
+    rep.duplicates = nonempty - int(counts.sum())
+    return buckets, counts, bucket_of_unit
+
+
+def _pack_windows(rep: RayPrepareReport, units: list[Unit], buckets: list[Any],
+                  counts: np.ndarray, bucket_of_unit: np.ndarray, *, pack_window: int,
+                  cfg: Cfg, output: str, task_opts: dict[str, Any]) -> list[dict[str, Any]]:
+    """Kept rows in the global order, pack_window at a time: one pack task (and shard) a
+    window; their results."""
+    kept_total = int(counts.sum())
+    starts = np.zeros(len(buckets) + 1, np.int64)
+    np.cumsum(counts, out=starts[1:])
+    nwin = -(-kept_total // pack_window)
+    pack = ray.remote(max_retries=3)(pack_task).options(**task_opts)
+    futures = []
+    for w in range(nwin):
+        lo, hi = w * pack_window, min(kept_total, (w + 1) * pack_window)
+        b0 = int(np.searchsorted(starts, lo, side="right")) - 1
+        b1 = int(np.searchsorted(starts, hi, side="left"))   # buckets [b0, b1) hold [lo, hi)
+        u_lo = int(np.searchsorted(bucket_of_unit, b0, side="left"))
+        # the units of buckets [b0, b1)
+        u_hi = int(np.searchsorted(bucket_of_unit, b1, side="left"))
+        futures.append(pack.remote(w, lo, hi, int(starts[b0]), u_lo, units[u_lo:u_hi], cfg,
+                                   output, *buckets[b0:b1]))
+    return ray.get(futures)
+
+
+def _finish(rep: RayPrepareReport, results: list[dict[str, Any]], stage: dict[str, float],
+            t_start: float, output: str) -> None:
+    """The windows' counts into the report, and the manifest written."""
     for r in sorted(results, key=lambda r: r["window"]):
         st = r["stats"]
         rep.add_pack_stats(st)
@@ -469,4 +525,3 @@ chat
     # (as every output: a temporary, fsynced, then renamed)
     with TempOutput(os.path.join(output, MANIFEST)) as tmp, open(tmp.path, "w") as fh:
         json.dump({"shards": rep.shards, "report": rep.as_dict()}, fh, indent=1)
-    return rep
