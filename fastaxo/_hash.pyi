@@ -5,6 +5,10 @@ import numpy as np
 import numpy.typing as npt
 from typing_extensions import disjoint_base
 
+COL_KINDS: dict[str, int]
+ROW_BAD_OFFSETS: int
+ROW_BAD_DICT_INDEX: int
+
 def openmp_enabled() -> bool: ...
 def openmp_max_threads() -> int: ...
 def sha256_impls() -> list[tuple[str, bool, bool]]: ...

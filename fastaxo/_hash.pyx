@@ -39,6 +39,16 @@ cdef inline bint _par(int num_threads, int64_t nrows, int64_t nbytes) noexcept n
     return num_threads > 1 and nrows > 1 and (nrows >= PAR_MIN_ROWS or nbytes >= PAR_MIN_BYTES)
 
 
+# The C values Python mirrors (fastaxo._core.arrow's COL_*: the row encoding's column kinds,
+# part of every digest; a row's status): tests/test_constants.py checks the copies.
+COL_KINDS = {"NULL": FX_COL_NULL, "FIXED": FX_COL_FIXED, "BOOL": FX_COL_BOOL,
+             "BINARY32": FX_COL_BINARY32, "BINARY64": FX_COL_BINARY64, "LIST32": FX_COL_LIST32,
+             "LIST64": FX_COL_LIST64, "FIXED_LIST": FX_COL_FIXED_LIST, "STRUCT": FX_COL_STRUCT,
+             "DICT": FX_COL_DICT}
+ROW_BAD_OFFSETS = FX_ROW_BAD_OFFSETS
+ROW_BAD_DICT_INDEX = FX_ROW_BAD_DICT_INDEX
+
+
 # ---------------------------------------------------------------- SHA-256 paths
 def openmp_enabled():
     """True when this extension was compiled with OpenMP."""

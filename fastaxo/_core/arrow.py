@@ -26,7 +26,8 @@ def has_type(name: str, t: pa.DataType) -> bool:
     fn = getattr(pa.types, name, None)
     return bool(fn(t)) if fn is not None else False
 
-# Mirrors the FX_COL_* enum of csrc/fx_rows.h (checked by tests/test_hash.py).
+# Mirrors the FX_COL_* enum of csrc/fx_rows.h (the pure-Python path needs them too; the
+# extension's COL_KINDS is checked against them by tests/test_constants.py).
 COL_NULL, COL_FIXED, COL_BOOL, COL_BINARY32, COL_BINARY64 = 0, 1, 2, 3, 4
 COL_LIST32, COL_LIST64, COL_FIXED_LIST, COL_STRUCT, COL_DICT = 5, 6, 7, 8, 9
 

@@ -16,7 +16,7 @@ from fastaxo._core.ragged import is_hf_dataset
 from fastaxo._reference import hashing as reference
 from fastaxo.errors import ColumnNotFoundError, InvalidInputError, InvalidTypeError
 
-__all__ = ["BLOCK", "ROW_ENCODING_VERSION", "RowSource", "as_rows", "hash_range",
+__all__ = ["BLOCK", "ROW_ENCODING_VERSION", "RowSource", "as_rows", "corrupt_row", "hash_range",
            "select_columns", "to_hex"]
 
 #: Version of the canonical table-row encoding (csrc/fx_rows.c). Digests of table rows are
@@ -75,6 +75,15 @@ class _ChunkedRows(RowSource):
         return reference.hash_rows(self.chunks[k].slice(a, b - a))
 
 
+def corrupt_row(row: int, status: int) -> InvalidInputError:
+    """The error of a row the row encoding refused (its FX_ROW_* status, from the extension)."""
+    assert ext is not None  # (only the extension reports a status)
+    what = ("offsets out of order or out of range" if status == ext.ROW_BAD_OFFSETS
+            else "a dictionary index out of range" if status == ext.ROW_BAD_DICT_INDEX
+            else f"status {status}")
+    return InvalidInputError(f"data row {row} has {what}: the Arrow data is corrupt")
+
+
 def _chunk_bases(chunks: list[Any]) -> list[int]:
     """Global index of each chunk's first row (error messages name global rows)."""
     return np.cumsum([0] + [len(c) for c in chunks[:-1]]).tolist() if chunks else []
@@ -129,14 +138,7 @@ class _TableRows(_ChunkedRows):
         bad = ext.hash_table(specs, b - a, out, nt)
         if bad is not None:
             row, status = bad
-            what = (
-                "offsets out of order or out of range"
-                if status == 1
-                else "a dictionary index out of range"
-            )
-            raise InvalidInputError(
-                f"data row {int(self.starts[k]) + a + row} has {what}: the Arrow data is corrupt"
-            )
+            raise corrupt_row(int(self.starts[k]) + a + row, status)
 
     def _reference_chunk(self, k: int, a: int, b: int) -> np.ndarray:
         return reference.hash_rows(self.chunks[k].slice(a, b - a), self.names)

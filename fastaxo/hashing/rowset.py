@@ -16,7 +16,7 @@ from fastaxo._core.ragged import is_hf_dataset
 from fastaxo._core.threads import resolve_num_threads
 from fastaxo._reference import hashing as reference
 from fastaxo.errors import InvalidInputError, InvalidTypeError
-from fastaxo.hashing.rows import ROW_ENCODING_VERSION, select_columns
+from fastaxo.hashing.rows import ROW_ENCODING_VERSION, corrupt_row, select_columns
 
 __all__ = ["RowSet"]
 
@@ -116,12 +116,7 @@ class RowSet:
             bad = self._core.insert(src, rows, 0, is_new, nt)
             if bad is not None:
                 row, status = bad
-                what = (
-                    "offsets out of order or out of range"
-                    if status == 1
-                    else "a dictionary index out of range"
-                )
-                raise InvalidInputError(f"data row {row} has {what}: the Arrow data is corrupt")
+                raise corrupt_row(row, status)
         return is_new.view(bool)
 
 

@@ -26,8 +26,9 @@ from fastaxo.errors import FastaxoError, InvalidInputError, InvalidTypeError, Se
 __all__ = ["BFD_MAX_CAPACITY", "OVERFLOW_MODES", "STRATEGIES", "Bins", "PackStats", "assign_bins",
            "ff_in_order", "pack_bins", "randperm_max_n", "replay_randperm"]
 
+# csrc/fx_pack.h's FX_PACK_BFD_MAX_CAPACITY, checked without the extension too (the limit is
+# the contract of every build; tests/test_constants.py checks the copy)
 BFD_MAX_CAPACITY = 1 << 26
-_STRATEGY_CODES = {"bfd": 0, "ffd": 1, "ff": 2, "nf": 3}
 
 
 @dataclass(frozen=True)
@@ -278,7 +279,7 @@ def _assign(
         )
         return order, offsets, item_len[order]
     status, bad, order, offsets, entry_len = ext.assign(
-        item_len, capacity, max_items, _STRATEGY_CODES[strategy], allow_overlong, groups, nt
+        item_len, capacity, max_items, ext.STRATEGIES[strategy], allow_overlong, groups, nt
     )
     check_pack_status(ext, status, kernel="pack_bins", items=len(item_len), item=bad)
     return order, offsets, entry_len
