@@ -402,7 +402,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
             rep = ray_prepare(
                 args.inputs,
                 args.output,
-                args.seq_len,
+                args.max_length,
                 address=args.ray,
                 num_cpus_per_task=args.ray_cpus_per_task,
                 threads_per_task=args.threads,
@@ -418,7 +418,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
             rep = prepare(
                 args.inputs,
                 args.output,
-                args.seq_len,
+                args.max_length,
                 batch_rows=args.batch_rows,
                 progress=not args.quiet,
                 num_threads=args.threads,
@@ -458,7 +458,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             f"over Python lists per window of {rep.pack_window:,}, np.concatenate per bin, pyarrow "
             "writer):"
         )
-        ref = plain_prepare(data, os.path.join(tmp, "plain.parquet"), args.seq_len,
+        ref = plain_prepare(data, os.path.join(tmp, "plain.parquet"), args.max_length,
                             rep.pack_window)
         st = ref["stages"]
         print(
@@ -472,8 +472,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             f"  fastaxo prepare: {rep.seconds:.2f} s, {ref['seconds'] / rep.seconds:.1f}x faster; "
             f"{rep.bins:,} bins vs {ref['bins']:,} (lower bound {rep.lower_bound:,})"
         )
-        chk = check_packed(out, args.seq_len, ref["kept"])
-        ok = _demo_check(args.seq_len, os.path.basename(out), rep, ref, chk)
+        chk = check_packed(out, args.max_length, ref["kept"])
+        ok = _demo_check(args.max_length, os.path.basename(out), rep, ref, chk)
         if args.report_json is not None:
             with TempOutput(args.report_json, "--report-json") as out_json, \
                     open(out_json.path, "w") as fh:
@@ -517,7 +517,7 @@ def _demo_prepare(args: argparse.Namespace, data: str, out: str, rep_json: str) 
     from fastaxo._core.backend import child_argv, child_env
     from fastaxo.pipeline import PrepareReport
 
-    cmd = (["prepare", data, "-o", out, "--max-length", str(args.seq_len), "--strategy",
+    cmd = (["prepare", data, "-o", out, "--max-length", str(args.max_length), "--strategy",
             args.strategy, "--report-json", rep_json]
            + (["--threads", str(args.threads)] if args.threads else [])
            + (["--quiet"] if args.quiet else []))
@@ -582,15 +582,9 @@ def main(argv: list[str] | None = None) -> int:
                                  "bench": _cmd_bench})
     args = parser.parse_args(argv)
     args.argv = argv
-    if getattr(args, "old_seq_len", None) is not None:
-        if args.seq_len is not None:
-            parser.error("--seq-len is the old name of --max-length; give one of them")
-        print("fastaxo: --seq-len is now --max-length; the old name is accepted until the next "
-              "minor release", file=sys.stderr)
-        args.seq_len = args.old_seq_len
-    if args.command in ("prepare", "demo") and args.seq_len is None:
+    if args.command in ("prepare", "demo") and args.max_length is None:
         if args.command == "demo":
-            args.seq_len = 4096
+            args.max_length = 4096
         else:
             parser.error("the following arguments are required: --max-length")
     return _run(args)

@@ -232,12 +232,10 @@ def _bench_parser(sub: Any, commands: Commands, argv: list[str]) -> None:
 
 
 def _length_argument(parser: argparse.ArgumentParser, default: int | None) -> None:
-    """``--max-length`` (the name pack, pack_bins, pad and prepare share) and its old name."""
-    parser.add_argument("--max-length", dest="seq_len", type=cli_positive_int, metavar="N",
+    """``--max-length`` (the name pack, pack_bins, pad and prepare share)."""
+    parser.add_argument("--max-length", type=cli_positive_int, metavar="N",
                         help="tokens per packed row" + (f" (default {default})" if default else
                                                         " (required)"))
-    parser.add_argument("--seq-len", dest="old_seq_len", type=cli_positive_int,
-                        help=argparse.SUPPRESS)
 
 
 def _ray_arguments(p_p: argparse.ArgumentParser) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from fastaxo._core import backend
-from fastaxo._core.checks import choice, int_arg, positive_int, renamed_args
+from fastaxo._core.checks import choice, int_arg, positive_int
 from fastaxo._core.outputs import ArrayMap, check_fits, check_output_bytes, out_dtype
 from fastaxo._core.ragged import (
     Rows,
@@ -306,7 +306,6 @@ def _fill(col: Rows, copy: bool, kind: str, padv: Any, rng: bool,
     return buf
 
 
-@renamed_args(pad_to="max_length", multiple_of="pad_to_multiple_of")
 def pad(
     data: Any,
     *,
@@ -335,8 +334,7 @@ def pad(
         Per-token columns aligned with ``input_ids``. ``position_ids=True`` generates
         0..len-1 per row.
     max_length : int, optional
-        Width of the output (default: the longest row), rounded up to ``pad_to_multiple_of``
-        (``pad_to`` and ``multiple_of`` are their old names).
+        Width of the output (default: the longest row), rounded up to ``pad_to_multiple_of``.
     pad_id, label_pad_id : int
         Fill for ``input_ids`` / ``labels``.
     position_pad_id : int, optional
@@ -402,7 +400,6 @@ def pad(
     return Padded({k: v.reshape(n, w) for k, v in buffers.items()}, w, tr, trt)
 
 
-@renamed_args(pad_to="max_length", multiple_of="pad_to_multiple_of")
 def pad_batches(data: Any, batch_offsets: Any, *, labels: Any = None, position_ids: Any = None,
                 max_length: int | None = None, pad_to_multiple_of: int | None = None,
                 pad_id: int = 0,

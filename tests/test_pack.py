@@ -553,34 +553,19 @@ def test_list_of_lists_conversion_and_errors():
     assert fastaxo.pack([[np.int32(3), 4]], 4)["input_ids"].tolist() == [[3, 4, 0, 0]]
 
 
-def test_old_names_warn_and_new_names_work():
-    """One vocabulary (max_length, pad_to_multiple_of, attention 'ones'); the old names keep
-    working for one release with a DeprecationWarning pointing at the caller."""
+def test_one_name_each_the_old_ones_are_refused():
+    """One vocabulary (max_length, pad_to_multiple_of, attention 'ones'): 0.1.0 was never
+    released with the old names, so they are not accepted (no shim keeps two names)."""
     rows = [np.arange(1, 6), np.arange(1, 4), np.arange(1, 8)]
-    new = fastaxo.pack(rows, 8, attention="ones")
-    with pytest.warns(DeprecationWarning, match=r"max_len= is now max_length=") as rec:
-        old = fastaxo.pack(rows, max_len=8)
-    assert rec[0].filename == __file__
-    assert np.array_equal(old["input_ids"], new["input_ids"])
-    with pytest.warns(DeprecationWarning, match=r"attention='binary' is now attention='ones'") as rec:
-        b = fastaxo.pack(rows, 8, attention="binary")
-    assert rec[0].filename == __file__
-    assert np.array_equal(b["attention_mask"], new["attention_mask"])
+    new = fastaxo.pack(rows, max_length=8, attention="ones")
     assert set(np.unique(new["attention_mask"])) <= {0, 1}
     assert "attention_mask" not in fastaxo.pack(rows, 8, attention="none")
-    with pytest.warns(DeprecationWarning, match="max_len= is now max_length="):
-        chunks = list(fastaxo.iter_pack(rows, max_len=8))
-    assert np.array_equal(chunks[0]["input_ids"], fastaxo.pack(rows, max_length=8)["input_ids"])
-    with pytest.warns(DeprecationWarning, match="capacity= is now max_length="):
-        old_bins = fastaxo.pack_bins([5, 3, 7], capacity=8)
-    assert old_bins.to_list() == fastaxo.pack_bins([5, 3, 7], max_length=8).to_list()
-    with pytest.warns(DeprecationWarning, match="pad_to= is now max_length="):
-        p = fastaxo.pad(rows, pad_to=9)
-    with pytest.warns(DeprecationWarning, match="multiple_of= is now pad_to_multiple_of="):
-        q = fastaxo.pad(rows, multiple_of=4)
-    assert p["input_ids"].shape == (3, 9) and q["input_ids"].shape == (3, 8)
     assert fastaxo.pad(rows, max_length=9, pad_to_multiple_of=4)["input_ids"].shape == (3, 12)
-    with pytest.warns(DeprecationWarning, match="multiple_of= is now pad_to_multiple_of="):
-        fastaxo.pad_batches(rows, [0, 1, 3], multiple_of=4)
-    with pytest.raises(TypeError, match="both max_len= and max_length="):
-        fastaxo.pack(rows, max_len=8, max_length=8)
+    for call in (lambda: fastaxo.pack(rows, max_len=8), lambda: fastaxo.iter_pack(rows, max_len=8),
+                 lambda: fastaxo.pack_bins([5, 3, 7], capacity=8),
+                 lambda: fastaxo.pad(rows, pad_to=9), lambda: fastaxo.pad(rows, multiple_of=4),
+                 lambda: fastaxo.pad_batches(rows, [0, 1, 3], multiple_of=4)):
+        with pytest.raises(TypeError, match="unexpected keyword argument"):
+            call()
+    with pytest.raises(fastaxo.InvalidInputError, match="attention"):
+        fastaxo.pack(rows, 8, attention="binary")

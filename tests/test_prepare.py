@@ -485,23 +485,18 @@ def test_ray_flags_are_checked_by_argparse(tmp_path):
     assert r.returncode == 2 and "--ray-cpus-per-task: expected a number > 0, got 0" in r.stderr
 
 
-def test_old_names_warn_and_new_names_work(tmp_path):
+def test_one_name_the_old_one_is_refused(tmp_path):
+    """max_length / --max-length only: seq_len= and --seq-len (never released) are refused."""
     ids, labs = _rows(300, seed=21)
     src = _write(tmp_path / "in.parquet", ids, labs)
     new = fastaxo.prepare(src, tmp_path / "new.parquet", max_length=SEQ, attention=None)
-    with pytest.warns(DeprecationWarning, match="seq_len= is now max_length="):
-        old = fastaxo.prepare(src, tmp_path / "old.parquet", seq_len=SEQ, attention="none")
-    assert pq.read_table(tmp_path / "new.parquet").equals(pq.read_table(tmp_path / "old.parquet"))
+    assert new.max_length == SEQ and not hasattr(new, "seq_len")
     assert "attention_mask" not in pq.read_table(tmp_path / "new.parquet").column_names
-    with pytest.warns(DeprecationWarning, match="seq_len is now .max_length"):
-        assert old.seq_len == new.max_length == SEQ
+    with pytest.raises(TypeError, match="unexpected keyword argument 'seq_len'"):
+        fastaxo.prepare(src, tmp_path / "old.parquet", seq_len=SEQ)
     r = _cli("prepare", src, "-o", tmp_path / "cli.parquet", "--seq-len", SEQ, "-q")
-    assert r.returncode == 0, r.stderr
-    assert "--seq-len is now --max-length" in r.stderr
-    assert pq.read_table(tmp_path / "cli.parquet").column("input_ids").equals(
-        pq.read_table(tmp_path / "new.parquet").column("input_ids"))
-    r = _cli("prepare", src, "-o", tmp_path / "x.parquet", "--seq-len", SEQ, "--max-length", SEQ)
-    assert r.returncode == 2 and "give one of them" in r.stderr
+    assert r.returncode == 2 and "--seq-len" in r.stderr, r.stderr
+    assert not (tmp_path / "old.parquet").exists() and not (tmp_path / "cli.parquet").exists()
 
 
 # -- token columns from rows: views of one buffer stay in it ----------------------------------

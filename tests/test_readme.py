@@ -114,7 +114,7 @@ def run(code: str, heading: str, ns: dict) -> None:
 def test_an_old_name_in_an_example_fails():
     import fastaxo
 
-    with pytest.raises(DeprecationWarning, match="max_len= is now max_length="):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_len'"):
         run("fastaxo.pack([[1, 2]], max_len=4)", "test", {"__name__": "fastaxo_readme",
                                                           "fastaxo": fastaxo})
 

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import functools
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -14,8 +12,8 @@ import numpy as np
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 
 __all__ = ["INT64_MAX", "INT64_MIN", "MAX_ROW_BYTES", "choice", "cli_positive_float",
-           "cli_positive_int", "count", "deprecated_value", "fill_value", "int_arg", "integer",
-           "mistake_hint", "offsets_problem", "positive_int", "renamed_args", "require_offsets"]
+           "cli_positive_int", "count", "fill_value", "int_arg", "integer",
+           "mistake_hint", "offsets_problem", "positive_int", "require_offsets"]
 
 # The largest row (a text, or a rendered conversation) handed to a tokenizer, in UTF-8 bytes:
 # HF's tokenizer needs ~100 bytes of memory per byte of text (a 200 MB row took 19 GB), and no
@@ -23,43 +21,6 @@ __all__ = ["INT64_MAX", "INT64_MIN", "MAX_ROW_BYTES", "choice", "cli_positive_fl
 MAX_ROW_BYTES = 16 << 20
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _warn(message: str, stacklevel: int = 3) -> None:
-    # stacklevel 3: the caller of the public function, not its wrapper
-    warnings.warn(message + "; the old name is accepted until the next minor release",
-                  DeprecationWarning, stacklevel=stacklevel)
-
-
-def renamed_args(**renames: str) -> Callable[[F], F]:
-    """Accept the old keyword names of a public function (``old="new"``) for one release: the
-    value moves to the new name with a DeprecationWarning; giving both is a TypeError."""
-
-    def wrap(func: F) -> F:
-        @functools.wraps(func)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            for old, new in renames.items():
-                if old in kwargs:
-                    if new in kwargs:
-                        raise TypeError(f"{func.__name__}() got both {old}= and {new}=; "
-                                        f"{old} is the old name of {new}")
-                    _warn(f"{func.__name__}(): {old}= is now {new}=")
-                    kwargs[new] = kwargs.pop(old)
-            return func(*args, **kwargs)
-
-        return call  # type: ignore[return-value]
-
-    return wrap
-
-
-def deprecated_value(value: Any, name: str, aliases: dict[str, str], depth: int = 2) -> Any:
-    """``value``, or the new spelling of an old one (with a DeprecationWarning attributed to
-    the code ``depth`` frames above the caller: 2 when a public function calls a helper
-    that calls this)."""
-    if isinstance(value, str) and value in aliases:
-        _warn(f"{name}={value!r} is now {name}={aliases[value]!r}", stacklevel=3 + depth)
-        return aliases[value]
-    return value
 
 
 def _type_name(value: Any) -> str:

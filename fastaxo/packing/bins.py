@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from fastaxo._core import backend
-from fastaxo._core.checks import choice, mistake_hint, positive_int, renamed_args
+from fastaxo._core.checks import choice, mistake_hint, positive_int
 from fastaxo._core.choices import OVERFLOW_MODES, STRATEGIES
 from fastaxo._core.outputs import check_output_bytes
 from fastaxo._core.ragged import (
@@ -285,7 +285,6 @@ def _assign(
     return order, offsets, entry_len
 
 
-@renamed_args(capacity="max_length")
 def pack_bins(
     lengths: Any,
     max_length: int,
@@ -305,7 +304,7 @@ def pack_bins(
         Token count per sequence (1-D integers), or the sequences themselves (anything
         :func:`pack` accepts), whose lengths are used.
     max_length : int
-        Tokens per bin (the packed row length; ``capacity`` is its old name).
+        Tokens per bin (the packed row length).
     strategy : {"bfd", "ffd", "ff", "nf"}
         ``"bfd"`` best-fit decreasing (default; tightest), ``"ffd"`` first-fit decreasing,
         ``"ff"`` first-fit in the given order (Axolotl's ``pack_parallel``, bin for bin),

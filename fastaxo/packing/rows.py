@@ -15,13 +15,11 @@ from fastaxo._core import backend
 from fastaxo._core.arrow import list_array
 from fastaxo._core.checks import (
     choice,
-    deprecated_value,
     fill_value,
     int_arg,
     integer,
     offsets_problem,
     positive_int,
-    renamed_args,
 )
 from fastaxo._core.choices import ATTENTION
 from fastaxo._core.outputs import ArrayMap, check_fits, check_output_bytes, out_dtype
@@ -368,7 +366,6 @@ def _pack_options(*, max_length: Any, strategy: str, layout: str, attention: Any
                   position_ids: Any) -> _PackOptions:
     max_length = positive_int(max_length, "max_length")
     mult = positive_int(pad_to_multiple_of, "pad_to_multiple_of", allow_none=True)
-    attention = deprecated_value(attention, "attention", {"binary": "ones"}, depth=3)
     opts = _PackOptions(
         max_length=max_length,
         width=max_length if mult is None else -(-max_length // mult) * mult,
@@ -430,7 +427,6 @@ def _pad_values(pad_values: Any, extra: dict[str, Rows]) -> dict[str, Any]:
     return {k: fill_value(v, f"pad_values[{k!r}]", extra[k].dtype) for k, v in pad_values.items()}
 
 
-@renamed_args(max_len="max_length")
 def pack(
     data: Any,
     max_length: int,
@@ -464,7 +460,7 @@ def pack(
         RecordBatch, a ``datasets.Dataset`` or a mapping with an ``input_ids`` column (and
         ``labels``, used when present).
     max_length : int
-        Tokens per packed row (the bin capacity; ``max_len`` is its old name).
+        Tokens per packed row (the bin capacity).
     labels : ragged rows, optional
         Per-token labels aligned with ``input_ids`` (same length row by row); ``False`` ignores
         a table's ``labels`` column.
@@ -482,7 +478,6 @@ def pack(
         collator layout), as 1 for tokens and 0 for padding, or left out (None or "none").
         Either layout is for Axolotl's attention; a stock transformers model needs
         :class:`fastaxo.integrations.transformers.PackedCollator` to keep sequences apart.
-        (``"binary"`` is the old name of ``"ones"``.)
     position_ids : bool
         Emit ``position_ids``, restarting at 0 for every sequence; the pad tail continues
         0, 1, 2, ... as Axolotl's collator does.
@@ -533,7 +528,6 @@ class PackIterator:
             yield _materialise(ids, lab, extra, chunk, o, pool)
 
 
-@renamed_args(max_len="max_length")
 def iter_pack(
     data: Any,
     max_length: int,

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from fastaxo._core import arrow
-from fastaxo._core.checks import MAX_ROW_BYTES, positive_int, renamed_args
+from fastaxo._core.checks import MAX_ROW_BYTES, positive_int
 from fastaxo._core.files import check_not_an_input, check_output
 from fastaxo._core.proc import io_counters, status_kib
 from fastaxo._core.progress import Progress, interactive
@@ -67,7 +67,6 @@ def _schema_of(path: str, fmt: str, comp: str | None, batch_rows: int,
     return (lambda cols: reader), reader.schema, None
 
 
-@renamed_args(seq_len="max_length")
 def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
             overflow: str = "error", attention: str | None = "segments", dedupe: bool = True,
             dedupe_columns: Sequence[str] | None = None, pack_window: int = DEFAULT_PACK_WINDOW,
@@ -94,7 +93,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         regular file (a device, FIFO, socket or directory is refused before any work); a
         symbolic link is written through (the file it points to is replaced).
     max_length : int
-        Tokens per packed row (the bin capacity; ``seq_len`` is its old name).
+        Tokens per packed row (the bin capacity).
     strategy : {"bfd", "ffd", "ff", "nf"}
         Bin assignment (see :func:`fastaxo.pack_bins`), per window.
     overflow : {"error", "truncate", "split", "drop"}

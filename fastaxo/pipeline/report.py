@@ -29,15 +29,6 @@ class ReportCounts:
     labels: bool
     tokenizer: str | None = None
 
-    @property
-    def seq_len(self) -> int:
-        """The old name of :attr:`max_length` (one release, with a DeprecationWarning)."""
-        import warnings
-
-        warnings.warn("PrepareReport.seq_len is now .max_length; the old name is accepted "
-                      "until the next minor release", DeprecationWarning, stacklevel=2)
-        return self.max_length
-
     #: with a tokenizer: what it did (TextTokenizer.settings: special tokens, EOS, the
     #: truncation/padding stored in tokenizer.json that was not applied, and the encoder:
     #: "encoder" fastaxo or hf, "encoder_detail" in words, "encoder_reason" why not fastaxo's)

@@ -17,7 +17,7 @@ import ray
 import ray.data
 
 import fastaxo
-from fastaxo._core.checks import MAX_ROW_BYTES, positive_int, renamed_args
+from fastaxo._core.checks import MAX_ROW_BYTES, positive_int
 from fastaxo._core.files import TempOutput
 from fastaxo.errors import FastaxoError, InvalidInputError, InvalidTypeError
 from fastaxo.integrations.ray.tasks import (
@@ -191,7 +191,6 @@ def _check_workers_fastaxo() -> None:
                            f"extension ({why}); {remedy}")
 
 
-@renamed_args(seq_len="max_length")
 def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
             overflow: str = "error", attention: str | None = "segments", dedupe: bool = True,
             dedupe_columns: list[str] | None = None, pack_window: int = DEFAULT_PACK_WINDOW,
