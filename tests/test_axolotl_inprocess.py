@@ -473,3 +473,37 @@ def test_a_damaged_or_odd_parquet_file_is_not_taken_for_a_packed_one(tmp_path):
     pq.write_table(pa.table({"a": [1]}), cut)
     cut.write_bytes(cut.read_bytes()[:-9])
     assert not prepacked.is_prepacked(str(path)) and not prepacked.is_prepacked(str(cut))
+
+
+def test_architecture_lists_every_replaced_function():
+    """ARCHITECTURE.md's list of the Axolotl functions the plugin replaces is the patch table,
+    part by part, and each one is there to replace in the installed Axolotl (the functions
+    only newer Axolotls have aside)."""
+    import importlib
+    import re
+
+    from conftest import REPO
+
+    text = (REPO / "ARCHITECTURE.md").read_text()
+    block = text.split("<!-- replaced-functions -->")[1].split("<!-- /replaced-functions -->")[0]
+    listed: dict[str, set[str]] = {}
+    part = None
+    for line in block.splitlines():
+        m = re.match(r"\s*- (\w+):", line)
+        if m:
+            part = m.group(1)
+        if part is not None:
+            listed.setdefault(part, set()).update(re.findall(r"`(axolotl\.[\w.]+)`", line))
+    table = {part: {f"{mod}.{attr}" for mod, attr, _, _ in targets}
+             for part, targets in fx_patches._TARGETS.items()}
+    assert listed == table
+    for targets in fx_patches._TARGETS.values():
+        for mod, attr, _, _ in targets:
+            if attr in fx_patches._NEWER_ONLY:
+                continue
+            if mod in fx_patches._IMPORT_FIRST:
+                importlib.import_module(fx_patches._IMPORT_FIRST[mod])
+            owner = importlib.import_module(mod)
+            for name in attr.split("."):
+                owner = getattr(owner, name)
+            assert callable(owner), f"{mod}.{attr}"
