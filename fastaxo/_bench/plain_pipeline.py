@@ -43,7 +43,7 @@ def _ffd(lengths: list[int], capacity: int) -> list[list[int]]:
     return bins
 
 
-def plain_prepare(path: str, output: str, seq_len: int, window: int = 100_000) -> dict[str, Any]:
+def plain_prepare(path: str, output: str, max_length: int, window: int = 100_000) -> dict[str, Any]:
     """Dedupe + FFD-pack + write, in plain Python. Returns stage times and the kept rows' digests.
     """
     import pyarrow.parquet as pq
@@ -60,7 +60,7 @@ def plain_prepare(path: str, output: str, seq_len: int, window: int = 100_000) -
     def flush() -> None:
         nonlocal writer, bins_total
         ta = time.perf_counter()
-        bins = _ffd([len(r) for r in pend_ids], seq_len)
+        bins = _ffd([len(r) for r in pend_ids], max_length)
         tb = time.perf_counter()
         ids_rows, lab_rows, pos_rows, seg_rows = [], [], [], []
         for b in bins:
@@ -133,10 +133,10 @@ def plain_prepare(path: str, output: str, seq_len: int, window: int = 100_000) -
     }
 
 
-def check_packed(path: str, seq_len: int, expected: list[bytes]) -> dict[str, Any]:
+def check_packed(path: str, max_length: int, expected: list[bytes]) -> dict[str, Any]:
     """Read a packed file back: every sequence (split at position_ids == 0) hashed as plain_prepare
     hashes a row. OK iff the sequences are exactly the expected rows, each once, no bin holds more
-    than ``seq_len`` tokens, and the columns are aligned."""
+    than ``max_length`` tokens, and the columns are aligned."""
     import pyarrow.parquet as pq
 
     got: Counter[bytes] = Counter()
@@ -150,7 +150,7 @@ def check_packed(path: str, seq_len: int, expected: list[bytes]) -> dict[str, An
         lens = np.diff(offs)
         bins += len(lens)
         tokens += int(lens.sum())
-        over += int(np.count_nonzero(lens > seq_len))
+        over += int(np.count_nonzero(lens > max_length))
         starts = np.flatnonzero(pv == 0)
         ends = np.append(starts[1:], len(pv))
         for a, b in zip(starts.tolist(), ends.tolist()):

@@ -103,7 +103,7 @@ def compact(table: pa.Table, keep: np.ndarray) -> pa.Table:
 class TextTokenizer:
     """A ``tokenizers.Tokenizer`` as prepare uses it: every row tokenized whole (a truncation or
     padding stored in tokenizer.json is switched off and said in the report: rows longer than
-    ``seq_len`` go through ``overflow``, counted), special tokens as ``add_special_tokens``
+    ``max_length`` go through ``overflow``, counted), special tokens as ``add_special_tokens``
     says, and with ``append_eos`` the EOS token after each document.
 
     The ids come from fastaxo's C encoder (:class:`fastaxo.Tokenizer`, on the Arrow column)

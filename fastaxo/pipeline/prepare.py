@@ -153,7 +153,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     -------
     PrepareReport
     """
-    seq_len, strategy, overflow, attention, pack_window, dedupe_columns = check_options(
+    max_length, strategy, overflow, attention, pack_window, dedupe_columns = check_options(
         max_length, strategy, overflow, attention, pack_window, dedupe_columns)
     batch_rows = positive_int(batch_rows, "batch_rows")
     nt = resolve_num_threads(num_threads)
@@ -197,9 +197,10 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     del schema0
 
     # stage 3, the output and the report
-    options = schema_options(seq_len, strategy, overflow, attention, dedupe, key_cols, pack_window)
+    options = schema_options(max_length, strategy, overflow, attention, dedupe, key_cols,
+                             pack_window)
     out_schema = output_schema(has_labels, attention, options)
-    rep = PrepareReport(inputs=[p for p, _, _ in files], output=output, max_length=seq_len,
+    rep = PrepareReport(inputs=[p for p, _, _ in files], output=output, max_length=max_length,
                         strategy=strategy, overflow=overflow, attention=attention,
                         pack_window=pack_window, dedupe=bool(dedupe),
                         dedupe_columns=key_cols if dedupe else None, labels=has_labels,
@@ -209,7 +210,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     run = _Pass(rep=rep, writer=Writer(output, out_schema, num_threads=nt),
                 fields=list(out_schema), tok=tok, text_column=text_column,
                 has_labels=has_labels, key_cols=key_cols if dedupe else None,
-                seq_len=seq_len, strategy=strategy, overflow=overflow,
+                max_length=max_length, strategy=strategy, overflow=overflow,
                 att_mode=ATTENTION_MODES[attention], pack_window=pack_window, nt=nt, bar=bar,
                 cancel=cancel)
 
@@ -277,7 +278,7 @@ class _Pass:
     text_column: str
     has_labels: bool
     key_cols: list[str] | None  # None: no dedupe
-    seq_len: int
+    max_length: int
     strategy: str
     overflow: str
     att_mode: str | None
@@ -315,7 +316,7 @@ class _Pass:
         rep, n = self.rep, batch.num_rows
         work, lens, tsec, too_large = check_batch(
             batch, path, row0, tok=self.tok, text_column=self.text_column,
-            has_labels=self.has_labels, seq_len=self.seq_len, overflow=self.overflow)
+            has_labels=self.has_labels, max_length=self.max_length, overflow=self.overflow)
         rep.tokenize_seconds += tsec
         rep.rows_too_large += too_large
         if self.tok is not None and self.tok.eos_id is not None:
@@ -366,7 +367,7 @@ class _Pass:
         t0 = time.perf_counter()
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         w0 = self.writer.seconds
-        st = write_packed_window(table, self.writer, self.fields, seq_len=self.seq_len,
+        st = write_packed_window(table, self.writer, self.fields, max_length=self.max_length,
                                  strategy=self.strategy, overflow=self.overflow,
                                  att_mode=self.att_mode, has_labels=self.has_labels,
                                  num_threads=self.nt)

@@ -54,7 +54,7 @@ def output_schema(has_labels: bool, attention: str, options: dict[str, Any]) -> 
     return pa.schema(fields, metadata={"fastaxo.prepare": json.dumps(options)})
 
 
-def check_options(seq_len: Any, strategy: Any, overflow: Any, attention: Any, pack_window: Any,
+def check_options(max_length: Any, strategy: Any, overflow: Any, attention: Any, pack_window: Any,
                   dedupe_columns: Any) -> tuple[int, str, str, str, int, list[str] | None]:
     """The options prepare and its Ray form share, checked (errors name the argument)."""
     if dedupe_columns is not None:
@@ -63,7 +63,7 @@ def check_options(seq_len: Any, strategy: Any, overflow: Any, attention: Any, pa
             raise InvalidInputError("dedupe_columns must be a non-empty list of column names, got "
                                     f"{dedupe_columns!r}")
         dedupe_columns = list(dedupe_columns)
-    return (positive_int(seq_len, "max_length"), choice(strategy, "strategy", STRATEGIES),
+    return (positive_int(max_length, "max_length"), choice(strategy, "strategy", STRATEGIES),
             choice(overflow, "overflow", OVERFLOW),
             "none" if attention is None else choice(attention, "attention", ATTENTION_LAYOUTS),
             positive_int(pack_window, "pack_window"), dedupe_columns)
@@ -115,10 +115,10 @@ def input_columns(schema: pa.Schema, where: str, first: str, *, tokenizing: bool
     return list(dict.fromkeys(need + keys))
 
 
-def schema_options(seq_len: int, strategy: str, overflow: str, attention: str, dedupe: bool,
+def schema_options(max_length: int, strategy: str, overflow: str, attention: str, dedupe: bool,
                    key_cols: list[str], pack_window: int) -> dict[str, Any]:
     """The options recorded in the output's metadata."""
-    return {"max_length": seq_len, "strategy": strategy, "overflow": overflow,
+    return {"max_length": max_length, "strategy": strategy, "overflow": overflow,
             "attention": attention, "dedupe": dedupe,
             "dedupe_columns": key_cols if dedupe else None, "pack_window": pack_window,
             "layout": "flat (unpadded bins)"}
@@ -135,7 +135,7 @@ class CheckedBatch(NamedTuple):
 
 
 def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
-                has_labels: bool, seq_len: int, overflow: str) -> CheckedBatch:
+                has_labels: bool, max_length: int, overflow: str) -> CheckedBatch:
     """The token columns of a batch whose first row is row ``row0`` of ``path``, checked (errors
     name the file and row) and as list<int32>. With ``tok``, ``text_column`` is tokenized
     instead; a row over the tokenizer's max_row_bytes is refused, or with ``overflow="drop"``
@@ -168,28 +168,29 @@ def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
             work["labels"] = lab
     lens = list_lengths(work["input_ids"])
     if overflow == "error":
-        over = np.flatnonzero(lens > seq_len)
+        over = np.flatnonzero(lens > max_length)
         if len(over):
             i = int(over[0])
             raise SequenceTooLongError(
                 f"{row_where(path, row0 + i)}: input_ids has {int(lens[i]):,} tokens; max_length "
-                f"(--max-length) is {seq_len:,}. Pass --overflow truncate, split or drop to "
+                f"(--max-length) is {max_length:,}. Pass --overflow truncate, split or drop to "
                 "handle such rows (each is counted in the report), or filter them out first",
-                row0 + i, int(lens[i]), seq_len)
+                row0 + i, int(lens[i]), max_length)
     return CheckedBatch(work, lens, tsec, too_large)
 
 
-def write_packed_window(table: pa.Table, writer: Any, fields: list[pa.Field], *, seq_len: int,
+def write_packed_window(table: pa.Table, writer: Any, fields: list[pa.Field], *, max_length: int,
                         strategy: str, overflow: str, att_mode: str | None, has_labels: bool,
                         num_threads: int) -> Any:
     """Pack one window (a table of kept rows: input_ids [+ labels]) and write its bins to
     ``writer`` as row groups of about ROW_GROUP_TOKENS tokens; returns its PackStats."""
-    it = iter_pack(table, seq_len, chunk_bins=max(1, ROW_GROUP_TOKENS // seq_len), layout="flat",
+    it = iter_pack(table, max_length, chunk_bins=max(1, ROW_GROUP_TOKENS // max_length),
+                   layout="flat",
                    attention=att_mode, dtype=np.int32, strategy=strategy, overflow=overflow,
                    labels=None if has_labels else False, reuse_buffers=True,
                    num_threads=num_threads)
     for chunk in it:  # reuse_buffers: each chunk is written before the next one is filled
-        # a chunk holds <= max(2**22, seq_len) tokens: int32 offsets
+        # a chunk holds <= max(2**22, max_length) tokens: int32 offsets
         offs = arrow.from_numpy(chunk["bin_offsets"].astype(np.int32))
         writer.write([pa.ListArray.from_arrays(offs, arrow.from_numpy(chunk[f.name]))
                       for f in fields])

@@ -242,7 +242,7 @@ chat
     -------
     RayPrepareReport
     """
-    seq_len, strategy, overflow, attention, pack_window, dedupe_columns = check_options(
+    max_length, strategy, overflow, attention, pack_window, dedupe_columns = check_options(
         max_length, strategy, overflow, attention, pack_window, dedupe_columns)
     unit_rows = positive_int(unit_rows, "unit_rows")
     batch_rows = positive_int(batch_rows, "batch_rows")
@@ -292,10 +292,10 @@ chat
     cpus = float(res.get("CPU", 1.0))
     nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
     P = partitions or max(int(cpus), -(-max(known_rows, 1) // 2_000_000))
-    options = schema_options(seq_len, strategy, overflow, attention, bool(dedupe), key_cols,
+    options = schema_options(max_length, strategy, overflow, attention, bool(dedupe), key_cols,
                              pack_window)
     text = None if chat_mode else tok
-    cfg = Cfg(seq_len, strategy, overflow, attention, bool(dedupe), tuple(key_cols), has_labels,
+    cfg = Cfg(max_length, strategy, overflow, attention, bool(dedupe), tuple(key_cols), has_labels,
               tok_dir, text_column, P, threads, json.dumps(options),
               os.environ.get("FASTAXO_RAY_TEST_HOLD", ""), bool(add_special_tokens),
               bool(append_eos), eos_token, None if text is None else text.encoder,
@@ -304,7 +304,7 @@ chat
     os.makedirs(output, exist_ok=True)
     stage["plan"] = time.perf_counter() - t
 
-    rep = RayPrepareReport(inputs=names, output=output, max_length=seq_len, strategy=strategy,
+    rep = RayPrepareReport(inputs=names, output=output, max_length=max_length, strategy=strategy,
                            overflow=overflow, attention=attention, pack_window=pack_window,
                            dedupe=bool(dedupe), dedupe_columns=key_cols if dedupe else None,
                            labels=has_labels, tokenizer=tok_dir,

@@ -256,7 +256,7 @@ def pack_task(w: int, lo: int, hi: int, bucket_base: int, u_lo: int, units: list
     name = f"part-{w:05d}.parquet"
     writer = Writer(os.path.join(out_dir, name), schema, num_threads=cfg.threads)
     try:
-        st = write_packed_window(table, writer, list(schema), seq_len=cfg.seq_len,
+        st = write_packed_window(table, writer, list(schema), max_length=cfg.max_length,
                                  strategy=cfg.strategy, overflow=cfg.overflow,
                                  att_mode=ATTENTION_MODES[cfg.attention],
                                  has_labels=cfg.has_labels, num_threads=cfg.threads)

@@ -117,7 +117,7 @@ def read_unit(u: Unit, columns: list[str]) -> pa.Table:
 class Cfg:
     """Everything a task needs besides its unit (pickled into each task)."""
 
-    seq_len: int
+    max_length: int
     strategy: str
     overflow: str
     attention: str
@@ -238,7 +238,7 @@ def checked_unit(u: Unit, cfg: Cfg) -> CheckedUnit:
     for s in range(0, max(n, 1), step):
         parts.append(check_batch(batch.slice(s, step), path, row0 + s, tok=tok,
                                  text_column=cfg.text_column, has_labels=cfg.has_labels,
-                                 seq_len=cfg.seq_len, overflow=cfg.overflow))
+                                 max_length=cfg.max_length, overflow=cfg.overflow))
     too_large = sum(p.too_large for p in parts)
     counts: dict[str, Any] = {"rows_too_large": too_large} if too_large else {}
     if before is not None:
