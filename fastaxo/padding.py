@@ -353,6 +353,12 @@ def pad(
     -------
     Padded
         ``input_ids``, ``attention_mask`` (and ``labels``, ``position_ids``) as ``[rows, width]``.
+
+    Examples
+    --------
+    >>> p = fastaxo.pad([[1, 2, 3], [4]])
+    >>> p["input_ids"].tolist(), p["attention_mask"].tolist()
+    ([[1, 2, 3], [4, 0, 0]], [[1, 1, 1], [1, 0, 0]])
     """
     ext = backend.pack_ext
     if (
@@ -412,6 +418,12 @@ def pad_batches(data: Any, batch_offsets: Any, *, labels: Any = None, position_i
     rows) splits the rows into batches; batch ``b`` is padded to its longest row (or
     ``max_length``), rounded up to ``pad_to_multiple_of``. Other arguments as in :func:`pad`.
     Returns a sequence of :class:`Padded` views into one buffer per column.
+
+    Examples
+    --------
+    >>> batches = fastaxo.pad_batches([[1, 2, 3], [4], [5, 6]], [0, 2, 3])
+    >>> [b["input_ids"].tolist() for b in batches]
+    [[[1, 2, 3], [4, 0, 0]], [[5, 6]]]
     """
     if batch_offsets is None:
         raise InvalidInputError(

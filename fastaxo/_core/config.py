@@ -12,7 +12,14 @@ from fastaxo._version import __version__
 
 
 def config() -> dict[str, Any]:
-    """The build and runtime configuration as a dict (what :func:`show_config` prints)."""
+    """The build and runtime configuration as a dict (what :func:`show_config` prints).
+
+    Examples
+    --------
+    >>> c = fastaxo.config()
+    >>> c["version"] == fastaxo.__version__, c["default_threads"] >= 1
+    (True, True)
+    """
     import numpy
     import pyarrow
 
@@ -71,6 +78,11 @@ def show_config(file: TextIO | None = None) -> dict[str, Any]:
     """Print the version, OpenMP on/off, the default thread count and the SHA-256 path.
 
     Returns the same facts as a dict (see :func:`config`).
+
+    Examples
+    --------
+    >>> fastaxo.show_config()  # doctest: +ELLIPSIS
+    fastaxo ...
     """
     info = config()
     out = file if file is not None else sys.stdout

@@ -68,7 +68,13 @@ def _from_env(name: str) -> int | None:
 
 
 def default_num_threads() -> int:
-    """FASTAXO_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs this process may use."""
+    """FASTAXO_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs this process may use.
+
+    Examples
+    --------
+    >>> fastaxo.default_num_threads() >= 1
+    True
+    """
     for name in ("FASTAXO_NUM_THREADS", "OMP_NUM_THREADS"):
         value = _from_env(name)
         if value is not None:

@@ -87,6 +87,13 @@ def hash_rows(data, *, columns=None, num_threads=None, hex=False):
         A null in an array whose digest is of raw bytes (also a ``ValueError``).
     ColumnNotFoundError
         ``columns`` names a column the table lacks (also a ``KeyError``).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> h = fastaxo.hash_rows(pa.table({"input_ids": [[1, 2], [3], [1, 2]]}))
+    >>> h.shape, h.dtype.name, bool((h[0] == h[2]).all())
+    ((3, 32), 'uint8', True)
     """
     nt = resolve_num_threads(num_threads)
     rows = as_rows(data, columns)
@@ -301,6 +308,13 @@ def dedupe(
     -------
     DedupeResult
         ``keep`` (int64 indices), ``n_rows``, ``n_duplicates`` and ``seen``.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> r = fastaxo.dedupe(pa.table({"input_ids": [[1, 2], [3], [1, 2]]}))
+    >>> r.keep.tolist(), r.n_duplicates
+    ([0, 1], 1)
     """
     nt = resolve_num_threads(num_threads)
     if isinstance(seen, RowSet):
@@ -333,7 +347,15 @@ def dedupe(
 
 def iter_dedupe(chunks: Iterable[Any], *, columns: Sequence[str] | str | None = None,
                 seen: Seen | None = None, num_threads: int | None = None):
-    """Dedupe a stream chunk after chunk: yields ``(chunk, DedupeResult)`` for each chunk."""
+    """Dedupe a stream chunk after chunk: yields ``(chunk, DedupeResult)`` for each chunk.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> t = pa.table({"input_ids": [[1, 2], [3], [1, 2]]})
+    >>> [r.keep.tolist() for _, r in fastaxo.iter_dedupe([t, t])]
+    [[0, 1], []]
+    """
     seen = Seen() if seen is None else seen
     for chunk in chunks:
         res = dedupe(chunk, columns=columns, seen=seen, num_threads=num_threads)

@@ -339,6 +339,12 @@ def pack_bins(
         ``stats`` (:class:`PackStats`). Bins are in creation order; rows in a bin in the order
         they were added. Every row (every piece, when split) appears exactly once (with
         ``order``: every entry of ``order``).
+
+    Examples
+    --------
+    >>> b = fastaxo.pack_bins([5, 3, 7], max_length=8)
+    >>> b.to_list(), b.stats.bins, b.stats.efficiency
+    ([[2], [0, 1]], 2, 0.9375)
     """
     capacity = positive_int(max_length, "max_length")
     strategy = choice(strategy, "strategy", STRATEGIES)

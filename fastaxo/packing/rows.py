@@ -494,6 +494,14 @@ def pack(
     -------
     Packed
         A mapping of NumPy arrays with ``.bins`` and ``.stats``.
+
+    Examples
+    --------
+    >>> p = fastaxo.pack([[1, 2, 3], [4, 5], [6]], max_length=4)
+    >>> p["input_ids"].tolist()
+    [[1, 2, 3, 6], [4, 5, 0, 0]]
+    >>> p["attention_mask"].tolist()  # segment ids 1..k per row
+    [[1, 1, 1, 2], [1, 1, 0, 0]]
     """
     o = _pack_options(max_length=max_length, strategy=strategy, layout=layout,
                       attention=attention, overflow=overflow, dtype=dtype, pad_id=pad_id,
@@ -561,7 +569,14 @@ def iter_pack(
 
     Between chunks the caller may reuse or change its arrays: the offsets and ``bins`` the
     chunks are made from are copies taken at this call (``.bins`` included). Tokens are read
-    in place when each chunk is made: tokens changed meanwhile are the tokens packed."""
+    in place when each chunk is made: tokens changed meanwhile are the tokens packed.
+
+    Examples
+    --------
+    >>> chunks = fastaxo.iter_pack([[1, 2, 3], [4, 5], [6]], max_length=4, chunk_bins=1)
+    >>> [c["input_ids"].tolist() for c in chunks]
+    [[[1, 2, 3, 6]], [[4, 5, 0, 0]]]
+    """
     chunk_bins = positive_int(chunk_bins, "chunk_bins")
     o = _pack_options(max_length=max_length, strategy=strategy, layout=layout,
                       attention=attention, overflow=overflow, dtype=dtype, pad_id=pad_id,

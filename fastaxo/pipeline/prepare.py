@@ -152,6 +152,21 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     Returns
     -------
     PrepareReport
+
+    Examples
+    --------
+    >>> import os, tempfile, pyarrow as pa, pyarrow.parquet as pq
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> d = tmp.name
+    >>> rows = pa.table({"input_ids": [[1, 2, 3], [4, 5], [1, 2, 3], [6]]})
+    >>> pq.write_table(rows, os.path.join(d, "in.parquet"))
+    >>> rep = fastaxo.prepare(os.path.join(d, "in.parquet"), os.path.join(d, "out.parquet"),
+    ...                       max_length=4, progress=False)
+    >>> rep.rows_in, rep.duplicates, rep.bins
+    (4, 1, 2)
+    >>> pq.read_table(os.path.join(d, "out.parquet")).column("input_ids").to_pylist()
+    [[1, 2, 3, 6], [4, 5]]
+    >>> tmp.cleanup()
     """
     max_length, strategy, overflow, attention, pack_window, dedupe_columns = check_options(
         max_length, strategy, overflow, attention, pack_window, dedupe_columns)

@@ -454,13 +454,34 @@ def iter_batches(source: Any, *, format: str | None = None, columns: Sequence[st
 
     Returns a :class:`BatchReader`: iterate it; ``state_dict()`` / ``load_state_dict()``
     resume; ``stats`` measures; ``close()`` (or ``with``) stops the thread.
+
+    Examples
+    --------
+    >>> import os, tempfile, pyarrow as pa, pyarrow.parquet as pq
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(tmp.name, "rows.parquet")
+    >>> pq.write_table(pa.table({"input_ids": [[1, 2], [3]]}), path)
+    >>> [b.column("input_ids").to_pylist() for b in fastaxo.iter_batches(path)]
+    [[[1, 2], [3]]]
+    >>> tmp.cleanup()
     """
     return BatchReader(source, format=format, columns=columns, batch_rows=batch_rows, **options)
 
 
 def iter_parquet(source: Any, *, columns: Sequence[str] | None = None,
                  batch_rows: int = DEFAULT_BATCH_ROWS, **options: Any) -> BatchReader:
-    """:func:`iter_batches` with ``format="parquet"``."""
+    """:func:`iter_batches` with ``format="parquet"``.
+
+    Examples
+    --------
+    >>> import os, tempfile, pyarrow as pa, pyarrow.parquet as pq
+    >>> tmp = tempfile.TemporaryDirectory()
+    >>> path = os.path.join(tmp.name, "rows.parquet")
+    >>> pq.write_table(pa.table({"input_ids": [[1, 2], [3], [4]]}), path)
+    >>> [b.num_rows for b in fastaxo.iter_parquet(path, batch_rows=2)]
+    [2, 1]
+    >>> tmp.cleanup()
+    """
     return BatchReader(source, format="parquet", columns=columns, batch_rows=batch_rows, **options)
 
 
@@ -468,7 +489,15 @@ def list_column(batch: pa.RecordBatch | pa.Table | pa.Array, column: str | None 
                 ) -> tuple[np.ndarray, np.ndarray]:
     """A list (or string/binary) column as NumPy ``(values, offsets)``, zero-copy: row ``i`` is
     ``values[offsets[i]:offsets[i + 1]]``. Offsets are absolute into ``values`` (a sliced
-    batch's first offset need not be 0). Strings give uint8 bytes. Raises on null rows."""
+    batch's first offset need not be 0). Strings give uint8 bytes. Raises on null rows.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> values, offsets = fastaxo.list_column(pa.array([[1, 2], [3]]))
+    >>> values.tolist(), offsets.tolist()
+    ([1, 2, 3], [0, 2, 3])
+    """
     if isinstance(batch, (pa.RecordBatch, pa.Table)):
         if column is None:
             raise InvalidInputError("column: name the list column to view")
