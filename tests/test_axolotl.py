@@ -562,10 +562,10 @@ def test_streaming_under_memory_limit(ws, tmp_path):
         assert any(e.get("rows_in") == big["rows"] for e in streams), streams
         assert any(e.get("rows_out") == big["unique"] for e in streams), streams
         for e in streams:
-            assert e["peak_rss"] < limit and e["vm_peak"] < limit, e
+            assert e["peak_rss_bytes"] < limit and e["vm_peak"] < limit, e
             _say(f"streaming under the limit: VmSize {e['vm_before'] / 2**20:.0f} MiB before the first batch, "
                  f"VmPeak {e['vm_peak'] / 2**20:.0f} MiB (limit {limit / 2**20:.0f} MiB), peak RSS "
-                 f"{e['peak_rss'] / 2**20:.0f} MiB, {e['seconds']:.1f} s, readers {e['readers']}")
+                 f"{e['peak_rss_bytes'] / 2**20:.0f} MiB, {e['seconds']:.1f} s, readers {e['readers']}")
     finally:
         shutil.rmtree(data, ignore_errors=True)
         for sub in ("stream", "plain", "measure"):

@@ -635,10 +635,10 @@ def test_stats_measure_rows_stall_io_and_rss(tmp_path):
     if os.path.exists("/proc/self/io"):
         assert s.io_rchar is not None and s.io_rchar > 0 and s.io_read_bytes is not None
     if sys.platform.startswith("linux"):
-        assert s.rss_peak_bytes >= s.rss_bytes > 0
+        assert s.peak_rss_bytes >= s.rss_bytes > 0
     else:  # VmRSS and VmHWM are read from Linux's /proc/self/status
-        assert s.rss_bytes is None and s.rss_peak_bytes is None
-    assert set(s.as_dict()) >= {"rows_per_s", "stall_fraction", "io_read_bytes", "rss_peak_bytes"}
+        assert s.rss_bytes is None and s.peak_rss_bytes is None
+    assert set(s.as_dict()) >= {"rows_per_s", "stall_fraction", "io_read_bytes", "peak_rss_bytes"}
     assert "rows/s" in str(s)
 
 

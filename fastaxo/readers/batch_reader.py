@@ -53,7 +53,7 @@ class ReaderStats:
     ``stall_fraction`` that over ``seconds`` (wall time). ``io_read_bytes`` is what the
     process read from storage (``/proc/self/io`` read_bytes: page-cache hits excluded) and
     ``io_rchar`` what it read through read calls; both are process-wide, None where the
-    kernel does not report them. ``rss_bytes`` / ``rss_peak_bytes`` are VmRSS and VmHWM.
+    kernel does not report them. ``rss_bytes`` / ``peak_rss_bytes`` are VmRSS and VmHWM.
     """
 
     rows: int = 0
@@ -64,7 +64,7 @@ class ReaderStats:
     io_read_bytes: int | None = None
     io_rchar: int | None = None
     rss_bytes: int | None = None
-    rss_peak_bytes: int | None = None
+    peak_rss_bytes: int | None = None
 
     @property
     def rows_per_s(self) -> float:
@@ -90,7 +90,7 @@ class ReaderStats:
                 f"({self.rows_per_s:,.0f} rows/s); consumer waited {self.stall_seconds:.2f} s "
                 f"({100 * self.stall_fraction:.1f}%); disk read {mib(self.io_read_bytes)} "
                 f"(read calls {mib(self.io_rchar)}); RSS {mib(self.rss_bytes)}, "
-                f"peak {mib(self.rss_peak_bytes)}")
+                f"peak {mib(self.peak_rss_bytes)}")
 
 
 def _fingerprint_of(path: str, fmt: str) -> list[Any]:
@@ -397,7 +397,7 @@ class BatchReader:
             s.io_rchar = io.get("rchar", 0) - self._io0.get("rchar", 0)
         rss, hwm = status_kib("VmRSS"), status_kib("VmHWM")
         s.rss_bytes = rss * 1024 if rss is not None else None
-        s.rss_peak_bytes = hwm * 1024 if hwm is not None else None
+        s.peak_rss_bytes = hwm * 1024 if hwm is not None else None
         return s
 
     def __repr__(self) -> str:

@@ -130,7 +130,7 @@ class LoaderHealthCallback(TrainerCallback):
             "tokens_per_s": self.tokens / total,
             "rss_mib": (status_kib("VmRSS") or 0) / 1024,
             "vm_peak_mib": (status_kib("VmPeak") or 0) / 1024,
-            "vm_hwm_mib": (status_kib("VmHWM") or 0) / 1024,
+            "peak_rss_mib": (status_kib("VmHWM") or 0) / 1024,
             "read_mib": (((io - self.io_start) / 2**20)
                          if io is not None and self.io_start is not None else None),
         }
@@ -152,7 +152,7 @@ class LoaderHealthCallback(TrainerCallback):
                  f"  {'tokens (non-padding)':24s} {s['tokens']:12d}  "
                  f"({s['tokens_per_s']:,.0f} tokens/s)",
                  f"  {'padding':24s} {100 * (1 - s['tokens'] / max(s['positions'], 1)):11.2f} %",
-                 f"  {'RSS / VmHWM / VmPeak':24s} {s['rss_mib']:,.0f} / {s['vm_hwm_mib']:,.0f} / "
+                 f"  {'RSS / VmHWM / VmPeak':24s} {s['rss_mib']:,.0f} / {s['peak_rss_mib']:,.0f} / "
                  f"{s['vm_peak_mib']:,.0f} MiB"]
         if s.get("read_mib") is not None:
             lines.append(f"  {'disk read':24s} {s['read_mib']:12.1f} MiB")

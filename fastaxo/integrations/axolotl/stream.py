@@ -294,7 +294,7 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any,
             "layout": LAYOUT_VERSION, "rows_in": rows_in, "rows_wrapped": wrapped,
             "rows_filtered": kept, "rows_out": len(order), "duplicates": kept - len(order),
             "shuffled": shuffle, "seconds": time.perf_counter() - t0,
-            "read_bytes": read_bytes, "peak_rss": (status_kib("VmHWM") or 0) * 1024,
+            "read_bytes": read_bytes, "peak_rss_bytes": (status_kib("VmHWM") or 0) * 1024,
             "vm_peak": (status_kib("VmPeak") or 0) * 1024, "vm_before": vm_before,
             "readers": plans}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
@@ -308,7 +308,7 @@ def prepare(cfg: Any, tokenizer: Any, outdir: Path, settings: Any,
              "filters, %d duplicates) in %.1f s, peak RSS %.0f MiB", meta["rows_in"],
              meta["rows_out"],
              meta["rows_wrapped"] - meta["rows_filtered"], meta["duplicates"], meta["seconds"],
-             meta["peak_rss"] / 2**20)
+             meta["peak_rss_bytes"] / 2**20)
     # not path=: report's own argument (the report file)
     report("stream", **meta, prepared=str(outdir))
     return meta
