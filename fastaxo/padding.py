@@ -196,9 +196,9 @@ def _pad_options(*, max_length: Any, pad_to_multiple_of: Any, pad_id: Any, label
         truncate=bool(truncate), attention_mask=bool(attention_mask))
 
 
-def _widths(lengths: np.ndarray, bo: np.ndarray, o: _PadOptions) -> tuple[np.ndarray, int]:
-    """Each batch's width (max_length, else its longest row; rounded up to the multiple) and
-    the widest before rounding each (the output's size is checked from it)."""
+def _widths(lengths: np.ndarray, bo: np.ndarray, o: _PadOptions) -> np.ndarray:
+    """Each batch's width: max_length, else its longest row; rounded up to the multiple. The
+    output's size is checked first, in Python ints."""
     n, nbatch = len(lengths), len(bo) - 1
     if o.max_length is not None:
         widths = np.full(nbatch, o.max_length, np.int64)
@@ -219,7 +219,7 @@ def _widths(lengths: np.ndarray, bo: np.ndarray, o: _PadOptions) -> tuple[np.nda
                        "bytes)")
     if o.mult is not None:
         widths = -(-widths // o.mult) * o.mult
-    return widths, widest
+    return widths
 
 
 def _truncated(lengths: np.ndarray, bo: np.ndarray, widths: np.ndarray, o: _PadOptions
@@ -259,7 +259,7 @@ def _pad(data: Any, batch_offsets: Any, labels: Any, position_ids: Any, o: _PadO
     lengths = ids.lengths
     bo = np.array([0, n], np.int64) if batch_offsets is None else _batch_offsets(batch_offsets, n)
     nbatch = len(bo) - 1
-    widths, _ = _widths(lengths, bo, o)
+    widths = _widths(lengths, bo, o)
     truncated, truncated_tokens = _truncated(lengths, bo, widths, o)
     if nbatch == 1:
         bases = np.array([0, n * int(widths[0])], np.int64)

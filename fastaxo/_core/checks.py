@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,8 +19,6 @@ __all__ = ["INT64_MAX", "INT64_MIN", "MAX_ROW_BYTES", "choice", "cli_positive_fl
 # HF's tokenizer needs ~100 bytes of memory per byte of text (a 200 MB row took 19 GB), and no
 # model trains on 16 MiB (4M+ tokens) in one sequence. prepare's --max-row-bytes changes it.
 MAX_ROW_BYTES = 16 << 20
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _type_name(value: Any) -> str:

@@ -39,7 +39,6 @@ from fastaxo.packing.bins import BFD_MAX_CAPACITY, OVERFLOW_MODES, STRATEGIES, B
 __all__ = ["ATTENTION", "PackIterator", "Packed", "PackedRows", "iter_pack", "pack"]
 
 
-
 class Packed(ArrayMap):
     """Packed rows: a mapping of NumPy arrays plus ``bins`` and ``stats``.
 
