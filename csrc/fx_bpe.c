@@ -168,7 +168,7 @@ static int trie_add(trie *t, const uint8_t *p, size_t n, int32_t token, size_t *
                 size_t nc = *cap ? 2 * *cap : 64;
                 trie_node *g = realloc(t->nodes, nc * sizeof *g);
                 if (!g)
-                    return FX_BPE_ENOMEM;
+                    return FX_ENOMEM;
                 t->nodes = g;
                 *cap = nc;
             }
@@ -182,7 +182,7 @@ static int trie_add(trie *t, const uint8_t *p, size_t n, int32_t token, size_t *
         if (j + 1 == n) {
             if (t->nodes[node].token < 0) /* the first of equal contents wins */
                 t->nodes[node].token = token;
-            return FX_BPE_OK;
+            return FX_OK;
         }
         parent = node;
     }
@@ -257,7 +257,7 @@ static void *dup(const void *p, size_t n)
 
 fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
 {
-    *status = FX_BPE_EINVAL;
+    *status = FX_EINVAL;
     *what = "";
     if (sp->n_vocab < 1 || sp->n_merges < 0 || sp->n_added < 0 || sp->pretok < 0 ||
         sp->pretok > FX_PRETOK_NONE || sp->bos_id < -1) {
@@ -266,7 +266,7 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
     }
     fx_bpe *m = calloc(1, sizeof *m);
     if (!m) {
-        *status = FX_BPE_ENOMEM;
+        *status = FX_ENOMEM;
         return NULL;
     }
     size_t nv = (size_t)sp->n_vocab;
@@ -303,7 +303,7 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
     m->byte_rank = malloc(65536 * sizeof(int32_t));
     if (!m->tok_bytes || !m->tok_off || !m->vocab_slots || !m->merges || !m->merge_to ||
         !m->whole || !m->byte_rank) {
-        *status = FX_BPE_ENOMEM;
+        *status = FX_ENOMEM;
         goto fail;
     }
     m->vocab_mask = vt - 1;
@@ -360,7 +360,7 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
         m->added_ids = dup(sp->added_ids, na * sizeof(int32_t));
         m->added_flags = dup(sp->added_flags, na);
         if (!m->added_bytes || !m->added_off || !m->added_ids || !m->added_flags) {
-            *status = FX_BPE_ENOMEM;
+            *status = FX_ENOMEM;
             goto fail;
         }
         size_t cap = 0, cap_norm = 0;
@@ -373,7 +373,7 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
             int norm = (m->added_flags[k] & FX_ADDED_NORMALIZED) != 0;
             if (trie_add(norm ? &m->added_norm : &m->added, m->added_bytes + a, (size_t)(b - a),
                          (int32_t)k, norm ? &cap_norm : &cap)) {
-                *status = FX_BPE_ENOMEM;
+                *status = FX_ENOMEM;
                 goto fail;
             }
         }
@@ -400,7 +400,7 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
         }
         int32_t *scratch = malloc((2 * maxlen + 2) * sizeof(int32_t));
         if (!scratch) {
-            *status = FX_BPE_ENOMEM;
+            *status = FX_ENOMEM;
             goto fail;
         }
         for (size_t id = 0; id < nv; id++) {
@@ -408,9 +408,9 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
             if (n == 0)
                 continue;
             if (fx_bpe_merge_ids(m, m->tok_bytes + m->tok_off[id], n, scratch,
-                                 scratch + maxlen + 1, &got) != FX_BPE_OK) {
+                                 scratch + maxlen + 1, &got) != FX_OK) {
                 free(scratch);
-                *status = FX_BPE_ENOMEM;
+                *status = FX_ENOMEM;
                 goto fail;
             }
             m->whole[id] = got == 1 && scratch[maxlen + 1] == (int32_t)id;
@@ -435,7 +435,7 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
         m->direct = fx_big_calloc(m->direct_bytes);
         m->direct8 = fx_big_calloc(m->direct8_bytes);
         if (!m->direct || !m->direct8) {
-            *status = FX_BPE_ENOMEM;
+            *status = FX_ENOMEM;
             goto fail;
         }
         m->direct_mask = ((size_t)1 << bits) - 1;
@@ -461,7 +461,7 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
             m->direct[i] = (direct_slot){{k[0], k[1], k[2]}, (int32_t)id, (uint32_t)n};
         }
     }
-    *status = FX_BPE_OK;
+    *status = FX_OK;
     return m;
 fail:
     fx_bpe_free(m);
@@ -480,24 +480,24 @@ void fx_ids_free(fx_ids *out)
 static int reserve(fx_ids *out, size_t more)
 {
     if ((uint64_t)out->n + more <= (uint64_t)out->cap)
-        return FX_BPE_OK;
+        return FX_OK;
     if (out->fixed || (uint64_t)out->n + more > ((uint64_t)1 << 40))
-        return FX_BPE_EBIG;
+        return FX_EBIG;
     int64_t cap = out->cap ? out->cap : 256;
     while ((uint64_t)cap < (uint64_t)out->n + more)
         cap *= 2;
     int32_t *ids = realloc(out->ids, (size_t)cap * sizeof(int32_t));
     if (!ids)
-        return FX_BPE_ENOMEM;
+        return FX_ENOMEM;
     out->ids = ids;
     if (out->want_offsets) {
         int64_t *off = realloc(out->offsets, (size_t)cap * 2 * sizeof(int64_t));
         if (!off)
-            return FX_BPE_ENOMEM;
+            return FX_ENOMEM;
         out->offsets = off;
     }
     out->cap = cap;
-    return FX_BPE_OK;
+    return FX_OK;
 }
 
 /* Merge p[0..n) into dst (room for n ids): the count of ids, or -(an FX_BPE_* error). */
@@ -506,7 +506,7 @@ static int64_t merge_piece(const fx_bpe *m, const uint8_t *p, size_t n, int32_t 
     int32_t stack[2 * SHORT_PIECE];
     int32_t *scratch = n <= SHORT_PIECE ? stack : malloc(n * sizeof(int32_t));
     if (!scratch)
-        return -FX_BPE_ENOMEM;
+        return -FX_ENOMEM;
     size_t got;
     int rc = fx_bpe_merge_ids(m, p, n, scratch, dst, &got);
     if (scratch != stack)
@@ -671,7 +671,7 @@ static int put_added(const fx_bpe *m, fx_ids *out, int32_t k, size_t a, size_t e
     if (out->want_offsets)
         set_span(out, out->n, a, e, len, src, seg, src_end, base);
     out->n++;
-    return FX_BPE_OK;
+    return FX_OK;
 }
 
 /* A segment between added tokens: normalize, split out the normalized added tokens, then
@@ -684,16 +684,16 @@ static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s
     const int64_t *src = NULL;
     if (m->nfc && !fx_nfc_is_quick(s, n)) {
         if (!cache)
-            return FX_BPE_EINVAL;
+            return FX_EINVAL;
         if (fx_nfc(s, n, &cache->norm, &len, &cache->norm_cap,
                    out->want_offsets ? &cache->norm_src : NULL, &cache->norm_src_cap))
-            return FX_BPE_ENOMEM;
+            return FX_ENOMEM;
         text = cache->norm;
         src = out->want_offsets ? cache->norm_src : NULL;
     }
     /* a piece of b bytes gives at most b ids: room for the segment at once, or (a fixed
      * output that NFC made too short for the normalized bytes) piece by piece */
-    int rc = reserve(out, len), per_piece = rc == FX_BPE_EBIG && out->fixed;
+    int rc = reserve(out, len), per_piece = rc == FX_EBIG && out->fixed;
     if (rc && !per_piece)
         return rc;
     const int want_offsets = out->want_offsets;
@@ -775,7 +775,7 @@ static int encode_segment(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s
         }
         out->n = on;
     }
-    return FX_BPE_OK;
+    return FX_OK;
 }
 
 static size_t ws_before(const uint8_t *s, size_t from, size_t a)
@@ -867,7 +867,7 @@ int fx_bpe_encode(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t
                   int with_specials, fx_ids *out)
 {
     if ((uint64_t)n >= ((uint64_t)1 << 62))
-        return FX_BPE_EBIG;
+        return FX_EBIG;
     int rc;
     int64_t first = out->n;
     if (with_specials && m->bos_id >= 0) {
@@ -891,7 +891,7 @@ int fx_bpe_encode(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t
         return rc;
     if (out->want_offsets == FX_OFFSETS_CHARS)
         bytes_to_chars(s, n, out, first);
-    return FX_BPE_OK;
+    return FX_OK;
 }
 
 int fx_utf8_valid(const uint8_t *s, size_t n)
@@ -924,7 +924,7 @@ int fx_bpe_encode_many(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *data
         size_t n = (size_t)(off[i + 1] - off[i]);
         if (validate && !fx_utf8_valid(s, n)) {
             *bad = i;
-            return FX_BPE_EUTF8;
+            return FX_EUTF8;
         }
         int rc = fx_bpe_encode(m, cache, s, n, with_specials, out);
         if (rc) {
@@ -933,5 +933,5 @@ int fx_bpe_encode_many(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *data
         }
         counts[i - first] = out->n - before;
     }
-    return FX_BPE_OK;
+    return FX_OK;
 }

@@ -21,13 +21,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum {
-    FX_BPE_OK = 0,
-    FX_BPE_EINVAL = 1,  /* a bad argument or model (the spec says which check failed) */
-    FX_BPE_ENOMEM = 2,
-    FX_BPE_EBIG = 3,    /* more than INT32_MAX tokens, or a text of 2^62 bytes or more */
-    FX_BPE_EUTF8 = 4    /* a text that is not valid UTF-8 (fx_bpe_encode_many, validate) */
-};
+#include "fx_status.h"
+
+/* Statuses (fx_status.h): FX_OK; FX_EINVAL, a bad argument or model (the spec says which
+ * check failed); FX_ENOMEM; FX_EBIG, more than INT32_MAX tokens or a text of 2^62 bytes or
+ * more; FX_EUTF8, a text that is not valid UTF-8 (fx_bpe_encode_many, validate). */
 
 /* The pre-tokenizer patterns (the Split regex of tokenizer.json, matched exactly). */
 enum {
@@ -78,7 +76,7 @@ typedef struct {
 typedef struct fx_bpe fx_bpe;
 
 /* A model from spec (whose arrays are copied: the caller may free them after). *status is
- * FX_BPE_OK, FX_BPE_EINVAL (what: a static string naming the check) or FX_BPE_ENOMEM. */
+ * FX_OK, FX_EINVAL (what: a static string naming the check) or FX_ENOMEM. */
 fx_bpe *fx_bpe_new(const fx_bpe_spec *spec, int *status, const char **what);
 void fx_bpe_free(fx_bpe *m);
 
@@ -122,7 +120,7 @@ enum { FX_OFFSETS_NONE = 0, FX_OFFSETS_BYTES = 1, FX_OFFSETS_CHARS = 2 };
  *   growable (fixed == 0): zero-initialise, reuse across calls, free with fx_ids_free;
  *   fixed (fixed == 1): ids / offsets point at caller memory of cap entries, never grown or
  *     freed here (a text of n bytes gives at most n ids, plus one BOS: size cap so).
- * An encode that would pass a fixed cap returns FX_BPE_EBIG. */
+ * An encode that would pass a fixed cap returns FX_EBIG. */
 typedef struct {
     int32_t *ids;
     int64_t *offsets; /* 2 per id, when want_offsets (FX_OFFSETS_*) */
@@ -139,7 +137,7 @@ int fx_bpe_encode(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *s, size_t
 /* Encode the texts data[off[i] - off[0] .. off[i+1] - off[0]) for i in [first, last) into the
  * fixed output *out (one id list after another), writing each text's id count to
  * counts[i - first]. validate: check each text is UTF-8 first (text from Arrow buffers may
- * not be; Python's str.encode always is): FX_BPE_EUTF8 otherwise. Stops at the first error
+ * not be; Python's str.encode always is): FX_EUTF8 otherwise. Stops at the first error
  * (its status returned, *bad = the text). */
 int fx_bpe_encode_many(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *data,
                        const int64_t *off, int64_t first, int64_t last, int with_specials,

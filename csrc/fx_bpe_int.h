@@ -127,7 +127,7 @@ static inline int32_t merge_rank(const fx_bpe *m, int32_t a, int32_t b)
 int fx_bpe_scan_built(int level);
 
 /* The BPE of the bytes p[0..n) (n >= 1) into out (room for n ids; ids: room for n, scratch):
- * FX_BPE_OK with the count in *n_out, or FX_BPE_ENOMEM. */
+ * FX_OK with the count in *n_out, or FX_ENOMEM. */
 int fx_bpe_merge_ids(const fx_bpe *m, const uint8_t *p, size_t n, int32_t *ids, int32_t *out,
                      size_t *n_out);
 

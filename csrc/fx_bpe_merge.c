@@ -247,7 +247,7 @@ static int merge_long(const fx_bpe *m, const uint8_t *p, int32_t *ids, size_t n,
         free(prev);
         free(next);
         free(heap);
-        return FX_BPE_ENOMEM;
+        return FX_ENOMEM;
     }
     size_t hn = 0;
     for (size_t i = 0; i < n; i++) {
@@ -288,7 +288,7 @@ static int merge_long(const fx_bpe *m, const uint8_t *p, int32_t *ids, size_t n,
     free(prev);
     free(next);
     free(heap);
-    return FX_BPE_OK;
+    return FX_OK;
 }
 
 int fx_bpe_merge_ids(const fx_bpe *m, const uint8_t *p, size_t n, int32_t *ids, int32_t *out,
@@ -299,10 +299,10 @@ int fx_bpe_merge_ids(const fx_bpe *m, const uint8_t *p, size_t n, int32_t *ids, 
     size_t k;
     if (n <= SHORT_PIECE) {
         merge_short(m, p, ids, n, &k);
-    } else if (merge_long(m, p, ids, n, &k) != FX_BPE_OK) {
-        return FX_BPE_ENOMEM;
+    } else if (merge_long(m, p, ids, n, &k) != FX_OK) {
+        return FX_ENOMEM;
     }
     memcpy(out, ids, k * sizeof *ids);
     *n_out = k;
-    return FX_BPE_OK;
+    return FX_OK;
 }

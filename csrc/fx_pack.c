@@ -122,7 +122,7 @@ static int fxp_grow(void **p, int64_t newcount, size_t sz)
 
 /* perm <- item indices by length descending, ties by index ascending;
  * slen[k] <- len[perm[k]].  slen (n slots) is also the radix sort's scratch buffer.
- * Returns FX_PACK_OK or FX_PACK_ENOMEM. */
+ * Returns FX_OK or FX_ENOMEM. */
 static int fxp_sort_desc(const int64_t *len, int64_t n, int64_t minlen, int64_t maxlen,
                          int64_t *perm, int64_t *slen)
 {
@@ -135,7 +135,7 @@ static int fxp_sort_desc(const int64_t *len, int64_t n, int64_t minlen, int64_t 
             perm[i] = i;
             slen[i] = maxlen;
         }
-        return FX_PACK_OK;
+        return FX_OK;
     }
     if (n <= 32) { /* stable insertion sort */
         for (i = 0; i < n; i++) {
@@ -147,7 +147,7 @@ static int fxp_sort_desc(const int64_t *len, int64_t n, int64_t minlen, int64_t 
             perm[j] = i;
         }
         for (i = 0; i < n; i++) slen[i] = len[perm[i]];
-        return FX_PACK_OK;
+        return FX_OK;
     }
     {
         /* counting sort when its count array is no bigger than the items (or tiny) */
@@ -155,7 +155,7 @@ static int fxp_sort_desc(const int64_t *len, int64_t n, int64_t minlen, int64_t 
         if (range < lim) { /* counting sort on key = maxlen - len in [0, range] */
             int64_t nkeys = (int64_t)range + 1, sum = 0;
             int64_t *cnt = (int64_t *)fxp_alloc(nkeys, sizeof(int64_t), 1);
-            if (cnt == NULL) return FX_PACK_ENOMEM;
+            if (cnt == NULL) return FX_ENOMEM;
             for (i = 0; i < n; i++) cnt[maxlen - len[i]]++;
             for (k = 0; k < nkeys; k++) {
                 int64_t c = cnt[k];
@@ -167,7 +167,7 @@ static int fxp_sort_desc(const int64_t *len, int64_t n, int64_t minlen, int64_t 
             for (i = 0, k = 0; k < nkeys; k++)
                 for (; i < cnt[k]; i++) slen[i] = maxlen - k;
             free(cnt);
-            return FX_PACK_OK;
+            return FX_OK;
         }
     }
     { /* LSD radix sort on key = maxlen - len, digits of <= 11 bits, stable */
@@ -178,7 +178,7 @@ static int fxp_sort_desc(const int64_t *len, int64_t n, int64_t minlen, int64_t 
         uint64_t mask = (uint64_t)nbk - 1u;
         int p;
         int64_t *hist = (int64_t *)fxp_alloc(nbk * passes, sizeof(int64_t), 1);
-        if (hist == NULL) return FX_PACK_ENOMEM;
+        if (hist == NULL) return FX_ENOMEM;
         for (i = 0; i < n; i++) {
             uint64_t key = (uint64_t)(maxlen - len[i]);
             for (p = 0; p < passes; p++) hist[p * nbk + (int64_t)((key >> (p * width)) & mask)]++;
@@ -212,7 +212,7 @@ static int fxp_sort_desc(const int64_t *len, int64_t n, int64_t minlen, int64_t 
         }
         free(hist);
         for (i = 0; i < n; i++) slen[i] = len[perm[i]];
-        return FX_PACK_OK;
+        return FX_OK;
     }
 }
 
@@ -302,7 +302,7 @@ static FXP_INLINE void fxp_bm_clear(fxp_bitmap *bm, int64_t v)
 static int fxp_bfd(const int64_t *slen, int64_t n, int64_t C, int64_t max_items,
                    const int64_t *perm, int64_t *order, int64_t *bin_offsets, int64_t *n_bins)
 {
-    int rc = FX_PACK_ENOMEM;
+    int rc = FX_ENOMEM;
     fxp_bitmap bm;
     uint64_t *words = NULL;
     int64_t *heads = NULL, *cnt = NULL, *next = NULL;
@@ -373,7 +373,7 @@ static int fxp_bfd(const int64_t *slen, int64_t n, int64_t C, int64_t max_items,
     }
     fxp_emit(perm, n, cnt, nb, order, bin_offsets);
     *n_bins = nb;
-    rc = FX_PACK_OK;
+    rc = FX_OK;
 out:
     free(words);
     free(heads);
@@ -475,7 +475,7 @@ FXP_ALWAYS_INLINE int fxp_ff_body(fxp_items it, int64_t n, int64_t C, int64_t ma
                                    int64_t bins_hint, const int64_t *perm, int64_t *order, int64_t *bin_offsets,
                                    int64_t *n_bins, int64_t *bad_item)
 {
-    int rc = FX_PACK_ENOMEM;
+    int rc = FX_ENOMEM;
     fxp_tree t;
     int64_t *cnt = NULL;
     int64_t nb = 0, k, ccap = fxp_tree_cap(bins_hint, n), tmax = -1;
@@ -500,7 +500,7 @@ FXP_ALWAYS_INLINE int fxp_ff_body(fxp_items it, int64_t n, int64_t C, int64_t ma
         if (s > C) {
             if (!allow_overlong) {
                 *bad_item = k;
-                rc = FX_PACK_EOVERLONG;
+                rc = FX_EOVERLONG;
                 goto out;
             }
             m = 0;
@@ -561,7 +561,7 @@ FXP_ALWAYS_INLINE int fxp_ff_body(fxp_items it, int64_t n, int64_t C, int64_t ma
     }
     fxp_emit(it.index != NULL ? it.index : perm, n, cnt, nb, order, bin_offsets);
     *n_bins = nb;
-    rc = FX_PACK_OK;
+    rc = FX_OK;
 out:
     free(t.mem);
     free(cnt);
@@ -674,7 +674,7 @@ FXP_ALWAYS_INLINE int fxp_ff32_body(fxp_items it, int64_t n, int64_t C, int64_t 
                                      int64_t bins_hint, const int64_t *perm, int64_t *order,
                                      int64_t *bin_offsets, int64_t *n_bins, int64_t *bad_item)
 {
-    int rc = FX_PACK_ENOMEM;
+    int rc = FX_ENOMEM;
     fxp_tree32 t;
     int64_t *cnt = NULL;
     int64_t nb = 0, k, ccap = fxp_tree_cap(bins_hint, n);
@@ -702,7 +702,7 @@ FXP_ALWAYS_INLINE int fxp_ff32_body(fxp_items it, int64_t n, int64_t C, int64_t 
         if (s64 > C) {
             if (!allow_overlong) {
                 *bad_item = k;
-                rc = FX_PACK_EOVERLONG;
+                rc = FX_EOVERLONG;
                 goto out;
             }
             m = 0;
@@ -789,7 +789,7 @@ FXP_ALWAYS_INLINE int fxp_ff32_body(fxp_items it, int64_t n, int64_t C, int64_t 
     }
     fxp_emit(it.index != NULL ? it.index : perm, n, cnt, nb, order, bin_offsets);
     *n_bins = nb;
-    rc = FX_PACK_OK;
+    rc = FX_OK;
 out:
     free(t.mem);
     free(cnt);
@@ -833,10 +833,10 @@ int fx_pack_ff_index(const int32_t *lengths, const int64_t *index, int64_t n, in
     if (n_bins != NULL) *n_bins = 0;
     if (n < 0 || capacity < 1 || max_items < 1 || n_bins == NULL || bin_offsets == NULL ||
         (n > 0 && (lengths == NULL || index == NULL || order == NULL)))
-        return FX_PACK_EINVAL;
+        return FX_EINVAL;
     if (n == 0) {
         bin_offsets[0] = 0;
-        return FX_PACK_OK;
+        return FX_OK;
     }
     it.slen = NULL;
     it.len32 = lengths;
@@ -849,7 +849,7 @@ int fx_pack_ff_index(const int32_t *lengths, const int64_t *index, int64_t n, in
     else
 #endif
         rc = fxp_ff_index(&it, n, capacity, max_items, allow_overlong, bins_hint, order, bin_offsets, n_bins, &bad);
-    if (rc != FX_PACK_OK) *n_bins = 0;
+    if (rc != FX_OK) *n_bins = 0;
     if (bad_item != NULL) *bad_item = bad;
     return rc;
 }
@@ -892,7 +892,7 @@ int fx_pack_assign(const int64_t *lengths, int64_t n, int64_t capacity, int64_t 
     if (n < 0 || capacity < 1 || max_items < 1 || strategy < FX_PACK_BFD ||
         strategy > FX_PACK_NF || n_bins == NULL || bin_offsets == NULL ||
         (n > 0 && (lengths == NULL || order == NULL)))
-        return FX_PACK_EINVAL;
+        return FX_EINVAL;
 
     minlen = 0;
     maxlen = 0;
@@ -910,31 +910,31 @@ int fx_pack_assign(const int64_t *lengths, int64_t n, int64_t capacity, int64_t 
     if (minlen < 0) {
         for (i = 0; lengths[i] >= 0; i++) {}
         if (bad_item != NULL) *bad_item = i;
-        return FX_PACK_EINVAL;
+        return FX_EINVAL;
     }
-    if (strategy == FX_PACK_BFD && capacity > FX_PACK_BFD_MAX_CAPACITY) return FX_PACK_EINVAL;
+    if (strategy == FX_PACK_BFD && capacity > FX_PACK_BFD_MAX_CAPACITY) return FX_EINVAL;
     if (maxlen > capacity && !allow_overlong) {
         for (i = 0; lengths[i] <= capacity; i++) {}
         if (bad_item != NULL) *bad_item = i;
-        return FX_PACK_EOVERLONG;
+        return FX_EOVERLONG;
     }
     if (n == 0) {
         *n_bins = 0;
         bin_offsets[0] = 0;
-        return FX_PACK_OK;
+        return FX_OK;
     }
     if (strategy == FX_PACK_NF) {
         fxp_nf(lengths, n, capacity, max_items, order, bin_offsets, n_bins);
-        return FX_PACK_OK;
+        return FX_OK;
     }
     if (strategy == FX_PACK_FF)
         return fxp_ff_any(lengths, n, capacity, max_items, hint, NULL, order, bin_offsets, n_bins);
 
     perm = (int64_t *)fxp_alloc(n, sizeof(int64_t), 0);
-    if (perm == NULL) return FX_PACK_ENOMEM;
+    if (perm == NULL) return FX_ENOMEM;
     rc = fxp_sort_desc(lengths, n, minlen, maxlen, perm, order);
     /* order is free until the emit step: it holds the sorted lengths meanwhile */
-    if (rc == FX_PACK_OK) {
+    if (rc == FX_OK) {
         if (strategy == FX_PACK_BFD)
             rc = fxp_bfd(order, n, capacity, max_items, perm, order, bin_offsets, n_bins);
         else

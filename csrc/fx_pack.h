@@ -11,7 +11,7 @@
  * longer than C (allowed only with allow_overlong) is put alone in a new bin, which is then
  * closed (nothing else, not even an empty item, joins it).  This is exactly what Axolotl's
  * numba first-fit does (remaining space goes negative).  Without allow_overlong an item
- * longer than C returns FX_PACK_EOVERLONG and sets *bad_item.
+ * longer than C returns FX_EOVERLONG and sets *bad_item.
  *
  * Strategies (all deterministic; ties are part of the contract, the Python reference in
  * fastaxo/_reference_pack.py implements the same rules):
@@ -32,7 +32,7 @@
  * (negative for a bin holding one over-long item).  Empty items (length 0) fit any bin with
  * remaining >= 0 and room by count.
  *
- * Memory: allocated inside (malloc/realloc, freed before return; FX_PACK_ENOMEM on
+ * Memory: allocated inside (malloc/realloc, freed before return; FX_ENOMEM on
  * failure): BFD 8*(C+1) bytes of stack heads (reserved, touched only where used) + C/8
  * bytes of bitmap + 16 bytes per bin; FFD/FF 18-34 bytes per bin (the 8 newest bins are
  * checked first, older ones through an 8-ary max tree grown by doubling); the decreasing
@@ -50,15 +50,13 @@
 
 #include <stdint.h>
 
+#include "fx_status.h"
+
 enum { FX_PACK_BFD = 0, FX_PACK_FFD = 1, FX_PACK_FF = 2, FX_PACK_NF = 3 };
 
-enum {
-    FX_PACK_OK = 0,
-    FX_PACK_EINVAL = 1,     /* bad argument: n < 0, C < 1, max_items < 1, unknown strategy,
-                               a negative length (*bad_item set), BFD with C too large */
-    FX_PACK_EOVERLONG = 2,  /* an item longer than C without allow_overlong (*bad_item set) */
-    FX_PACK_ENOMEM = 3
-};
+/* Statuses (fx_status.h): FX_OK; FX_EINVAL, a bad argument (n < 0, C < 1, max_items < 1,
+ * an unknown strategy, a negative length (*bad_item set), BFD with C too large);
+ * FX_EOVERLONG, an item longer than C without allow_overlong (*bad_item set); FX_ENOMEM. */
 
 #define FX_PACK_BFD_MAX_CAPACITY ((int64_t)1 << 26)
 
@@ -70,7 +68,7 @@ int fx_pack_assign(const int64_t *lengths, int64_t n, int64_t capacity, int64_t 
  * item k is row index[k], of length lengths[index[k]] (int32, >= 0: the caller checks both
  * that and 0 <= index[k] < the rows of lengths). The bins are exactly fx_pack_assign(FF)'s
  * on the gathered lengths, but order[] receives row ids (index[k]) instead of item
- * positions. An over-long item without allow_overlong stops with FX_PACK_EOVERLONG and
+ * positions. An over-long item without allow_overlong stops with FX_EOVERLONG and
  * *bad_item = its position k.
  * progress: NULL, or a counter a producer on another thread advances while it fills index
  * (csrc/fx_sync.h; fx_randperm_mt19937_progress): index[k] is read only once *progress > k

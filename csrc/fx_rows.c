@@ -104,7 +104,7 @@ static int fx_encode(fx_emit *ctx, const fx_col *c, int64_t i);
 /* Encode elements [a, b) of child `ch` as a list payload (count already written). */
 static int fx_encode_elems(fx_emit *ctx, const fx_col *ch, int64_t a, int64_t b)
 {
-    if (a < 0 || b < a || b > ch->length) return FX_ROW_BAD_OFFSETS;
+    if (a < 0 || b < a || b > ch->length) return FX_EOFFSETS;
     fx_put_u64(ctx, (uint64_t)(b - a));
     if (ch->kind == FX_COL_FIXED) {
         int any_null = 0;
@@ -117,39 +117,39 @@ static int fx_encode_elems(fx_emit *ctx, const fx_col *ch, int64_t a, int64_t b)
             fx_put_byte(ctx, 0x00);
             fx_put(ctx, ch->data + (a + ch->offset) * (int64_t)ch->width,
                    (size_t)((b - a) * (int64_t)ch->width));
-            return FX_ROW_OK;
+            return FX_OK;
         }
     }
     fx_put_byte(ctx, 0x01);
     for (int64_t j = a; j < b; j++) {
         int st = fx_encode(ctx, ch, j);
-        if (st != FX_ROW_OK) return st;
+        if (st != FX_OK) return st;
     }
-    return FX_ROW_OK;
+    return FX_OK;
 }
 
 static int fx_encode(fx_emit *ctx, const fx_col *c, int64_t i)
 {
     if (c->kind == FX_COL_NULL || !fx_is_valid(c, i)) {
         fx_put_byte(ctx, 0x00);
-        return FX_ROW_OK;
+        return FX_OK;
     }
     if (c->kind != FX_COL_DICT) fx_put_byte(ctx, 0x01);
     int64_t p = i + c->offset;
     switch (c->kind) {
     case FX_COL_FIXED:
         fx_put(ctx, c->data + p * (int64_t)c->width, (size_t)c->width);
-        return FX_ROW_OK;
+        return FX_OK;
     case FX_COL_BOOL:
         fx_put_byte(ctx, (uint8_t)((c->data[p >> 3] >> (p & 7)) & 1));
-        return FX_ROW_OK;
+        return FX_OK;
     case FX_COL_BINARY32:
     case FX_COL_BINARY64: {
         int64_t a = fx_read_offset(c, p), b = fx_read_offset(c, p + 1);
-        if (a < 0 || b < a || b > c->data_len) return FX_ROW_BAD_OFFSETS;
+        if (a < 0 || b < a || b > c->data_len) return FX_EOFFSETS;
         fx_put_u64(ctx, (uint64_t)(b - a));
         fx_put(ctx, c->data + a, (size_t)(b - a));
-        return FX_ROW_OK;
+        return FX_OK;
     }
     case FX_COL_LIST32:
     case FX_COL_LIST64:
@@ -161,9 +161,9 @@ static int fx_encode(fx_emit *ctx, const fx_col *c, int64_t i)
     case FX_COL_STRUCT:
         for (int32_t k = 0; k < c->nchildren; k++) {
             int st = fx_encode(ctx, &c->children[k], i);
-            if (st != FX_ROW_OK) return st;
+            if (st != FX_OK) return st;
         }
-        return FX_ROW_OK;
+        return FX_OK;
     case FX_COL_DICT: {
         int64_t idx;
         switch (c->width) {
@@ -172,11 +172,11 @@ static int fx_encode(fx_emit *ctx, const fx_col *c, int64_t i)
         case 4: idx = ((const int32_t *)c->data)[p]; break;
         default: idx = ((const int64_t *)c->data)[p]; break;
         }
-        if (idx < 0 || idx >= c->children[0].length) return FX_ROW_BAD_DICT_INDEX;
+        if (idx < 0 || idx >= c->children[0].length) return FX_EDICT_INDEX;
         return fx_encode(ctx, &c->children[0], idx);
     }
     default:
-        return FX_ROW_BAD_OFFSETS;
+        return FX_EOFFSETS;
     }
 }
 
@@ -188,13 +188,13 @@ int fx_hash_table_row(fx_sha256_compress_fn fn, const fx_col *cols, int32_t ncol
     fx_sha256_init_with(&ctx, fn);
     for (int32_t k = 0; k < ncols; k++) {
         int st = fx_encode(&e, &cols[k], row);
-        if (st != FX_ROW_OK) {
+        if (st != FX_OK) {
             memset(out, 0, 32);
             return st;
         }
     }
     fx_sha256_final(&ctx, out);
-    return FX_ROW_OK;
+    return FX_OK;
 }
 
 /* ------------------------------------------------------------------ flat rows, fast */
@@ -229,7 +229,7 @@ static inline void fx_le64(uint8_t *p, uint64_t v)
     for (int k = 0; k < 8; k++) p[k] = (uint8_t)(v >> (8 * k));
 }
 
-/* FX_ROW_OK, FX_ROW_BAD_OFFSETS, or FX_ROW_FULL when the scratch may not hold the row (the
+/* FX_OK, FX_EOFFSETS, or FX_EFULL when the scratch may not hold the row (the
  * caller then takes the generic path, which accounts exactly). Appends to sb like
  * fx_encode_row_segs. */
 static int fx_encode_flat(const fx_col *cols, int32_t ncols, int64_t row, fx_segbuf *sb)
@@ -237,7 +237,7 @@ static int fx_encode_flat(const fx_col *cols, int32_t ncols, int64_t row, fx_seg
     /* at most two segments and 1 + 9 + FX_COPY_BELOW - 1 scratch bytes per column */
     if (sb->nsegs + 2 * (int64_t)ncols + 1 > sb->cap_segs ||
         sb->nbytes + (int64_t)ncols * (10 + FX_COPY_BELOW) > sb->cap_bytes)
-        return FX_ROW_FULL;
+        return FX_EFULL;
     fx_seg *segs = sb->segs;
     int64_t ns = sb->nsegs;
     uint8_t *w = sb->bytes + sb->nbytes, *run = w;
@@ -254,14 +254,14 @@ static int fx_encode_flat(const fx_col *cols, int32_t ncols, int64_t row, fx_seg
         }
         int64_t a = fx_read_offset(c, p), b = fx_read_offset(c, p + 1);
         if (c->kind == FX_COL_BINARY32 || c->kind == FX_COL_BINARY64) {
-            if (a < 0 || b < a || b > c->data_len) return FX_ROW_BAD_OFFSETS;
+            if (a < 0 || b < a || b > c->data_len) return FX_EOFFSETS;
             fx_le64(w, (uint64_t)(b - a));
             w += 8;
             span = c->data + a;
             len = b - a;
         } else {
             const fx_col *ch = &c->children[0];
-            if (a < 0 || b < a || b > ch->length) return FX_ROW_BAD_OFFSETS;
+            if (a < 0 || b < a || b > ch->length) return FX_EOFFSETS;
             fx_le64(w, (uint64_t)(b - a));
             w[8] = 0x00;
             w += 9;
@@ -288,7 +288,7 @@ static int fx_encode_flat(const fx_col *cols, int32_t ncols, int64_t row, fx_seg
     sb->row_first_seg = sb->nsegs;
     sb->nsegs = ns;
     sb->nbytes = w - sb->bytes;
-    return FX_ROW_OK;
+    return FX_OK;
 }
 
 int fx_encode_row_segs(const fx_col *cols, int32_t ncols, int64_t row, fx_segbuf *sb)
@@ -298,21 +298,21 @@ int fx_encode_row_segs(const fx_col *cols, int32_t ncols, int64_t row, fx_segbuf
     for (k = 0; k < ncols && fx_col_flat(&cols[k]); k++) {}
     if (k == ncols) {
         int st = fx_encode_flat(cols, ncols, row, sb);
-        if (st != FX_ROW_FULL) return st;
+        if (st != FX_EFULL) return st;
     }
     fx_emit e = {NULL, sb};
     sb->row_first_seg = nsegs0;
     sb->full = 0;
     for (int32_t k = 0; k < ncols; k++) {
         int st = fx_encode(&e, &cols[k], row);
-        if (st != FX_ROW_OK || sb->full) {
+        if (st != FX_OK || sb->full) {
             sb->nsegs = nsegs0;   /* drop this row's partial segments */
             sb->nbytes = nbytes0;
             sb->full = 0;
-            return st != FX_ROW_OK ? st : FX_ROW_FULL;
+            return st != FX_OK ? st : FX_EFULL;
         }
     }
-    return FX_ROW_OK;
+    return FX_OK;
 }
 
 static void fx_flush_rows(int impl, fx_segbuf *sb, int64_t *starts, int64_t k, uint8_t *out)
@@ -332,24 +332,24 @@ int64_t fx_hash_table_rows(int impl, const fx_col *cols, int32_t ncols, int64_t 
     starts[0] = 0;
     for (int64_t r = first; r < first + m; r++) {
         int st = fx_encode_row_segs(cols, ncols, r, sb);
-        if (st == FX_ROW_FULL && k > 0) {
+        if (st == FX_EFULL && k > 0) {
             fx_flush_rows(impl, sb, starts, k, out + (pend - first) * 32);
             pend = r;
             k = 0;
             st = fx_encode_row_segs(cols, ncols, r, sb);
         }
-        if (st == FX_ROW_OK) {
+        if (st == FX_OK) {
             starts[++k] = sb->nsegs;
             continue;
         }
         fx_flush_rows(impl, sb, starts, k, out + (pend - first) * 32);
         uint8_t *o = out + (r - first) * 32;
-        if (st == FX_ROW_FULL) {
+        if (st == FX_EFULL) {
             st = fx_hash_table_row(fx_sha256_compress_for(impl), cols, ncols, r, o);
         } else {
             memset(o, 0, 32);
         }
-        nbad += st != FX_ROW_OK;
+        nbad += st != FX_OK;
         pend = r + 1;
         k = 0;
     }

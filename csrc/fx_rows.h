@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "fx_status.h"
 #include "fx_sha256.h"
 
 /* Column kinds of the canonical encoding (see ARCHITECTURE.md, "row encoding"). */
@@ -26,12 +28,9 @@ enum {
     FX_COL_DICT = 9       /* dictionary: `width`-byte signed indices into child 0        */
 };
 
-/* Status codes of a row, written per row by the parallel loop. */
-enum {
-    FX_ROW_OK = 0,
-    FX_ROW_BAD_OFFSETS = 1,   /* offsets decrease or point outside the values */
-    FX_ROW_BAD_DICT_INDEX = 2 /* dictionary index out of range                */
-};
+/* A row's status, written per row by the parallel loop (fx_status.h): FX_OK, FX_EOFFSETS
+ * (offsets decrease or point outside the values), FX_EDICT_INDEX (a dictionary index out of
+ * range); the row set adds FX_ENOMEM (its scratch could not grow). */
 
 typedef struct fx_col {
     int32_t kind;
@@ -59,12 +58,10 @@ int fx_hash_table_row(fx_sha256_compress_fn fn, const fx_col *cols, int32_t ncol
  * A segment buffer is caller-owned scratch (one per thread, allocated before the
  * parallel loop): small pieces (headers, short values) are copied into `bytes` and
  * coalesced; long value spans are referenced in place, never copied.  Capacities are
- * fixed: when a row does not fit, fx_encode_row_segs returns FX_ROW_FULL and leaves
+ * fixed: when a row does not fit, fx_encode_row_segs returns FX_EFULL and leaves
  * the buffer as it was before that row, so the caller can flush and retry, or hash that
  * row with fx_hash_table_row.
  */
-#define FX_ROW_FULL 100
-
 typedef struct {
     fx_seg *segs;
     int64_t nsegs, cap_segs;

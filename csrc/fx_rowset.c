@@ -30,7 +30,7 @@ int fx_segbuf_alloc(fx_segbuf *sb, int64_t cap_segs, int64_t cap_bytes)
     sb->bytes = (uint8_t *)malloc((size_t)cap_bytes);
     if (sb->segs == NULL || sb->bytes == NULL) {
         fx_segbuf_release(sb);
-        return FX_ROWSET_NOMEM;
+        return FX_ENOMEM;
     }
     sb->cap_segs = cap_segs;
     sb->cap_bytes = cap_bytes;
@@ -63,15 +63,15 @@ int fx_tab_encode(const fx_tab *t, int64_t row, fx_segbuf *sb)
         sb->nsegs = 0;
         sb->nbytes = 0;
         int st = fx_encode_row_segs(cols, t->ncols, local, sb);
-        if (st != FX_ROW_FULL) return st;
+        if (st != FX_EFULL) return st;
         /* Grow both (a row that overflows one usually needs more of the other too). */
         int64_t ns = sb->cap_segs * 4, nb = sb->cap_bytes * 4;
         fx_seg *segs = (fx_seg *)realloc(sb->segs, (size_t)ns * sizeof(fx_seg));
-        if (segs == NULL) return FX_ROWSET_NOMEM;
+        if (segs == NULL) return FX_ENOMEM;
         sb->segs = segs;
         sb->cap_segs = ns;
         uint8_t *bytes = (uint8_t *)realloc(sb->bytes, (size_t)nb);
-        if (bytes == NULL) return FX_ROWSET_NOMEM;
+        if (bytes == NULL) return FX_ENOMEM;
         sb->bytes = bytes;
         sb->cap_bytes = nb;
     }
@@ -184,7 +184,7 @@ int64_t fx_tab_keys(const fx_tab *t, const int64_t *rows, int64_t m, fx_segbuf *
         for (int64_t g = 0; g < gm; g++) {
             int st = fx_tab_encode(t, rows[g0 + g], &sbs[g]);
             status[g0 + g] = (uint8_t)st;
-            if (st != FX_ROW_OK) {
+            if (st != FX_OK) {
                 nbad++;
                 continue;
             }
@@ -192,7 +192,7 @@ int64_t fx_tab_keys(const fx_tab *t, const int64_t *rows, int64_t m, fx_segbuf *
             if (len > FX_KEY_WINDOWS * FX_KEY_WIDTH) fx_segs_prefetch_windows(&sbs[g], len);
         }
         for (int64_t g = 0; g < gm; g++) {
-            if (status[g0 + g] == FX_ROW_OK) keys[g0 + g] = fx_segs_key(&sbs[g]);
+            if (status[g0 + g] == FX_OK) keys[g0 + g] = fx_segs_key(&sbs[g]);
         }
     }
     return nbad;
@@ -241,9 +241,9 @@ int64_t fx_rowset_compare(const fx_rowset *s, const fx_tab *const *srcs, const f
             int64_t e = cand[i];
             if (e < 0) continue;
             int st = fx_tab_encode(t, rows[i], &a[gm]);
-            if (st == FX_ROW_OK) st = fx_tab_encode(srcs[s->src[e]], s->row[e], &b[gm]);
+            if (st == FX_OK) st = fx_tab_encode(srcs[s->src[e]], s->row[e], &b[gm]);
             status[i] = (uint8_t)st;
-            if (st != FX_ROW_OK) {
+            if (st != FX_OK) {
                 nbad++;
                 continue;
             }
@@ -311,7 +311,7 @@ static void *fx_zgrow(void *p, size_t old, size_t bytes)
 
 #define FX_ZGROW(ptr, type, oldn, n) do { \
         type *p_ = (type *)fx_zgrow((ptr), (size_t)(oldn) * sizeof(type), (size_t)(n) * sizeof(type)); \
-        if (p_ == NULL) return FX_ROWSET_NOMEM; \
+        if (p_ == NULL) return FX_ENOMEM; \
         (ptr) = p_; \
     } while (0)
 
@@ -343,7 +343,7 @@ size_t fx_rowset_nbytes(const fx_rowset *s)
 
 #define FX_GROW(ptr, type, n) do { \
         type *p_ = (type *)realloc((ptr), (size_t)(n) * sizeof(type)); \
-        if (p_ == NULL) return FX_ROWSET_NOMEM; \
+        if (p_ == NULL) return FX_ENOMEM; \
         (ptr) = p_; \
     } while (0)
 
@@ -370,7 +370,7 @@ static int fx_entries_reserve(fx_rowset *s, int64_t need)
 static int fx_extras(fx_rowset *s)
 {
     if (s->next != NULL) return 0;
-    if (s->cap == 0 && fx_entries_reserve(s, 1)) return FX_ROWSET_NOMEM;
+    if (s->cap == 0 && fx_entries_reserve(s, 1)) return FX_ENOMEM;
     size_t cap = (size_t)s->cap;   /* the chain arrays always have the entries' capacity */
     s->digest = (uint64_t *)fx_zalloc(cap * sizeof(uint64_t));
     s->flags = (uint8_t *)fx_zalloc(cap);
@@ -379,7 +379,7 @@ static int fx_extras(fx_rowset *s)
         fx_zfree(s->digest, cap * sizeof(uint64_t)); fx_zfree(s->flags, cap);
         fx_zfree(s->next, cap * sizeof(int64_t));
         s->digest = NULL; s->flags = NULL; s->next = NULL;
-        return FX_ROWSET_NOMEM;
+        return FX_ENOMEM;
     }
     return 0;
 }
@@ -395,7 +395,7 @@ static int fx_table_resize(uint64_t **keys, int64_t **heads, uint64_t *mask, int
     if (nk == NULL || nh == NULL) {
         free(nk);
         free(nh);
-        return FX_ROWSET_NOMEM;
+        return FX_ENOMEM;
     }
     for (uint64_t i = 0; i < size; i++) nh[i] = -1;
     if (*mask) {
@@ -438,7 +438,7 @@ static int fx_ktable_resize(fx_rowset *s, int64_t need)
     while ((double)size * 0.8 < (double)need) size *= 2;   /* load <= 0.8: 8 slots a line */
     if (s->kmask && size <= s->kmask + 1) return 0;
     uint64_t *nk = (uint64_t *)fx_zalloc(size * sizeof(uint64_t));  /* zero, untouched */
-    if (nk == NULL) return FX_ROWSET_NOMEM;
+    if (nk == NULL) return FX_ENOMEM;
     if (s->kmask) {
         for (uint64_t i = 0; i <= s->kmask; i++) {
             uint64_t v = s->kslot[i];
@@ -470,7 +470,7 @@ static inline int64_t fx_kslot_head(uint64_t v) { return (int64_t)(v & 0xfffffff
 int fx_rowset_reserve(fx_rowset *s, int64_t extra)
 {
     if (extra < 0 || s->count + extra > FX_ROWSET_MAX_ENTRIES) return -1;
-    if (fx_entries_reserve(s, s->count + extra)) return FX_ROWSET_NOMEM;
+    if (fx_entries_reserve(s, s->count + extra)) return FX_ENOMEM;
     return fx_ktable_resize(s, s->kcount + extra);
 }
 
@@ -508,7 +508,7 @@ int64_t fx_rowset_head(fx_rowset *s, uint64_t key, int32_t src, int64_t row, int
 /* Add entry e (digest already set) to the digest table, at the end of its chain. */
 static int fx_digest_insert(fx_rowset *s, int64_t e)
 {
-    if (fx_table_resize(&s->dslot_key, &s->dslot_head, &s->dmask, s->dcount + 1)) return FX_ROWSET_NOMEM;
+    if (fx_table_resize(&s->dslot_key, &s->dslot_head, &s->dmask, s->dcount + 1)) return FX_ENOMEM;
     uint64_t j = fx_table_find(s->dslot_key, s->dslot_head, s->dmask, s->digest[e]);
     s->next[e] = 0;
     if (s->dslot_head[j] < 0) {
@@ -534,7 +534,7 @@ int64_t fx_rowset_resolve(fx_rowset *s, const fx_tab *const *srcs, uint64_t key,
         int64_t last = head, len = 1;
         for (int64_t e = s->next[head] - 1; e >= 0; e = s->next[e] - 1) {
             int st = fx_tab_encode(srcs[s->src[e]], s->row[e], other);
-            if (st != FX_ROW_OK) return st == FX_ROWSET_NOMEM ? -2 : -3;
+            if (st != FX_OK) return st == FX_ENOMEM ? -2 : -3;
             s->compares++;
             if (fx_segs_equal(mine, other)) return e;
             last = e;
@@ -549,7 +549,7 @@ int64_t fx_rowset_resolve(fx_rowset *s, const fx_tab *const *srcs, uint64_t key,
         for (int64_t e = head; e >= 0 && m < FX_ROWSET_HOT + 1; e = s->next[e] - 1) chain[m++] = e;
         for (int64_t i = 0; i < m; i++) {
             int st = fx_tab_encode(srcs[s->src[chain[i]]], s->row[chain[i]], other);
-            if (st != FX_ROW_OK) return st == FX_ROWSET_NOMEM ? -2 : -3;
+            if (st != FX_OK) return st == FX_ENOMEM ? -2 : -3;
             s->digest[chain[i]] = fx_segs_digest64(other, fn);
         }
         for (int64_t i = 0; i < m; i++) {
@@ -564,7 +564,7 @@ int64_t fx_rowset_resolve(fx_rowset *s, const fx_tab *const *srcs, uint64_t key,
         uint64_t k = fx_table_find(s->dslot_key, s->dslot_head, s->dmask, d);
         for (int64_t e = s->dslot_head[k]; e >= 0; e = s->next[e] - 1) {
             int st = fx_tab_encode(srcs[s->src[e]], s->row[e], other);
-            if (st != FX_ROW_OK) return st == FX_ROWSET_NOMEM ? -2 : -3;
+            if (st != FX_OK) return st == FX_ENOMEM ? -2 : -3;
             s->compares++;
             if (fx_segs_equal(mine, other)) return e;
         }

@@ -28,7 +28,6 @@
 #include <stdint.h>
 #include "fx_rows.h"
 
-#define FX_ROWSET_NOMEM 101   /* a row status: scratch could not grow          */
 #define FX_ROWSET_HOT 16      /* chain length at which a key turns hot          */
 #define FX_ROWSET_MAX_ENTRIES 2147483646   /* head entries are stored in 32 bits */
 
@@ -46,8 +45,8 @@ int fx_segbuf_alloc(fx_segbuf *sb, int64_t cap_segs, int64_t cap_bytes);
 void fx_segbuf_release(fx_segbuf *sb);
 
 /* Encode row `row` (0 <= row < t->starts[nchunks]) into sb, replacing what it
- * held; grows sb when the row needs more.  FX_ROW_OK, FX_ROW_BAD_*, or
- * FX_ROWSET_NOMEM. */
+ * held; grows sb when the row needs more.  FX_OK, FX_ROW_BAD_*, or
+ * FX_ENOMEM. */
 int fx_tab_encode(const fx_tab *t, int64_t row, fx_segbuf *sb);
 
 /* The key of an encoded row: its length and FX_KEY_WINDOWS sampled windows. */
@@ -84,12 +83,12 @@ typedef struct {
 
 void fx_rowset_init(fx_rowset *s);
 void fx_rowset_free(fx_rowset *s);
-/* Room for `extra` more entries: 0, FX_ROWSET_NOMEM, or -1 past FX_ROWSET_MAX_ENTRIES. */
+/* Room for `extra` more entries: 0, FX_ENOMEM, or -1 past FX_ROWSET_MAX_ENTRIES. */
 int fx_rowset_reserve(fx_rowset *s, int64_t extra);
 size_t fx_rowset_nbytes(const fx_rowset *s);
 
 /* For each i with cand[i] >= 0: compare row rows[i] of t with entry cand[i]; status[i] =
- * FX_ROW_OK if equal, 255 if not, else the bad row's FX_ROW_* (counted in the result).
+ * FX_OK if equal, 255 if not, else the bad row's FX_ROW_* (counted in the result).
  * `sbs` is 2 * FX_KEY_GROUP scratch buffers.  Read-only on the set: threads may share it. */
 int64_t fx_rowset_compare(const fx_rowset *s, const fx_tab *const *srcs, const fx_tab *t,
                           const int64_t *rows, const int64_t *cand, int64_t m, fx_segbuf *sbs,

@@ -34,14 +34,14 @@ static void fx_seen_place(uint32_t *table, uint64_t mask, const uint8_t *d, uint
 int fx_seen_reserve(fx_seen *s, int64_t extra)
 {
     int64_t need = s->count + extra;
-    if (extra < 0 || need > FX_SEEN_MAX) return FX_SEEN_FULL;
+    if (extra < 0 || need > FX_SEEN_MAX) return FX_EFULL;
     /* table: capacity with need <= 3/4 * size */
     uint64_t size = s->mask ? s->mask + 1 : 0;
     if ((uint64_t)need * 4 > size * 3) {
         uint64_t nsize = size ? size : 1024;
         while ((uint64_t)need * 4 > nsize * 3) nsize <<= 1;
         uint32_t *nt = (uint32_t *)calloc(nsize, sizeof(uint32_t));
-        if (nt == NULL) return FX_SEEN_NOMEM;
+        if (nt == NULL) return FX_ENOMEM;
         for (int64_t k = 0; k < s->count; k++)
             fx_seen_place(nt, nsize - 1, fx_seen_get(s, k), (uint32_t)(k + 1));
         free(s->table);
@@ -54,11 +54,11 @@ int fx_seen_reserve(fx_seen *s, int64_t extra)
         int64_t ncap = s->chunks_cap ? s->chunks_cap : 16;
         while (ncap < nchunks) ncap *= 2;
         uint8_t **nc = (uint8_t **)realloc(s->chunks, (size_t)ncap * sizeof(uint8_t *));
-        if (nc == NULL) return FX_SEEN_NOMEM;
+        if (nc == NULL) return FX_ENOMEM;
         s->chunks = nc;
         s->chunks_cap = ncap;
     }
-    return FX_SEEN_OK;
+    return FX_OK;
 }
 
 int64_t fx_seen_find(const fx_seen *s, const uint8_t d[32])
@@ -76,7 +76,7 @@ int64_t fx_seen_find(const fx_seen *s, const uint8_t d[32])
 int fx_seen_insert_many(fx_seen *s, const uint8_t *digests, int64_t n, uint8_t *is_new)
 {
     int st = fx_seen_reserve(s, n);
-    if (st != FX_SEEN_OK) return st;
+    if (st != FX_OK) return st;
     for (int64_t i = 0; i < n; i++) {
         const uint8_t *d = digests + (size_t)i * 32;
         uint64_t pos = fx_seen_hash(d) & s->mask;
@@ -92,7 +92,7 @@ int fx_seen_insert_many(fx_seen *s, const uint8_t *digests, int64_t n, uint8_t *
         int64_t c = k >> FX_SEEN_CHUNK_SHIFT;
         if (c == s->nchunks) {
             uint8_t *chunk = (uint8_t *)malloc((size_t)FX_SEEN_CHUNK * 32);
-            if (chunk == NULL) return FX_SEEN_NOMEM;  /* rows before i are inserted and flagged */
+            if (chunk == NULL) return FX_ENOMEM;  /* rows before i are inserted and flagged */
             s->chunks[c] = chunk;
             s->nchunks++;
         }
@@ -101,7 +101,7 @@ int fx_seen_insert_many(fx_seen *s, const uint8_t *digests, int64_t n, uint8_t *
         s->count = k + 1;
         is_new[i] = 1;
     }
-    return FX_SEEN_OK;
+    return FX_OK;
 }
 
 size_t fx_seen_nbytes(const fx_seen *s)

@@ -12,11 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fx_status.h"
+
 #define FX_SEEN_CHUNK_SHIFT 15                       /* 32768 digests = 1 MiB per chunk */
 #define FX_SEEN_CHUNK (1 << FX_SEEN_CHUNK_SHIFT)
 #define FX_SEEN_MAX ((int64_t)0xFFFFFFFEu)           /* slots hold index + 1 in uint32  */
 
-enum { FX_SEEN_OK = 0, FX_SEEN_NOMEM = 1, FX_SEEN_FULL = 2 };
+/* Statuses: fx_status.h (FX_OK, FX_ENOMEM, FX_EFULL past FX_SEEN_MAX). */
 
 typedef struct {
     uint8_t **chunks;

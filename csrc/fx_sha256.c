@@ -209,7 +209,7 @@ int fx_sha256_impl_parse(const char *name, int *impl)
     };
     size_t i;
     if (!name)
-        return FX_ERR_INVALID;
+        return FX_EINVAL;
     for (i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++) {
         if (fx_streq_nocase(name, aliases[i].name)) {
             if (impl)
@@ -217,7 +217,7 @@ int fx_sha256_impl_parse(const char *name, int *impl)
             return FX_OK;
         }
     }
-    return FX_ERR_INVALID;
+    return FX_EINVAL;
 }
 
 int fx_sha256_impl_from_name(const char *name)
@@ -456,7 +456,7 @@ static int fx_selftest_fn(fx_sha256_compress_fn fn, int crosscheck)
             bad |= memcmp(s1, s2, sizeof(s1)) != 0;
         }
     }
-    return bad ? FX_ERR_SELFTEST : FX_OK;
+    return bad ? FX_ESELFTEST : FX_OK;
 }
 
 /* The lane kernels of impl (fx_sha256_many_*) against portable oneshot:
@@ -492,7 +492,7 @@ static int fx_selftest_many(int impl)
         bad |= memcmp(out[0][i], ref, 32) != 0;
         bad |= memcmp(out[1][i], ref, 32) != 0;
     }
-    return bad ? FX_ERR_SELFTEST : FX_OK;
+    return bad ? FX_ESELFTEST : FX_OK;
 }
 
 int fx_sha256_selftest(int impl)
@@ -501,9 +501,9 @@ int fx_sha256_selftest(int impl)
     if (impl == FX_SHA256_AUTO)
         impl = fx_sha256_current();
     if (!fx_valid_impl(impl))
-        return FX_ERR_INVALID;
+        return FX_EINVAL;
     if (!fx_sha256_impl_supported(impl))
-        return FX_ERR_UNSUPPORTED;
+        return FX_EUNSUPPORTED;
     rc = fx_selftest_fn(fx_compiled_fn(impl), impl != FX_SHA256_PORTABLE);
     if (rc == FX_OK && impl != FX_SHA256_PORTABLE)
         rc = fx_selftest_many(impl);
@@ -531,11 +531,11 @@ int fx_sha256_select(int impl)
         return rc;
     }
     if (!fx_valid_impl(impl))
-        return FX_ERR_INVALID;
+        return FX_EINVAL;
     if (!fx_sha256_impl_supported(impl))
-        return FX_ERR_UNSUPPORTED;
+        return FX_EUNSUPPORTED;
     if (fx_sha256_selftest(impl) != FX_OK)
-        return FX_ERR_SELFTEST;
+        return FX_ESELFTEST;
     FX_ATOMIC_STORE(&fx_g_current, impl + 1);
     return FX_OK;
 }

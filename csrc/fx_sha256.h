@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fx_status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -37,7 +39,7 @@ enum {
     FX_SHA256_NIMPL = 3
 };
 
-enum { FX_OK = 0, FX_ERR_UNSUPPORTED = 1, FX_ERR_SELFTEST = 2, FX_ERR_INVALID = 3 };
+/* Statuses: fx_status.h (FX_OK, FX_EUNSUPPORTED, FX_ESELFTEST, FX_EINVAL). */
 
 enum { FX_SHA256_DIGEST_SIZE = 32, FX_SHA256_BLOCK_SIZE = 64 };
 
@@ -64,17 +66,17 @@ const char *fx_sha256_impl_name(int impl);
  * Unknown / NULL -> -1.  NOTE: -1 == FX_SHA256_AUTO, so use
  * fx_sha256_impl_parse() when "unknown" must be told apart from "auto". */
 int fx_sha256_impl_from_name(const char *name);
-/* Like fx_sha256_impl_from_name but returns FX_OK (and *impl) or FX_ERR_INVALID. */
+/* Like fx_sha256_impl_from_name but returns FX_OK (and *impl) or FX_EINVAL. */
 int fx_sha256_impl_parse(const char *name, int *impl);
 
 /* Known-answer test of that path (plus cross-check against the portable path
- * for the accelerated ones): FX_OK / FX_ERR_SELFTEST / FX_ERR_UNSUPPORTED
- * (FX_ERR_INVALID for an out-of-range id; AUTO tests the current impl). */
+ * for the accelerated ones): FX_OK / FX_ESELFTEST / FX_EUNSUPPORTED
+ * (FX_EINVAL for an out-of-range id; AUTO tests the current impl). */
 int fx_sha256_selftest(int impl);
 /* AUTO: the best supported impl that passes its selftest, falling back to
- * portable (returns FX_OK, or FX_ERR_SELFTEST if even portable fails, in which
- * case portable is still selected).  Explicit impl: FX_ERR_INVALID for a bad
- * id, FX_ERR_UNSUPPORTED if not supported, FX_ERR_SELFTEST if it fails; on any
+ * portable (returns FX_OK, or FX_ESELFTEST if even portable fails, in which
+ * case portable is still selected).  Explicit impl: FX_EINVAL for a bad
+ * id, FX_EUNSUPPORTED if not supported, FX_ESELFTEST if it fails; on any
  * error the current selection is left unchanged.  Sets the process-global
  * current impl. */
 int fx_sha256_select(int impl);

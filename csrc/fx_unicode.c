@@ -158,18 +158,18 @@ static int grow(void **p, size_t *cap, size_t need, size_t size)
     size_t c;
     void *q;
     if (need <= *cap)
-        return FX_UNI_OK;
+        return FX_OK;
     c = *cap < 64 ? 64 : *cap;
     while (c < need)
         c = c > SIZE_MAX / 2 ? need : c * 2;
     if (c > SIZE_MAX / size)
-        return FX_UNI_ENOMEM;
+        return FX_ENOMEM;
     q = realloc(*p, c * size);
     if (!q)
-        return FX_UNI_ENOMEM;
+        return FX_ENOMEM;
     *p = q;
     *cap = c;
-    return FX_UNI_OK;
+    return FX_OK;
 }
 
 /* The caller's output buffers. */
@@ -185,19 +185,19 @@ static int reserve(sink *k, size_t extra)
     size_t need;
     void *p;
     if (extra > SIZE_MAX - *k->len)
-        return FX_UNI_ENOMEM;
+        return FX_ENOMEM;
     need = *k->len + extra;
     p = *k->out;
     if (grow(&p, k->cap, need, 1))
-        return FX_UNI_ENOMEM;
+        return FX_ENOMEM;
     *k->out = (uint8_t *)p;
     if (k->src) {
         p = *k->src;
         if (grow(&p, k->src_cap, need, sizeof(int64_t)))
-            return FX_UNI_ENOMEM;
+            return FX_ENOMEM;
         *k->src = (int64_t *)p;
     }
-    return FX_UNI_OK;
+    return FX_OK;
 }
 
 /* Appends s[a..b) unchanged. */
@@ -205,9 +205,9 @@ static int emit_copy(sink *k, const uint8_t *s, size_t a, size_t b)
 {
     size_t i;
     if (a == b)
-        return FX_UNI_OK;
+        return FX_OK;
     if (reserve(k, b - a))
-        return FX_UNI_ENOMEM;
+        return FX_ENOMEM;
     memcpy(*k->out + *k->len, s + a, b - a);
     if (k->src) {
         int64_t *d = *k->src + *k->len, at = (int64_t)a;
@@ -218,7 +218,7 @@ static int emit_copy(sink *k, const uint8_t *s, size_t a, size_t b)
         }
     }
     *k->len += b - a;
-    return FX_UNI_OK;
+    return FX_OK;
 }
 
 /* A segment being normalized: code points, their NFC bytes and their changes, and room for
@@ -255,22 +255,22 @@ static int work_reserve(work *w, size_t extra)
     size_t need = w->n + extra, c1 = w->cap, c2 = w->cap, c3 = w->cap;
     void *p;
     if (need <= w->cap)
-        return FX_UNI_OK;
+        return FX_OK;
     /* the three arrays grow in step: grow each from the common capacity */
     p = w->cp;
     if (grow(&p, &c1, need, sizeof(uint32_t)))
-        return FX_UNI_ENOMEM;
+        return FX_ENOMEM;
     w->cp = (uint32_t *)p;
     p = w->nb;
     if (grow(&p, &c2, need, 1))
-        return FX_UNI_ENOMEM;
+        return FX_ENOMEM;
     w->nb = (uint8_t *)p;
     p = w->chg;
     if (grow(&p, &c3, need, sizeof(int32_t)))
-        return FX_UNI_ENOMEM;
+        return FX_ENOMEM;
     w->chg = (int32_t *)p;
     w->cap = c1;  /* grow() picks the same capacity for the same inputs */
-    return FX_UNI_OK;
+    return FX_OK;
 }
 
 static inline void push(work *w, uint32_t c)
@@ -347,7 +347,7 @@ static int sort_run(work *w, size_t a, size_t b)
     for (i = a + 1; i < b && w->nb[i - 1] >> 2 <= w->nb[i] >> 2; i++)
         ;
     if (i == b)
-        return FX_UNI_OK;  /* already in order: the usual case */
+        return FX_OK;  /* already in order: the usual case */
     if (b - a <= SHORT_RUN) {
         for (i = a + 1; i < b; i++) {
             uint32_t c = w->cp[i];
@@ -362,21 +362,21 @@ static int sort_run(work *w, size_t a, size_t b)
             w->nb[j] = v;
             w->chg[j] = chg;
         }
-        return FX_UNI_OK;
+        return FX_OK;
     }
     if (b - a > w->tcap) {
         size_t c1 = w->tcap, c2 = w->tcap, c3 = w->tcap;
         void *p = w->tcp;
         if (grow(&p, &c1, b - a, sizeof(uint32_t)))
-            return FX_UNI_ENOMEM;
+            return FX_ENOMEM;
         w->tcp = (uint32_t *)p;
         p = w->tnb;
         if (grow(&p, &c2, b - a, 1))
-            return FX_UNI_ENOMEM;
+            return FX_ENOMEM;
         w->tnb = (uint8_t *)p;
         p = w->tchg;
         if (grow(&p, &c3, b - a, sizeof(int32_t)))
-            return FX_UNI_ENOMEM;
+            return FX_ENOMEM;
         w->tchg = (int32_t *)p;
         w->tcap = c1;
     }
@@ -396,7 +396,7 @@ static int sort_run(work *w, size_t a, size_t b)
     memcpy(w->cp + a, w->tcp, (b - a) * sizeof(uint32_t));
     memcpy(w->nb + a, w->tnb, b - a);
     memcpy(w->chg + a, w->tchg, (b - a) * sizeof(int32_t));
-    return FX_UNI_OK;
+    return FX_OK;
 }
 
 /* Canonical composition of w in place (UAX #15, D117): each code point that may compose
@@ -439,7 +439,7 @@ static int emit_nfc(sink *k, work *w, const uint8_t *s, size_t a, size_t b)
     while (i < b) {
         uint32_t c = utf8_decode(s, b, i, &len);
         if (work_reserve(w, FX_UC_DECOMP_MAX))
-            return FX_UNI_ENOMEM;
+            return FX_ENOMEM;
         start = w->n;
         decompose(w, c);
         w->chg[start] = 0;
@@ -451,11 +451,11 @@ static int emit_nfc(sink *k, work *w, const uint8_t *s, size_t a, size_t b)
         for (start = i; start < w->n && NB_RANK(w->nb[start]) != 0; start++)
             ;
         if (start - i > 1 && sort_run(w, i, start))
-            return FX_UNI_ENOMEM;
+            return FX_ENOMEM;
     }
     compose_all(w);
     if (w->n > SIZE_MAX / 4 || reserve(k, w->n * 4))
-        return FX_UNI_ENOMEM;
+        return FX_ENOMEM;
     o = *k->out + *k->len;
     d = k->src ? *k->src + *k->len : NULL;
     /* HF's transform walk: pos runs over the input code points in order; an output code point
@@ -486,7 +486,7 @@ static int emit_nfc(sink *k, work *w, const uint8_t *s, size_t a, size_t b)
             *d++ = (int64_t)at;
     }
     *k->len = (size_t)(o - *k->out);
-    return FX_UNI_OK;
+    return FX_OK;
 }
 
 int fx_nfc(const uint8_t *s, size_t n, uint8_t **out, size_t *out_len, size_t *out_cap,

@@ -22,13 +22,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fx_status.h"
+
 #include "fx_unicode_tables.h"
 
 /* Class bits of fx_uclass. L, N, WS and M exclude each other; CRLF comes with WS; W (\w:
  * Alphabetic, M, Nd, Pc, Join_Control) overlaps L, N and M. */
 enum { FX_UC_L = 1, FX_UC_N = 2, FX_UC_WS = 4, FX_UC_M = 8, FX_UC_CRLF = 16, FX_UC_W = 32 };
 
-enum { FX_UNI_OK = 0, FX_UNI_ENOMEM = 1 };
+/* Statuses: fx_status.h (FX_OK, FX_ENOMEM). */
 
 /* The class bits of code point cp: 0 for unassigned code points, surrogates, > 0x10FFFF. */
 static inline unsigned fx_uclass(uint32_t cp)
@@ -63,7 +65,7 @@ int fx_nfc_is_quick(const uint8_t *s, size_t n);
  * the first input code point it consumes, and marks canonical reordering moved to positions,
  * not to their sources (HF's convention, kept for exact offsets). The offsets never decrease.
  *
- * Returns FX_UNI_OK, or FX_UNI_ENOMEM when a buffer could not grow (the outputs are then
+ * Returns FX_OK, or FX_ENOMEM when a buffer could not grow (the outputs are then
  * incomplete). Time is linear in n, however long a run of combining marks is. */
 int fx_nfc(const uint8_t *s, size_t n, uint8_t **out, size_t *out_len, size_t *out_cap,
            int64_t **src_of, size_t *src_cap);

@@ -1,9 +1,13 @@
 # All C declarations of csrc/, in one place.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
+cdef extern from "fx_status.h" nogil:
+    int FX_OK, FX_EINVAL, FX_ENOMEM, FX_EBIG, FX_EUTF8, FX_ESURROGATE, FX_EOVERLONG, FX_EFULL
+    int FX_EUNSUPPORTED, FX_ESELFTEST, FX_EOFFSETS, FX_EDICT_INDEX, FX_NSTATUS
+    const char *fx_status_name(int status)
+
 cdef extern from "fx_sha256.h" nogil:
     int FX_SHA256_AUTO, FX_SHA256_PORTABLE, FX_SHA256_SHANI, FX_SHA256_ARMV8, FX_SHA256_NIMPL
-    int FX_OK, FX_ERR_UNSUPPORTED, FX_ERR_SELFTEST, FX_ERR_INVALID
     ctypedef void (*fx_sha256_compress_fn)(uint32_t *state, const uint8_t *blocks, size_t nblocks)
     ctypedef struct fx_sha256_ctx:
         pass
@@ -33,7 +37,6 @@ cdef extern from "fx_sha256.h" nogil:
 cdef extern from "fx_rows.h" nogil:
     int FX_COL_NULL, FX_COL_FIXED, FX_COL_BOOL, FX_COL_BINARY32, FX_COL_BINARY64
     int FX_COL_LIST32, FX_COL_LIST64, FX_COL_FIXED_LIST, FX_COL_STRUCT, FX_COL_DICT
-    int FX_ROW_OK, FX_ROW_BAD_OFFSETS, FX_ROW_BAD_DICT_INDEX
     ctypedef struct fx_col:
         int32_t kind
         int32_t width
@@ -60,7 +63,6 @@ cdef extern from "fx_rows.h" nogil:
                                int64_t m, fx_segbuf *sb, int64_t *starts, uint8_t *out)
 
 cdef extern from "fx_seen.h" nogil:
-    int FX_SEEN_OK, FX_SEEN_NOMEM, FX_SEEN_FULL
     int64_t FX_SEEN_MAX
     ctypedef struct fx_seen:
         int64_t count
@@ -74,7 +76,6 @@ cdef extern from "fx_seen.h" nogil:
 
 cdef extern from "fx_pack.h" nogil:
     int FX_PACK_BFD, FX_PACK_FFD, FX_PACK_FF, FX_PACK_NF
-    int FX_PACK_OK, FX_PACK_EINVAL, FX_PACK_EOVERLONG, FX_PACK_ENOMEM
     int64_t FX_PACK_BFD_MAX_CAPACITY
     int fx_pack_assign(const int64_t *lengths, int64_t n, int64_t capacity, int64_t max_items,
                        int strategy, int allow_overlong,
@@ -105,7 +106,7 @@ cdef extern from "fx_json.h" nogil:
     int64_t fx_json_too_deep(const uint8_t *p, int64_t n, int64_t limit)
 
 cdef extern from "fx_rowset.h" nogil:
-    int FX_ROWSET_NOMEM, FX_ROWSET_HOT, FX_KEY_GROUP
+    int FX_ROWSET_HOT, FX_KEY_GROUP
     int64_t FX_ROWSET_MAX_ENTRIES
     ctypedef struct fx_tab:
         int32_t ncols
@@ -178,14 +179,12 @@ cdef extern from "fx_unicode.h" nogil:
     const char *FX_UC_VERSION
     const char *FX_UC_NFC_VERSION
     int FX_UC_L, FX_UC_N, FX_UC_WS, FX_UC_M, FX_UC_CRLF, FX_UC_W
-    int FX_UNI_OK, FX_UNI_ENOMEM
     unsigned fx_uclass(uint32_t cp)
     int fx_nfc_is_quick(const uint8_t *s, size_t n)
     int fx_nfc(const uint8_t *s, size_t n, uint8_t **out, size_t *out_len, size_t *out_cap,
                int64_t **src_of, size_t *src_cap)
 
 cdef extern from "fx_bpe.h" nogil:
-    int FX_BPE_OK, FX_BPE_EINVAL, FX_BPE_ENOMEM, FX_BPE_EBIG, FX_BPE_EUTF8
     int FX_PRETOK_LLAMA3, FX_PRETOK_QWEN2, FX_PRETOK_GPT2, FX_PRETOK_NONE
     int FX_OFFSETS_NONE, FX_OFFSETS_BYTES, FX_OFFSETS_CHARS
     int FX_BPE_SCAN_PLAIN, FX_BPE_SCAN_SSE2, FX_BPE_SCAN_AVX2

@@ -5,6 +5,10 @@ import numpy as np
 import numpy.typing as npt
 from typing_extensions import disjoint_base
 
+STATUS: dict[str, int]
+
+def status_name(status: int) -> str: ...
+
 COL_KINDS: dict[str, int]
 ROW_BAD_OFFSETS: int
 ROW_BAD_DICT_INDEX: int

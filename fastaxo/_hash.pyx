@@ -45,8 +45,8 @@ COL_KINDS = {"NULL": FX_COL_NULL, "FIXED": FX_COL_FIXED, "BOOL": FX_COL_BOOL,
              "BINARY32": FX_COL_BINARY32, "BINARY64": FX_COL_BINARY64, "LIST32": FX_COL_LIST32,
              "LIST64": FX_COL_LIST64, "FIXED_LIST": FX_COL_FIXED_LIST, "STRUCT": FX_COL_STRUCT,
              "DICT": FX_COL_DICT}
-ROW_BAD_OFFSETS = FX_ROW_BAD_OFFSETS
-ROW_BAD_DICT_INDEX = FX_ROW_BAD_DICT_INDEX
+ROW_BAD_OFFSETS = FX_EOFFSETS
+ROW_BAD_DICT_INDEX = FX_EDICT_INDEX
 
 
 # ---------------------------------------------------------------- SHA-256 paths
@@ -86,12 +86,11 @@ def sha256_select(str name):
         known = ", ".join(repr(n) for n, _, _ in sha256_impls())
         raise ValueError(f"unknown SHA-256 path {name!r}; expected 'auto' or one of {known}")
     cdef int st = fx_sha256_select(impl)
-    if st == FX_ERR_UNSUPPORTED:
+    if st == FX_EUNSUPPORTED:
         raise RuntimeError(f"SHA-256 path {name!r} is not supported by this CPU or build")
-    if st == FX_ERR_SELFTEST:
+    if st == FX_ESELFTEST:
         raise RuntimeError(f"SHA-256 path {name!r} failed its known-answer self-test")
-    if st != FX_OK:
-        raise RuntimeError(f"SHA-256 path {name!r} could not be selected (status {st})")
+    check_status(st, "sha256_select", f"selecting SHA-256 path {name!r}")
     return sha256_current()
 
 
@@ -309,7 +308,7 @@ def hash_table(list specs, int64_t n, uint8_t[:, ::1] out, int num_threads):
         if nbad:
             for i in range(n):
                 st = fx_hash_table_row(fn, nodes, ncols, i, &out[i, 0])
-                if st != FX_ROW_OK:
+                if st != FX_OK:
                     return (i, st)
         return None
     finally:
@@ -351,10 +350,9 @@ cdef class SeenSet:
             return 0
         with nogil:
             st = fx_seen_insert_many(&self.s, &digests[0, 0], n, &is_new[0])
-        if st == FX_SEEN_FULL:
+        if st == FX_EFULL:
             raise OverflowError(f"a seen set holds at most {FX_SEEN_MAX} digests")
-        if st != FX_SEEN_OK:
-            raise MemoryError("out of memory growing the seen set")
+        check_status(st, "fastaxo.Seen", "growing the seen set")
         for i in range(n):
             added += is_new[i]
         return added
@@ -382,4 +380,5 @@ cdef class SeenSet:
 
 
 # ---------------------------------------------------------------- exact row set
+include "_status.pxi"
 include "_hash_rowset.pxi"

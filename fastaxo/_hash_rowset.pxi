@@ -436,8 +436,7 @@ cdef class RowSetCore:
                 raise OverflowError(f"a RowSet holds at most {FX_ROWSET_MAX_ENTRIES:,} rows; it "
                                     f"has {self.rs.count:,} and {n:,} more were added (use "
                                     f"fastaxo.Seen)")
-            if rc:
-                raise MemoryError("out of memory growing the row set")
+            check_status(rc, "fastaxo.RowSet", "growing the row set")
             # keys of block 0
             rp = _block_rows(&rmap[0] if rows is not None else NULL, iota, first, 0, min(blk, n))
             m = min(blk, n)
@@ -502,7 +501,7 @@ cdef class RowSetCore:
                             is_new[b0 + r] = 0
                         else:
                             st = fx_tab_encode(tab, rp[r], &mine[0])
-                            if st != FX_ROW_OK:
+                            if st != FX_OK:
                                 nerr = 2
                                 break
                             e = fx_rowset_resolve(&self.rs, self.srcs, keys[c0 + r], src, rp[r],

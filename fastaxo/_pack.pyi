@@ -14,9 +14,10 @@ TYPE_CODES: dict[np.dtype[Any], int]
 STRATEGIES: dict[str, int]
 BFD_MAX_CAPACITY: int
 OK: int
-EINVAL: int
 EOVERLONG: int
-ENOMEM: int
+STATUS: dict[str, int]
+
+def status_name(status: int) -> str: ...
 
 def set_prefetch_ahead(n: int) -> int: ...
 def copy_supported(dt: int, st: int) -> bool: ...

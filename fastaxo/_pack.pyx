@@ -44,10 +44,8 @@ TYPE_CODES = {
 
 STRATEGIES = {"bfd": FX_PACK_BFD, "ffd": FX_PACK_FFD, "ff": FX_PACK_FF, "nf": FX_PACK_NF}
 BFD_MAX_CAPACITY = FX_PACK_BFD_MAX_CAPACITY
-OK = FX_PACK_OK
-EINVAL = FX_PACK_EINVAL
-EOVERLONG = FX_PACK_EOVERLONG
-ENOMEM = FX_PACK_ENOMEM
+OK = FX_OK
+EOVERLONG = FX_EOVERLONG
 
 # Below this many output elements a thread team costs more than it saves.
 cdef int64_t PAR_MIN_ELEMS = 1 << 18
@@ -70,6 +68,7 @@ def copy_supported(int dt, int st):
     return bool(fx_copy_supported(dt, st))
 
 
+include "_status.pxi"
 include "_pack_bins.pxi"
 include "_pack_fill.pxi"
 include "_pack_chat.pxi"

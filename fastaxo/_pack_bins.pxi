@@ -40,12 +40,12 @@ def assign(const int64_t[::1] lengths, int64_t capacity, int64_t max_items, int 
         e = groups[g + 1]
         st[g] = fx_pack_assign(&lengths[s], e - s, capacity, max_items, strategy, allow_overlong,
                                &order[s], &scratch[s + g], &nb[g], &bad[g])
-        if st[g] == FX_PACK_OK:
+        if st[g] == FX_OK:
             for j in range(s, e):
                 order[j] = order[j] + s
                 elen[j] = lengths[order[j]]
     status, bad_item, offsets_arr = _group_results(st, bad, nb, scratch, &groups[0], 0, G, n)
-    if status != FX_PACK_OK:
+    if status != FX_OK:
         return status, bad_item, None, None, None
     return OK, -1, order_arr, offsets_arr, elen_arr
 
@@ -60,7 +60,7 @@ cdef tuple _group_results(const int32_t[::1] st, const int64_t[::1] bad, const i
     cdef int64_t g, j, k, s, total = 0
     for g in range(G):
         s = starts[g] if starts is not NULL else g * step
-        if st[g] != FX_PACK_OK:
+        if st[g] != FX_OK:
             return int(st[g]), (int(bad[g] + s) if bad[g] >= 0 else -1), None
         total += nb[g]
     offsets_arr = np.empty(total + 1, np.int64)
@@ -73,7 +73,7 @@ cdef tuple _group_results(const int32_t[::1] st, const int64_t[::1] bad, const i
                 offsets[k] = scratch[s + g + j] + s
                 k += 1
         offsets[total] = n
-    return FX_PACK_OK, -1, offsets_arr
+    return FX_OK, -1, offsets_arr
 
 
 cdef object _take(object buf, int64_t need):
@@ -176,7 +176,7 @@ def ff_in_order(const int32_t[::1] lengths, object index, uint64_t seed, int64_t
                                      allow_overlong, NULL, bins_hint, &ids[s], &scratch[s + g],
                                      &nb[g], &bad[g])
     status, bad_item, offsets_arr = _group_results(st, bad, nb, scratch, NULL, group_size, G, n)
-    if status != FX_PACK_OK:
+    if status != FX_OK:
         return status, bad_item, None, None
     return OK, -1, ids_arr, offsets_arr
 

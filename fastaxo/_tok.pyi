@@ -5,6 +5,10 @@ import numpy as np
 import numpy.typing as npt
 from typing_extensions import disjoint_base
 
+STATUS: dict[str, int]
+
+def status_name(status: int) -> str: ...
+
 UNICODE_VERSION: str
 NFC_UNICODE_VERSION: str
 UC_L: int

@@ -10,5 +10,6 @@ from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIN
 
 from fastaxo._csrc cimport *
 
+include "_status.pxi"
 include "_tok_unicode.pxi"
 include "_tok_bpe.pxi"

@@ -44,10 +44,6 @@ cdef int8_t _encode_chunk(const fx_bpe *m, fx_bpe_cache *cache, const uint8_t *d
     return <int8_t>rc
 
 
-# _encode_source's status for a str holding a surrogate (not an fx_bpe status)
-cdef int8_t _SURROGATE = 100
-
-
 # Where encode_many's texts are: UTF-8 bytes and offsets (data != NULL), or the storage of
 # Python str objects (kinds: 0 ASCII, else PEP 393's 1, 2 or 4 bytes a code point).
 ctypedef struct _Source:
@@ -101,7 +97,7 @@ cdef int8_t _encode_source(const fx_bpe *m, fx_bpe_cache *cache, const _Source *
     if buf == NULL or off == NULL:
         free(buf)
         free(off)
-        return FX_BPE_ENOMEM
+        return FX_ENOMEM
     off[0] = 0
     for i in range(first, last):
         if src.kinds[i] == 0:
@@ -114,7 +110,7 @@ cdef int8_t _encode_source(const fx_bpe *m, fx_bpe_cache *cache, const _Source *
                 free(buf)
                 free(off)
                 bad[0] = i
-                return _SURROGATE
+                return FX_ESURROGATE
         at += w
         off[i - first + 1] = at
     rc = _encode_chunk(m, cache, buf, off, 0, last - first, specials, False, ids, spans, mode,
@@ -175,8 +171,8 @@ cdef class BPEModel:
         with nogil:
             self.m = fx_bpe_new(&sp, &status, &what)
         if self.m == NULL:
-            if status == FX_BPE_ENOMEM:
-                raise MemoryError("tokenizer: out of memory building the BPE model")
+            if status != FX_EINVAL:
+                check_status(status, "tokenizer", "building the BPE model")
             raise ValueError(f"tokenizer: {what.decode()}")
         self.vocab_size = sp.n_vocab
         self._caches = []
@@ -366,7 +362,7 @@ cdef class BPEModel:
                         &sp[region[c], 0] if want_offsets else NULL, mode,
                         region[c + 1] - region[c], &cnt[0], &used[c], &badrow[c])
             for c in range(nchunks):
-                if status[c] == FX_BPE_EBIG:
+                if status[c] == FX_EBIG:
                     if src.data == NULL:
                         return None  # (text from str: the caller's joined path has the room)
                     wide[c] = self._wide_chunk(src.data, src.off, cstart[c], cstart[c + 1],
@@ -376,15 +372,11 @@ cdef class BPEModel:
         finally:
             self._give_caches(caches, owned)
         for c in range(nchunks):
-            if status[c] == FX_BPE_ENOMEM:
-                raise MemoryError("tokenizer: out of memory encoding")
-            if status[c] == _SURROGATE:
+            if status[c] == FX_ESURROGATE:
                 return None
-            if status[c] == FX_BPE_EUTF8:
+            if status[c] == FX_EUTF8:
                 raise ValueError(f"texts: text {badrow[c]} is not valid UTF-8")
-            if status[c] != FX_BPE_OK:
-                raise ValueError(f"texts: text {badrow[c]} could not be encoded "
-                                 f"(status {status[c]})")
+            check_status(status[c], "tokenizer", "encoding", badrow[c])
         if wide:
             return (_closed_up(vals, region, used, wide, 0, nchunks), counts,
                     _closed_up(spans, region, used, wide, 1, nchunks) if want_offsets else None)

@@ -44,8 +44,7 @@ def _nfc_utf8(bytes b, bint offsets=True):
     try:
         with nogil:
             rc = fx_nfc(p, n, &out, &out_len, &out_cap, &src if offsets else NULL, &src_cap)
-        if rc == FX_UNI_ENOMEM:
-            raise MemoryError("fx_nfc: out of memory")
+        check_status(rc, "fx_nfc", "normalizing")
         text = out[:out_len] if out_len else b""
         return text, [src[i] for i in range(out_len)] if offsets else None
     finally:

@@ -20,7 +20,7 @@
  * which is the LIFO rule.  fx_pack_assign must agree with it exactly (return code,
  * *bad_item, *n_bins, bin_offsets, order).  Also: error codes, invariants on big inputs,
  * threads, and every allocation failing in turn (a second copy of fx_pack.c is compiled
- * into this file with a failing allocator) must give FX_PACK_ENOMEM with nothing leaked.
+ * into this file with a failing allocator) must give FX_ENOMEM with nothing leaked.
  * fx_pack_ff_index (first fit through an index, int32 lengths, optionally fed by a producer
  * thread through a progress counter) must equal fx_pack_assign(FF) on the gathered lengths
  * with row ids out, fed or not, and fail cleanly on every allocation too.
@@ -191,21 +191,21 @@ static int ref_pack(const int64_t *len, int64_t n, int64_t C, int64_t maxit, int
 
     *bad = -1;
     *n_bins = 0;
-    if (n < 0 || C < 1 || maxit < 1 || strat < 0 || strat > 3) return FX_PACK_EINVAL;
+    if (n < 0 || C < 1 || maxit < 1 || strat < 0 || strat > 3) return FX_EINVAL;
     for (i = 0; i < n; i++)
         if (len[i] < 0) {
             *bad = i;
-            return FX_PACK_EINVAL;
+            return FX_EINVAL;
         }
-    if (strat == FX_PACK_BFD && C > FX_PACK_BFD_MAX_CAPACITY) return FX_PACK_EINVAL;
+    if (strat == FX_PACK_BFD && C > FX_PACK_BFD_MAX_CAPACITY) return FX_EINVAL;
     if (!allow)
         for (i = 0; i < n; i++)
             if (len[i] > C) {
                 *bad = i;
-                return FX_PACK_EOVERLONG;
+                return FX_EOVERLONG;
             }
     off[0] = 0;
-    if (n == 0) return FX_PACK_OK;
+    if (n == 0) return FX_OK;
 
     seq = malloc((size_t)n * sizeof *seq);
     rem = malloc((size_t)n * sizeof *rem);
@@ -263,12 +263,12 @@ static int ref_pack(const int64_t *len, int64_t n, int64_t C, int64_t maxit, int
     }
     *n_bins = nb;
     free(seq), free(rem), free(cnt), free(stamp), free(binof), free(closed), free(pr);
-    return FX_PACK_OK;
+    return FX_OK;
 }
 
 /* ------------------------------------------------------------------ invariants */
 
-/* Structural checks of an FX_PACK_OK result; returns NULL or a description. */
+/* Structural checks of an FX_OK result; returns NULL or a description. */
 static const char *check_result(const int64_t *len, int64_t n, int64_t C, int64_t maxit,
                                 int strat, const int64_t *order, const int64_t *off, int64_t nb)
 {
@@ -357,7 +357,7 @@ static int run_case(ctx *c, const char *tag, const int64_t *len, int64_t n, int6
         snprintf(buf, sizeof buf, "bad_item %lld, reference %lld", (long long)bada,
                  (long long)badr);
         why = buf;
-    } else if (rca == FX_PACK_OK) {
+    } else if (rca == FX_OK) {
         if (nba != nbr) {
             snprintf(buf, sizeof buf, "n_bins %lld, reference %lld", (long long)nba,
                      (long long)nbr);
@@ -510,7 +510,7 @@ static void fixed_cases(ctx *c)
         /* 6->bin0 (rem 4), 6->bin1 (rem 4, top), 4->bin1 (rem 0), 2->bin0 (rem 2),
            2->bin0 (rem 0, pushed after bin1 on stack 0), 2->new bin2 */
         int64_t eo[] = {0, 3, 4, 1, 2, 5}, ef[] = {0, 3, 5, 6};
-        CHECK(c->t, rc == FX_PACK_OK && nb == 3 && !memcmp(order, eo, sizeof eo) &&
+        CHECK(c->t, rc == FX_OK && nb == 3 && !memcmp(order, eo, sizeof eo) &&
                         !memcmp(off, ef, sizeof ef),
               "hand-checked BFD case");
         run_case(c, "hand BFD", a, 6, 10, INT64_MAX, FX_PACK_BFD, 0);
@@ -521,7 +521,7 @@ static void fixed_cases(ctx *c)
         int64_t order[4], off[5], nb = -1, bad = -1;
         int rc = fx_pack_assign(a, 4, 10, INT64_MAX, FX_PACK_BFD, 0, order, off, &nb, &bad);
         int64_t eo[] = {0, 1, 2, 3}, ef[] = {0, 1, 4};
-        CHECK(c->t, rc == FX_PACK_OK && nb == 2 && !memcmp(order, eo, sizeof eo) &&
+        CHECK(c->t, rc == FX_OK && nb == 2 && !memcmp(order, eo, sizeof eo) &&
                         !memcmp(off, ef, sizeof ef),
               "BFD LIFO tie");
     }
@@ -570,74 +570,74 @@ static void error_cases(ctx *c)
     for (s = 0; s < 4; s++) {
         nb = 5, bad = 5;
         rc = fx_pack_assign(ok, -1, 10, 1, s, 0, order, off, &nb, &bad);
-        CHECK(t, rc == FX_PACK_EINVAL && bad == -1, "%s n<0", strat_name(s));
+        CHECK(t, rc == FX_EINVAL && bad == -1, "%s n<0", strat_name(s));
         rc = fx_pack_assign(ok, 6, 0, 1, s, 1, order, off, &nb, &bad);
-        CHECK(t, rc == FX_PACK_EINVAL && bad == -1, "%s C=0", strat_name(s));
+        CHECK(t, rc == FX_EINVAL && bad == -1, "%s C=0", strat_name(s));
         rc = fx_pack_assign(ok, 6, -5, 1, s, 1, order, off, &nb, &bad);
-        CHECK(t, rc == FX_PACK_EINVAL && bad == -1, "%s C<0", strat_name(s));
+        CHECK(t, rc == FX_EINVAL && bad == -1, "%s C<0", strat_name(s));
         rc = fx_pack_assign(ok, 6, 100, 0, s, 0, order, off, &nb, &bad);
-        CHECK(t, rc == FX_PACK_EINVAL && bad == -1, "%s max_items=0", strat_name(s));
+        CHECK(t, rc == FX_EINVAL && bad == -1, "%s max_items=0", strat_name(s));
         rc = fx_pack_assign(ok, 6, 100, -3, s, 0, order, off, &nb, &bad);
-        CHECK(t, rc == FX_PACK_EINVAL && bad == -1, "%s max_items<0", strat_name(s));
+        CHECK(t, rc == FX_EINVAL && bad == -1, "%s max_items<0", strat_name(s));
         rc = fx_pack_assign(a, 12, 100, 4, s, 0, order, off, &nb, &bad);
-        CHECK(t, rc == FX_PACK_EINVAL && bad == 5, "%s negative length: rc %d bad %lld",
+        CHECK(t, rc == FX_EINVAL && bad == 5, "%s negative length: rc %d bad %lld",
               strat_name(s), rc, (long long)bad);
         rc = fx_pack_assign(a, 12, 100, 4, s, 0, order, off, &nb, NULL);
-        CHECK(t, rc == FX_PACK_EINVAL, "%s negative length, bad_item NULL", strat_name(s));
+        CHECK(t, rc == FX_EINVAL, "%s negative length, bad_item NULL", strat_name(s));
         /* negative after an over-long one: still EINVAL, at the negative */
         rc = fx_pack_assign(a, 12, 3, 4, s, 0, order, off, &nb, &bad);
-        CHECK(t, rc == FX_PACK_EINVAL && bad == 5, "%s negative beats over-long", strat_name(s));
+        CHECK(t, rc == FX_EINVAL && bad == 5, "%s negative beats over-long", strat_name(s));
         rc = fx_pack_assign(ok, 6, 4, 4, s, 0, order, off, &nb, &bad);
-        CHECK(t, rc == FX_PACK_EOVERLONG && bad == 3, "%s over-long: rc %d bad %lld",
+        CHECK(t, rc == FX_EOVERLONG && bad == 3, "%s over-long: rc %d bad %lld",
               strat_name(s), rc, (long long)bad);
         rc = fx_pack_assign(ok, 6, 4, 4, s, 0, order, off, &nb, NULL);
-        CHECK(t, rc == FX_PACK_EOVERLONG, "%s over-long, bad_item NULL", strat_name(s));
+        CHECK(t, rc == FX_EOVERLONG, "%s over-long, bad_item NULL", strat_name(s));
         rc = fx_pack_assign(ok, 6, 4, 4, s, 1, order, off, &nb, &bad);
-        CHECK(t, rc == FX_PACK_OK && bad == -1 && nb == 5, "%s over-long allowed: rc %d nb %lld",
+        CHECK(t, rc == FX_OK && bad == -1 && nb == 5, "%s over-long allowed: rc %d nb %lld",
               strat_name(s), rc, (long long)nb);
         rc = fx_pack_assign(ok, 6, 60, 4, s, 0, order, off, &nb, &bad);
-        CHECK(t, rc == FX_PACK_OK && bad == -1, "%s length == C is not over-long", strat_name(s));
+        CHECK(t, rc == FX_OK && bad == -1, "%s length == C is not over-long", strat_name(s));
         /* n == 0 (even with NULL arrays) */
         nb = 5, bad = 5, off[0] = 77;
         rc = fx_pack_assign(NULL, 0, 10, 1, s, 0, NULL, off, &nb, &bad);
-        CHECK(t, rc == FX_PACK_OK && nb == 0 && off[0] == 0 && bad == -1, "%s n=0", strat_name(s));
+        CHECK(t, rc == FX_OK && nb == 0 && off[0] == 0 && bad == -1, "%s n=0", strat_name(s));
         /* NULL outputs */
         rc = fx_pack_assign(ok, 6, 100, 4, s, 0, order, NULL, &nb, &bad);
-        CHECK(t, rc == FX_PACK_EINVAL, "%s bin_offsets NULL", strat_name(s));
+        CHECK(t, rc == FX_EINVAL, "%s bin_offsets NULL", strat_name(s));
         rc = fx_pack_assign(ok, 6, 100, 4, s, 0, order, off, NULL, &bad);
-        CHECK(t, rc == FX_PACK_EINVAL, "%s n_bins NULL", strat_name(s));
+        CHECK(t, rc == FX_EINVAL, "%s n_bins NULL", strat_name(s));
         rc = fx_pack_assign(ok, 6, 100, 4, s, 0, NULL, off, &nb, &bad);
-        CHECK(t, rc == FX_PACK_EINVAL, "%s order NULL", strat_name(s));
+        CHECK(t, rc == FX_EINVAL, "%s order NULL", strat_name(s));
         rc = fx_pack_assign(NULL, 6, 100, 4, s, 0, order, off, &nb, &bad);
-        CHECK(t, rc == FX_PACK_EINVAL, "%s lengths NULL", strat_name(s));
+        CHECK(t, rc == FX_EINVAL, "%s lengths NULL", strat_name(s));
     }
     rc = fx_pack_assign(ok, 6, 10, 1, -1, 0, order, off, &nb, &bad);
-    CHECK(t, rc == FX_PACK_EINVAL && bad == -1, "strategy -1");
+    CHECK(t, rc == FX_EINVAL && bad == -1, "strategy -1");
     rc = fx_pack_assign(ok, 6, 10, 1, 4, 0, order, off, &nb, &bad);
-    CHECK(t, rc == FX_PACK_EINVAL && bad == -1, "strategy 4");
+    CHECK(t, rc == FX_EINVAL && bad == -1, "strategy 4");
     rc = fx_pack_assign(NULL, 0, 10, 1, 4, 0, NULL, off, &nb, &bad);
-    CHECK(t, rc == FX_PACK_EINVAL, "strategy 4, n=0");
+    CHECK(t, rc == FX_EINVAL, "strategy 4, n=0");
     rc = fx_pack_assign(NULL, 0, 0, 1, 0, 0, NULL, off, &nb, &bad);
-    CHECK(t, rc == FX_PACK_EINVAL, "C=0, n=0");
+    CHECK(t, rc == FX_EINVAL, "C=0, n=0");
 
     /* BFD capacity limit */
     rc = fx_pack_assign(ok, 6, FX_PACK_BFD_MAX_CAPACITY + 1, 4, FX_PACK_BFD, 0, order, off, &nb,
                         &bad);
-    CHECK(t, rc == FX_PACK_EINVAL && bad == -1, "BFD C > max: rc %d bad %lld", rc, (long long)bad);
+    CHECK(t, rc == FX_EINVAL && bad == -1, "BFD C > max: rc %d bad %lld", rc, (long long)bad);
     rc = fx_pack_assign(ok, 6, INT64_MAX, 4, FX_PACK_BFD, 0, order, off, &nb, &bad);
-    CHECK(t, rc == FX_PACK_EINVAL && bad == -1, "BFD C = INT64_MAX");
+    CHECK(t, rc == FX_EINVAL && bad == -1, "BFD C = INT64_MAX");
     rc = fx_pack_assign(NULL, 0, FX_PACK_BFD_MAX_CAPACITY + 1, 4, FX_PACK_BFD, 0, NULL, off, &nb,
                         &bad);
-    CHECK(t, rc == FX_PACK_EINVAL && bad == -1, "BFD C > max, n=0");
+    CHECK(t, rc == FX_EINVAL && bad == -1, "BFD C > max, n=0");
     /* a negative length is reported (with its index) before the BFD capacity limit */
     rc = fx_pack_assign(a, 12, FX_PACK_BFD_MAX_CAPACITY + 1, 4, FX_PACK_BFD, 0, order, off, &nb,
                         &bad);
-    CHECK(t, rc == FX_PACK_EINVAL && bad == 5, "BFD C > max with a negative length");
+    CHECK(t, rc == FX_EINVAL && bad == 5, "BFD C > max with a negative length");
     rc = fx_pack_assign(ok, 6, FX_PACK_BFD_MAX_CAPACITY, 4, FX_PACK_BFD, 0, order, off, &nb, &bad);
-    CHECK(t, rc == FX_PACK_OK && nb == 2, "BFD C == max");
+    CHECK(t, rc == FX_OK && nb == 2, "BFD C == max");
     for (s = 1; s < 4; s++) {
         rc = fx_pack_assign(ok, 6, FX_PACK_BFD_MAX_CAPACITY + 1, 4, s, 0, order, off, &nb, &bad);
-        CHECK(t, rc == FX_PACK_OK && nb == 2, "%s C > BFD max is fine", strat_name(s));
+        CHECK(t, rc == FX_OK && nb == 2, "%s C > BFD max is fine", strat_name(s));
     }
 }
 
@@ -685,7 +685,7 @@ static void fault_cases(ctx *c)
             events = fi_events;
             rc2 = fx_pack_assign(len, n, shapes[si].C, shapes[si].maxit, s, shapes[si].overlong,
                                  o2, f2, &nb2, &bad);
-            CHECK(t, rc == FX_PACK_OK && rc2 == FX_PACK_OK && fi_live == 0 && nb == nb2 &&
+            CHECK(t, rc == FX_OK && rc2 == FX_OK && fi_live == 0 && nb == nb2 &&
                             !memcmp(order, o2, (size_t)n * sizeof *o2) &&
                             !memcmp(off, f2, (size_t)(nb + 1) * sizeof *f2),
                   "fault-injection build, no failure: %s shape %d", strat_name(s), (int)si);
@@ -695,7 +695,7 @@ static void fault_cases(ctx *c)
                 fi_live = 0;
                 rc = fx_pack_assign_fi(len, n, shapes[si].C, shapes[si].maxit, s,
                                        shapes[si].overlong, order, off, &nb, &bad);
-                if (rc != FX_PACK_ENOMEM || fi_live != 0) {
+                if (rc != FX_ENOMEM || fi_live != 0) {
                     allfail = 0;
                     fprintf(stderr, "FAIL: %s shape %d, allocation %ld of %ld fails: rc %d, "
                             "%ld blocks leaked\n", strat_name(s), (int)si, k, events, rc, fi_live);
@@ -773,7 +773,7 @@ static void index_cases(ctx *c, uint64_t seed, long ncases)
         }
         for (k = 0; k < n; k++) gl[k] = len[src[k]];
         rc1 = fx_pack_assign(gl, n, C, maxit, FX_PACK_FF, allow, o1, f1, &nb1, &bad1);
-        if (rc1 == FX_PACK_OK)
+        if (rc1 == FX_OK)
             for (k = 0; k < n; k++) o1[k] = src[o1[k]];
         if (fed) {
             pthread_t th;
@@ -792,7 +792,7 @@ static void index_cases(ctx *c, uint64_t seed, long ncases)
             memcpy(idx, src, (size_t)n * sizeof *idx);
             rc2 = fx_pack_ff_index(len, idx, n, C, maxit, allow, NULL, rrange(&r, 0, 50), o2, f2, &nb2, &bad2);
         }
-        CHECK(t, rc1 == rc2 && bad1 == bad2 && (rc1 != FX_PACK_OK ||
+        CHECK(t, rc1 == rc2 && bad1 == bad2 && (rc1 != FX_OK ||
                   (nb1 == nb2 && !memcmp(o1, o2, (size_t)n * sizeof *o1) &&
                    !memcmp(f1, f2, (size_t)(nb1 + 1) * sizeof *f1))),
               "ff_index case %ld: rows %lld n %lld C %lld max_items %lld allow %d fed %d: rc %d/%d bad %lld/%lld "
@@ -818,13 +818,13 @@ static void index_cases(ctx *c, uint64_t seed, long ncases)
         fi_live = 0;
         rc = fx_pack_ff_index_fi(len, idx, n, 2048, 200, 1, NULL, 0, o, f, &nb, &bad);
         events = fi_events;
-        CHECK(t, rc == FX_PACK_OK && fi_live == 0 && events > 2, "ff_index fault build: rc %d, %ld allocations",
+        CHECK(t, rc == FX_OK && fi_live == 0 && events > 2, "ff_index fault build: rc %d, %ld allocations",
               rc, events);
         for (e = 0; e < events; e++) {
             fi_countdown = e;
             fi_live = 0;
             rc = fx_pack_ff_index_fi(len, idx, n, 2048, 200, 1, NULL, 0, o, f, &nb, &bad);
-            if (rc != FX_PACK_ENOMEM || fi_live != 0 || nb != 0) allfail = 0;
+            if (rc != FX_ENOMEM || fi_live != 0 || nb != 0) allfail = 0;
         }
         fi_countdown = -1;
         CHECK(t, allfail, "ff_index: ENOMEM on each of %ld allocations, nothing leaked", events);
@@ -921,8 +921,8 @@ static void big_cases(ctx *c, int64_t n, int bench, int reps)
         for (s = 0; s < 4; s++) {
             const char *why;
             int rc = fx_pack_assign(len, n, cap, maxit, s, allow, order, off, &nb, &bad);
-            CHECK(c->t, rc == FX_PACK_OK, "big %s pass %d: rc %d", strat_name(s), pass, rc);
-            if (rc != FX_PACK_OK) continue;
+            CHECK(c->t, rc == FX_OK, "big %s pass %d: rc %d", strat_name(s), pass, rc);
+            if (rc != FX_OK) continue;
             why = check_result(len, n, cap, maxit, s, order, off, nb);
             CHECK(c->t, why == NULL, "big %s pass %d: %s", strat_name(s), pass, why ? why : "");
         }
@@ -939,7 +939,7 @@ static void big_cases(ctx *c, int64_t n, int bench, int reps)
                (long long)n, (double)sum / (double)n, (long long)C, reps);
         for (s = 0; s < 4; s++) {
             double best = 1e300;
-            int k, rc = FX_PACK_OK;
+            int k, rc = FX_OK;
             int64_t lb = (sum + C - 1) / C;
             for (k = 0; k < reps; k++) {
                 double t0 = now_ms(), dt;
@@ -947,7 +947,7 @@ static void big_cases(ctx *c, int64_t n, int bench, int reps)
                 dt = now_ms() - t0;
                 if (dt < best) best = dt;
             }
-            CHECK(c->t, rc == FX_PACK_OK, "bench %s", strat_name(s));
+            CHECK(c->t, rc == FX_OK, "bench %s", strat_name(s));
             printf("  %-3s %8.2f ms  bins %lld  lower bound ceil(sum/C) %lld  (+%.3f%%)\n",
                    strat_name(s), best, (long long)nb, (long long)lb,
                    100.0 * (double)(nb - lb) / (double)lb);

@@ -284,7 +284,7 @@ static void test_api(const char *require)
     CHECK(fx_sha256_impl_from_name("shani") == FX_SHA256_SHANI, "from_name alias");
     {
         int id = 12345;
-        CHECK(fx_sha256_impl_parse("bogus", &id) == FX_ERR_INVALID && id == 12345, "parse unknown");
+        CHECK(fx_sha256_impl_parse("bogus", &id) == FX_EINVAL && id == 12345, "parse unknown");
         CHECK(fx_sha256_impl_parse("auto", &id) == FX_OK && id == FX_SHA256_AUTO, "parse auto");
     }
     for (i = 0; i < FX_SHA256_NIMPL; i++) {
@@ -302,14 +302,14 @@ static void test_api(const char *require)
             CHECK(fx_sha256_current() == i, "current after select(%s)", nm);
         } else {
             CHECK(fx_sha256_compress_for(i) == NULL, "compress_for(unsupported %d) == NULL", i);
-            CHECK(fx_sha256_selftest(i) == FX_ERR_UNSUPPORTED, "selftest(unsupported %d)", i);
-            CHECK(fx_sha256_select(i) == FX_ERR_UNSUPPORTED, "select(unsupported %d)", i);
+            CHECK(fx_sha256_selftest(i) == FX_EUNSUPPORTED, "selftest(unsupported %d)", i);
+            CHECK(fx_sha256_select(i) == FX_EUNSUPPORTED, "select(unsupported %d)", i);
             CHECK(fx_sha256_current() != i, "current not changed to unsupported %d", i);
         }
     }
-    CHECK(fx_sha256_select(FX_SHA256_NIMPL) == FX_ERR_INVALID && fx_sha256_select(-7) == FX_ERR_INVALID,
+    CHECK(fx_sha256_select(FX_SHA256_NIMPL) == FX_EINVAL && fx_sha256_select(-7) == FX_EINVAL,
           "select(bad id)");
-    CHECK(fx_sha256_selftest(FX_SHA256_NIMPL) == FX_ERR_INVALID, "selftest(bad id)");
+    CHECK(fx_sha256_selftest(FX_SHA256_NIMPL) == FX_EINVAL, "selftest(bad id)");
     CHECK(fx_sha256_compress_for(FX_SHA256_NIMPL) == NULL, "compress_for(bad id)");
     CHECK(fx_sha256_select(FX_SHA256_AUTO) == FX_OK, "select(AUTO)");
     CHECK(fx_sha256_current() == best, "AUTO picks best supported (%d vs %d)", fx_sha256_current(), best);

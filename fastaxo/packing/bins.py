@@ -18,7 +18,7 @@ from fastaxo._core.ragged import (
     Ragged,
     as_ragged,
 )
-from fastaxo._core.status import check_pack_status
+from fastaxo._core.status import check_status
 from fastaxo._core.threads import resolve_num_threads
 from fastaxo._reference import packing as reference
 from fastaxo.errors import FastaxoError, InvalidInputError, InvalidTypeError, SequenceTooLongError
@@ -281,7 +281,8 @@ def _assign(
     status, bad, order, offsets, entry_len = ext.assign(
         item_len, capacity, max_items, ext.STRATEGIES[strategy], allow_overlong, groups, nt
     )
-    check_pack_status(ext, status, kernel="pack_bins", items=len(item_len), item=bad)
+    check_status(ext, status, kernel="pack_bins", what=f"packing {len(item_len):,} sequences",
+                 item=bad)
     return order, offsets, entry_len
 
 
@@ -430,7 +431,7 @@ def _pack_bins_ordered(
             int(lengths[row]),
             capacity,
         )
-    check_pack_status(ext, status, kernel="pack_bins", items=n, item=bad)
+    check_status(ext, status, kernel="pack_bins", what=f"packing {n:,} sequences", item=bad)
     entry_len = lengths[ids]
     n_over = int(np.count_nonzero(entry_len > capacity))
     tokens = int(entry_len.sum())
@@ -508,5 +509,6 @@ def ff_in_order(lengths: np.ndarray, order: np.ndarray | None, seed: int, count:
     assert ext is not None, "ff_in_order needs the compiled extension"
     status, bad, ids, offsets = ext.ff_in_order(lengths, order, seed, count, capacity, max_items,
                                                 True, group_size, bins_hint, num_threads, work)
-    check_pack_status(ext, status, kernel="fastaxo packing", items=count, item=bad)
+    check_status(ext, status, kernel="fastaxo packing", what=f"packing {count:,} sequences",
+                 item=bad)
     return ids, offsets
