@@ -56,22 +56,42 @@ class CapacityError(FastaxoError, OverflowError):
 
 class SequenceTooLongError(InvalidInputError):
     """A sequence is longer than the packed row (or padded width) and no lossy option was
-    chosen. ``row`` is its index, ``length`` its token count, ``limit`` the capacity."""
+    chosen. ``row`` is its index, ``length`` its token count, ``max_length`` the limit.
+    :meth:`of` writes the message every caller uses."""
 
-    def __init__(self, message: str, row: int, length: int, limit: int):
+    def __init__(self, message: str, row: int, length: int, max_length: int | None):
         super().__init__(message)
-        self.row, self.length, self.limit = row, length, limit
+        self.row, self.length, self.max_length = row, length, max_length
+
+    @classmethod
+    def of(cls, where: str, row: int, length: int, max_length: int, *, fix: str,
+           longer: int = 1) -> SequenceTooLongError:
+        """The error for the row at ``where`` (its name in the input, e.g. ``"lengths row
+        3"``): its length, the limit, how many rows in all are longer (``longer``), and
+        ``fix``, the options that handle such rows (said in the caller's terms: keyword
+        arguments or CLI flags)."""
+        more = f"; {longer:,} rows are longer" if longer > 1 else ""
+        return cls(f"{where} has {length:,} tokens; max_length is {max_length:,}{more}. {fix}",
+                   row, length, max_length)
 
     def __reduce__(
         self,
     ):  # picklable with its fields (errors cross processes: Ray, multiprocessing)
-        return (type(self), (self.args[0], self.row, self.length, self.limit))
+        return (type(self), (self.args[0], self.row, self.length, self.max_length))
 
 
 class RowTooLargeError(SequenceTooLongError):
     """A row's text (or a conversation's rendered text) is larger than ``max_row_bytes``: it is
     refused before it reaches a tokenizer, unless the overflow option drops it. ``row`` is its
-    index, ``length`` its size and ``limit`` the bound, both in UTF-8 bytes."""
+    index, ``length`` its size and ``max_row_bytes`` the bound, both in UTF-8 bytes
+    (``max_length`` is None: no token count was reached)."""
+
+    def __init__(self, message: str, row: int, length: int, max_row_bytes: int):
+        super().__init__(message, row, length, None)
+        self.max_row_bytes = max_row_bytes
+
+    def __reduce__(self):
+        return (type(self), (self.args[0], self.row, self.length, self.max_row_bytes))
 
 
 class ChatTemplateError(InvalidInputError):

@@ -236,15 +236,10 @@ def _truncated(lengths: np.ndarray, bo: np.ndarray, widths: np.ndarray, o: _PadO
     i = int(np.flatnonzero(over)[0])
     if not o.truncate:
         lim = int(limit if np.ndim(limit) == 0 else limit[i])
-        raise SequenceTooLongError(
-            f"input_ids row {i} has {int(lengths[i]):,} tokens; max_length is {lim:,}. "
-            "Pass truncate=True to "
-            f"keep the {'tail' if o.left else 'head'} of long rows (counted), or "
-            "a larger max_length",
-            i,
-            int(lengths[i]),
-            lim,
-        )
+        raise SequenceTooLongError.of(
+            f"input_ids row {i}", i, int(lengths[i]), lim, longer=int(np.count_nonzero(over)),
+            fix=f"Pass truncate=True to keep the {'tail' if o.left else 'head'} of long rows "
+                "(counted), or a larger max_length")
     return int(np.count_nonzero(over)), int((lengths - limit)[over].sum())
 
 

@@ -120,7 +120,7 @@ def test_a_conversation_over_max_row_bytes_is_refused_or_skipped(qwen):
     with pytest.raises(RowTooLargeError) as info:
         tokenize_chat(rows, spec=spec)
     e = info.value
-    assert (e.row, e.limit) == (1, 100_000) and e.length > 100_000 and "too_large='skip'" in str(e)
+    assert (e.row, e.max_row_bytes, e.max_length) == (1, 100_000, None) and e.length > 100_000 and "too_large='skip'" in str(e)
     res = tokenize_chat(rows, spec=spec, too_large="skip")
     assert res.too_large == [1] and res.input_ids[1] == [] and res.empty
     assert res.input_ids[0] == tokenize_chat(rows[:1], spec=spec).input_ids[0]
@@ -137,7 +137,7 @@ def test_contents_over_the_bound_are_refused_before_any_render(qwen, monkeypatch
         m["content"] for c in convs for m in c) or real(self, convs, **kw))
     with pytest.raises(RowTooLargeError, match=r"row 1 holds at least 1,002 bytes") as info:
         tokenize_chat([_conv("q", "a"), _conv("é" * 501)], spec=spec)
-    assert (info.value.row, info.value.length, info.value.limit) == (1, 1_002, 1_000)
+    assert (info.value.row, info.value.length, info.value.max_row_bytes) == (1, 1_002, 1_000)
     assert rendered == []  # refused before the first render
     res = tokenize_chat([_conv("é" * 501), _conv("q", "a")], spec=spec, too_large="skip")
     assert res.too_large == [0] and res.input_ids[0] == [] and len(res.input_ids[1]) > 0

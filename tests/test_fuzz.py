@@ -271,7 +271,7 @@ def test_iter_pack_is_safe_when_the_caller_reuses_its_buffers(rag, data, what, l
     else:
         src = (values, offs)
     mine = fastaxo.Bins(bins.indices.copy(), bins.offsets.copy(), bins.lengths.copy(),
-                        None if not bins.has_starts else bins.starts.copy(), bins.capacity, bins.stats)
+                        None if not bins.has_starts else bins.starts.copy(), bins.max_length, bins.stats)
     it = fastaxo.iter_pack(src, 64, labels=(values, lab_offs), bins=mine, **kw)
     targets = {"offsets": [offs], "arrow offsets": [offs], "label offsets": [lab_offs],
                "user bins": [mine.indices, mine.offsets, mine.lengths],

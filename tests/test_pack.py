@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -140,7 +142,7 @@ def test_pack_bins_order_errors_and_ff_fast_path():
         fastaxo.pack_bins(lengths, 2048, order=[0.5])
     with pytest.raises(SequenceTooLongError, match=r"lengths row 1 \(order\[2\]\) has 3,000 tokens") as ei:
         fastaxo.pack_bins(lengths, 2048, strategy="ff", order=[0, 2, 1, 3, 1])
-    assert (ei.value.row, ei.value.length, ei.value.limit) == (1, 3000, 2048)
+    assert (ei.value.row, ei.value.length, ei.value.max_length) == (1, 3000, 2048)
     b = fastaxo.pack_bins(lengths, 2048, strategy="ff", overflow="isolate", order=[3, 1, 0, 1])
     assert b.to_list() == [[3, 0], [1], [1]] and b.stats.isolated == 2 and b.stats.overlong == 2
     big = np.random.default_rng(1).integers(1, 900, 50_000)
@@ -251,19 +253,19 @@ def test_bins_slicing_and_chunks():
 @pytest.mark.parametrize(
     "kwargs, exc, words",
     [
-        ({"capacity": 0}, InvalidInputError, "max_length must be >= 1"),
-        ({"capacity": 2.5}, InvalidTypeError, "max_length must be a positive int"),
+        ({"max_length": 0}, InvalidInputError, "max_length must be >= 1"),
+        ({"max_length": 2.5}, InvalidTypeError, "max_length must be a positive int"),
         ({"strategy": "best"}, InvalidInputError, "strategy must be one of"),
         ({"overflow": "wrap"}, InvalidInputError, "overflow must be one of"),
         ({"max_rows_per_bin": 0}, InvalidInputError, "max_rows_per_bin must be >= 1"),
         ({"group_size": -1}, InvalidInputError, "group_size must be >= 1"),
         ({"num_threads": 0}, InvalidInputError, "num_threads"),
-        ({"capacity": (1 << 26) + 1}, InvalidInputError, "supports bins of up to"),
+        ({"max_length": (1 << 26) + 1}, InvalidInputError, "supports bins of up to"),
     ],
 )
 def test_pack_bins_argument_errors(kwargs, exc, words):
-    args = {"capacity": 10, **kwargs}
-    cap = args.pop("capacity")
+    args = {"max_length": 10, **kwargs}
+    cap = args.pop("max_length")
     with pytest.raises(exc, match=words):
         fastaxo.pack_bins([1, 2, 3], cap, **args)
 
@@ -271,7 +273,7 @@ def test_pack_bins_argument_errors(kwargs, exc, words):
 def test_overlong_error_names_row_and_length():
     with pytest.raises(SequenceTooLongError, match=r"row 2 has 5,000 tokens; max_length is 4,096") as ei:
         fastaxo.pack_bins([10, 20, 5000, 6000], 4096)
-    assert (ei.value.row, ei.value.length, ei.value.limit) == (2, 5000, 4096)
+    assert (ei.value.row, ei.value.length, ei.value.max_length) == (2, 5000, 4096)
     assert isinstance(ei.value, ValueError)
 
 
@@ -454,6 +456,33 @@ def test_pack_with_given_bins_and_huge_row():
         fastaxo.pack(rows, 50_000, bins=b)
     with pytest.raises(InvalidInputError, match="the data has 1 rows"):
         fastaxo.pack(rows[:1], 100_000, bins=b)
+
+
+def test_every_too_long_sequence_is_said_in_one_message(tmp_path):
+    """pack_bins (rows and an order), pad and prepare refuse an over-long row with one message:
+    where it is, its length, max_length, how many rows are longer, then the options that handle
+    them in the caller's terms; ``max_length`` is the limit on every one of them."""
+    import pyarrow.parquet as pq
+
+    shape = (r"^(?P<where>.+) has (?P<n>[\d,]+) tokens; max_length is 4(; (?P<more>\d+) rows are "
+             r"longer)?\. Pass (?P<fix>.+)$")
+    f = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"input_ids": pa.array([[1] * 3, [1] * 9, [1] * 6], pa.list_(pa.int32()))}), f)
+    calls = {
+        "lengths row 1": lambda: fastaxo.pack_bins([3, 9, 6], 4),
+        "lengths row 1 (order[0])": lambda: fastaxo.pack_bins([3, 9, 6], 4, strategy="ff",
+                                                               order=[1, 2, 0]),
+        "input_ids row 1": lambda: fastaxo.pad([[1] * 3, [1] * 9, [1] * 6], max_length=4),
+        f"{f} row 1 (0-based): input_ids": lambda: fastaxo.prepare(
+            [str(f)], str(tmp_path / "out.parquet"), max_length=4),
+    }
+    for where, call in calls.items():
+        with pytest.raises(SequenceTooLongError) as ei:
+            call()
+        m = re.match(shape, str(ei.value))
+        assert m, str(ei.value)
+        assert (m["where"], m["n"], m["more"]) == (where, "9", "2"), str(ei.value)
+        assert (ei.value.row, ei.value.length, ei.value.max_length) == (1, 9, 4)
 
 
 def test_pack_errors():

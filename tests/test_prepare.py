@@ -471,7 +471,7 @@ def test_errors_survive_pickling():
 
     e = pickle.loads(pickle.dumps(SequenceTooLongError("a.parquet row 3: too long", 3, 5000, 4096)))
     assert isinstance(e, SequenceTooLongError) and isinstance(e, ValueError)
-    assert (str(e), e.row, e.length, e.limit) == ("a.parquet row 3: too long", 3, 5000, 4096)
+    assert (str(e), e.row, e.length, e.max_length) == ("a.parquet row 3: too long", 3, 5000, 4096)
     f = pickle.loads(pickle.dumps(FileFormatError("bad file", "b.jsonl", "line 7")))
     assert (str(f), f.path, f.location) == ("bad file", "b.jsonl", "line 7")
     for cls in (NullValueError, SchemaMismatchError):

@@ -210,8 +210,9 @@ def tokenize_turns(turns: Sequence[list[dict[str, Any]]], spec: ChatSpec,
                     big = r.error
                     raise RowTooLargeError(
                         f"messages: row {i} renders to at least {big.length:,} bytes of text, "
-                        f"more than max_row_bytes ({big.limit:,}); pass too_large='skip' to "
-                        "give it no tokens, or raise max_row_bytes", i, big.length, big.limit)
+                        f"more than max_row_bytes ({big.max_row_bytes:,}); pass "
+                        "too_large='skip' to give it no tokens, or raise max_row_bytes", i,
+                        big.length, big.max_row_bytes)
                 result.too_large.append(i)
                 result.empty[r.reason] += 1
                 r = empty

@@ -33,12 +33,12 @@ BFD_MAX_CAPACITY = 1 << 26
 
 @dataclass(frozen=True)
 class PackStats:
-    """What a bin assignment did. ``efficiency`` = tokens / (bins x capacity) (0 when there are
-    no bins); no packing can use fewer than ``lower_bound`` = ceil(tokens / capacity) bins.
-    Overflow counters count input rows longer than the capacity and what happened to them."""
+    """What a bin assignment did. ``efficiency`` = tokens / (bins x max_length) (0 when there are
+    no bins); no packing can use fewer than ``lower_bound`` = ceil(tokens / max_length) bins.
+    Overflow counters count input rows longer than ``max_length`` and what happened to them."""
 
     strategy: str
-    capacity: int
+    max_length: int
     sequences: int
     entries: int
     bins: int
@@ -62,7 +62,7 @@ class PackStats:
 
     def __str__(self) -> str:
         s = (
-            f"{self.sequences:,} sequences -> {self.bins:,} bins of {self.capacity:,} "
+            f"{self.sequences:,} sequences -> {self.bins:,} bins of {self.max_length:,} "
             f"({self.strategy}); "
             f"{self.tokens:,} tokens, efficiency {self.efficiency:.4%}, lower bound "
             f"{self.lower_bound:,} bins"
@@ -88,12 +88,12 @@ class Bins:
     made with ``bins[a:b]`` or :meth:`chunks`).
     """
 
-    __slots__ = ("indices", "offsets", "lengths", "_starts", "capacity", "stats")
+    __slots__ = ("indices", "offsets", "lengths", "_starts", "max_length", "stats")
 
     def __init__(self, indices: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
-                 starts: np.ndarray | None, capacity: int, stats: PackStats | None):
+                 starts: np.ndarray | None, max_length: int, stats: PackStats | None):
         self.indices, self.offsets, self.lengths, self._starts = indices, offsets, lengths, starts
-        self.capacity, self.stats = capacity, stats
+        self.max_length, self.stats = max_length, stats
 
     @property
     def starts(self) -> np.ndarray:
@@ -116,7 +116,8 @@ class Bins:
             b = max(a, b)
             lo, hi = int(self.offsets[a]), int(self.offsets[b])
             return Bins(self.indices[lo:hi], self.offsets[a : b + 1] - lo, self.lengths[lo:hi],
-                        None if self._starts is None else self._starts[lo:hi], self.capacity, None)
+                        None if self._starts is None else self._starts[lo:hi], self.max_length,
+                        None)
         b = int(key)
         if b < 0:
             b += len(self)
@@ -148,7 +149,7 @@ class Bins:
 
     def __repr__(self) -> str:
         return (f"<fastaxo.Bins: {len(self):,} bins, {len(self.indices):,} entries, "
-                f"capacity {self.capacity:,}>")
+                f"max_length {self.max_length:,}>")
 
 
 def _lengths_of(lengths: Any) -> np.ndarray:
@@ -214,10 +215,15 @@ def _looks_ragged(x: Any) -> bool:
 
 
 # ---------------------------------------------------------------- bin assignment
-def _items(lengths: np.ndarray, capacity: int, overflow: str, what: str):
+# What a SequenceTooLongError from packing tells the caller to do.
+FIX_OVERLONG = ("Pass overflow='truncate', 'split' or 'drop' to handle such rows (each is "
+                "counted in the stats), or filter them out first")
+
+
+def _items(lengths: np.ndarray, max_length: int, overflow: str, what: str):
     """Items to pack from rows: (item_len, item_row or None, item_start or None, counters)."""
     n = len(lengths)
-    over = lengths > capacity
+    over = lengths > max_length
     n_over = int(np.count_nonzero(over)) if n else 0
     c = {"overlong": n_over}
     if n_over == 0 or overflow == "isolate":
@@ -225,46 +231,38 @@ def _items(lengths: np.ndarray, capacity: int, overflow: str, what: str):
         return lengths, None, None, c
     first = int(np.flatnonzero(over)[0])
     if overflow == "error":
-        raise SequenceTooLongError(
-            f"{what} row {first} has {int(lengths[first]):,} tokens; max_length is "
-            f"{capacity:,}. "
-            f"{n_over:,} row(s) are longer. Pass overflow='truncate', 'split' or 'drop' to handle "
-            "them "
-            "(each is counted in the stats), or filter them out first",
-            first,
-            int(lengths[first]),
-            capacity,
-        )
-    excess = int((lengths[over] - capacity).sum())
+        raise SequenceTooLongError.of(f"{what} row {first}", first, int(lengths[first]),
+                                      max_length, longer=n_over, fix=FIX_OVERLONG)
+    excess = int((lengths[over] - max_length).sum())
     if overflow == "truncate":
         c.update(truncated=n_over, truncated_tokens=excess)
-        return np.minimum(lengths, capacity), None, None, c
+        return np.minimum(lengths, max_length), None, None, c
     if overflow == "drop":
         keep = np.flatnonzero(~over)
         c.update(dropped=n_over, dropped_tokens=int(lengths[over].sum()))
         return lengths[keep], keep, None, c
-    # split: a row of L > capacity becomes ceil(L / capacity) pieces, in place
-    pieces = np.where(over, -(-lengths // capacity), 1)
+    # split: a row of L > max_length becomes ceil(L / max_length) pieces, in place
+    pieces = np.where(over, -(-lengths // max_length), 1)
     # the pieces' arrays (about 48 bytes a piece, here and in the bins) sized before they are
     # made: one 2**34-token row split by 8 once made 16 GiB arrays and the OOM killer came
     # (the float sum cannot wrap; past 2**53 it need not be exact to be refused)
     n_pieces = float(pieces.sum(dtype=np.float64))
     check_output_bytes(int(min(n_pieces, 2.0**62)) * 48,
-                       f"overflow='split': {what} rows longer than max_length={capacity:,} make "
+                       f"overflow='split': {what} rows longer than max_length={max_length:,} make "
                        f"{n_pieces:,.0f} pieces")
     rows = np.repeat(np.arange(n, dtype=np.int64), pieces)
     first_item = np.zeros(n, np.int64)
     np.cumsum(pieces[:-1], out=first_item[1:])
     j = np.arange(len(rows), dtype=np.int64) - first_item[rows]
-    starts = j * capacity
-    item_len = np.minimum(capacity, lengths[rows] - starts)
+    starts = j * max_length
+    item_len = np.minimum(max_length, lengths[rows] - starts)
     c.update(split=n_over, split_pieces=int(pieces[over].sum()))
     return item_len, rows, starts, c
 
 
 def _assign(
     item_len: np.ndarray,
-    capacity: int,
+    max_length: int,
     max_items: int,
     strategy: str,
     allow_overlong: bool,
@@ -275,11 +273,11 @@ def _assign(
     ext = backend.pack_ext
     if ext is None:
         order, offsets = reference.assign_groups(
-            item_len, capacity, max_items, strategy, allow_overlong, groups
+            item_len, max_length, max_items, strategy, allow_overlong, groups
         )
         return order, offsets, item_len[order]
     status, bad, order, offsets, entry_len = ext.assign(
-        item_len, capacity, max_items, ext.STRATEGIES[strategy], allow_overlong, groups, nt
+        item_len, max_length, max_items, ext.STRATEGIES[strategy], allow_overlong, groups, nt
     )
     check_status(ext, status, kernel="pack_bins", what=f"packing {len(item_len):,} sequences",
                  item=bad)
@@ -321,8 +319,8 @@ def pack_bins(
         Sequences longer than ``max_length``: raise :class:`~fastaxo.errors.SequenceTooLongError`
         naming the row (default); keep the first ``max_length`` tokens; cut into pieces of at
         most ``max_length`` tokens, each packed as its own sequence; leave the row out; or give
-        it a bin of its own that nothing else joins (Axolotl's behaviour; such bins exceed the
-        capacity, so :func:`pack` refuses this mode). Every case is counted in ``stats``.
+        it a bin of its own that nothing else joins (Axolotl's behaviour; such bins exceed
+        ``max_length``, so :func:`pack` refuses this mode). Every case is counted in ``stats``.
     num_threads : int, optional
         Threads for parallel groups (default: :func:`fastaxo.default_num_threads`).
     order : 1-D array of int, optional
@@ -347,15 +345,15 @@ def pack_bins(
     >>> b.to_list(), b.stats.bins, b.stats.efficiency
     ([[2], [0, 1]], 2, 0.9375)
     """
-    capacity = positive_int(max_length, "max_length")
+    max_length = positive_int(max_length, "max_length")
     strategy = choice(strategy, "strategy", STRATEGIES)
     overflow = choice(overflow, "overflow", OVERFLOW_MODES)
     max_rows = positive_int(max_rows_per_bin, "max_rows_per_bin", allow_none=True)
     group_size = positive_int(group_size, "group_size", allow_none=True)
     nt = resolve_num_threads(num_threads)
-    if strategy == "bfd" and capacity > BFD_MAX_CAPACITY:
+    if strategy == "bfd" and max_length > BFD_MAX_CAPACITY:
         raise InvalidInputError(
-            f"max_length is {capacity:,}; strategy 'bfd' supports bins of up to "
+            f"max_length is {max_length:,}; strategy 'bfd' supports bins of up to "
             f"{BFD_MAX_CAPACITY:,} "
             "tokens (use 'ffd', nearly as tight, for larger bins)"
         )
@@ -364,14 +362,14 @@ def pack_bins(
         return _pack_bins_ordered(
             lengths,
             _order_of(order, len(lengths)),
-            capacity,
+            max_length,
             strategy,
             max_rows,
             group_size,
             overflow,
             nt,
         )
-    return assign_bins(lengths, capacity, strategy, max_rows, group_size, overflow, nt, "lengths")
+    return assign_bins(lengths, max_length, strategy, max_rows, group_size, overflow, nt, "lengths")
 
 
 def _order_of(order: Any, n: int) -> np.ndarray:
@@ -393,7 +391,7 @@ def _order_of(order: Any, n: int) -> np.ndarray:
 def _pack_bins_ordered(
     lengths: np.ndarray,
     order: np.ndarray,
-    capacity: int,
+    max_length: int,
     strategy: str,
     max_rows: int | None,
     group_size: int | None,
@@ -406,49 +404,45 @@ def _pack_bins_ordered(
     if (strategy != "ff" or overflow not in ("error", "isolate") or ext is None or n == 0
             or (len(lengths) and int(lengths.max()) >= 2**31)):
         bins = assign_bins(
-            lengths[order], capacity, strategy, max_rows, group_size, overflow, nt, "lengths[order]"
+            lengths[order], max_length, strategy, max_rows, group_size, overflow, nt,
+            "lengths[order]"
         )
         return Bins(
-            order[bins.indices], bins.offsets, bins.lengths, bins._starts, capacity, bins.stats
+            order[bins.indices], bins.offsets, bins.lengths, bins._starts, max_length, bins.stats
         )
     gs = group_size if group_size is not None else n
     max_items = max_rows if max_rows is not None else n
     len32 = lengths.astype(np.int32)
     groups = -(-n // gs)
-    hint = int(len32.sum(dtype=np.int64) * n / max(len(len32), 1) / capacity / groups * 1.125) + 8
+    hint = int(len32.sum(dtype=np.int64) * n / max(len(len32), 1) / max_length / groups * 1.125) + 8
     status, bad, ids, offsets = ext.ff_in_order(
-        len32, order, 0, 0, capacity, max_items, overflow == "isolate", gs, hint, nt
+        len32, order, 0, 0, max_length, max_items, overflow == "isolate", gs, hint, nt
     )
     if status == ext.EOVERLONG:
         row = int(order[bad])
-        n_over = int(np.count_nonzero(lengths[order] > capacity))
-        raise SequenceTooLongError(
-            f"lengths row {row} (order[{bad}]) has {int(lengths[row]):,} tokens; max_length is "
-            f"{capacity:,}. {n_over:,} entries of order are longer. Pass overflow='truncate', "
-            "'split' or 'drop' "
-            "to handle them (each is counted in the stats), or filter them out first",
-            row,
-            int(lengths[row]),
-            capacity,
-        )
+        n_over = int(np.count_nonzero(lengths[order] > max_length))
+        raise SequenceTooLongError.of(f"lengths row {row} (order[{bad}])", row,
+                                      int(lengths[row]), max_length, longer=n_over,
+                                      fix=FIX_OVERLONG)
     check_status(ext, status, kernel="pack_bins", what=f"packing {n:,} sequences", item=bad)
     entry_len = lengths[ids]
-    n_over = int(np.count_nonzero(entry_len > capacity))
+    n_over = int(np.count_nonzero(entry_len > max_length))
     tokens = int(entry_len.sum())
     nb = len(offsets) - 1
     stats = PackStats(
-        strategy=strategy, capacity=capacity, sequences=n, entries=n, bins=nb, tokens=tokens,
-        lower_bound=-(-tokens // capacity), efficiency=(tokens / (nb * capacity)) if nb else 0.0,
+        strategy=strategy, max_length=max_length, sequences=n, entries=n, bins=nb, tokens=tokens,
+        lower_bound=-(-tokens // max_length),
+        efficiency=(tokens / (nb * max_length)) if nb else 0.0,
         overflow=overflow, max_rows_per_bin=max_rows, group_size=group_size, overlong=n_over,
         isolated=n_over if overflow == "isolate" else 0,
     )
-    return Bins(ids, offsets, entry_len, None, capacity, stats)
+    return Bins(ids, offsets, entry_len, None, max_length, stats)
 
 
-def assign_bins(lengths: np.ndarray, capacity: int, strategy: str, max_rows: int | None,
+def assign_bins(lengths: np.ndarray, max_length: int, strategy: str, max_rows: int | None,
                group_size: int | None, overflow: str, nt: int, what: str) -> Bins:
     n = len(lengths)
-    item_len, rows, starts, counters = _items(lengths, capacity, overflow, what)
+    item_len, rows, starts, counters = _items(lengths, max_length, overflow, what)
     n_items = len(item_len)
     if group_size is None or n == 0:
         groups = np.array([0, n_items], np.int64)
@@ -461,18 +455,19 @@ def assign_bins(lengths: np.ndarray, capacity: int, strategy: str, max_rows: int
     item_len = np.ascontiguousarray(item_len, dtype=np.int64)
     max_items = max_rows if max_rows is not None else max(n_items, 1)
     order, offsets, entry_len = _assign(
-        item_len, capacity, max_items, strategy, overflow == "isolate", groups, nt
+        item_len, max_length, max_items, strategy, overflow == "isolate", groups, nt
     )
     indices = order if rows is None else rows[order]
     entry_starts = None if starts is None else starts[order]
     tokens = int(entry_len.sum()) if n_items else 0
     nb = len(offsets) - 1
     stats = PackStats(
-        strategy=strategy, capacity=capacity, sequences=n, entries=n_items, bins=nb, tokens=tokens,
-        lower_bound=-(-tokens // capacity), efficiency=(tokens / (nb * capacity)) if nb else 0.0,
+        strategy=strategy, max_length=max_length, sequences=n, entries=n_items, bins=nb,
+        tokens=tokens, lower_bound=-(-tokens // max_length),
+        efficiency=(tokens / (nb * max_length)) if nb else 0.0,
         overflow=overflow, max_rows_per_bin=max_rows, group_size=group_size, **counters,
     )
-    return Bins(indices, offsets, entry_len, entry_starts, capacity, stats)
+    return Bins(indices, offsets, entry_len, entry_starts, max_length, stats)
 
 
 # ---------------------------------------------------------------- package-internal entry points
@@ -495,7 +490,7 @@ def replay_randperm(seed: int, n: int, count: int) -> np.ndarray:
 
 
 def ff_in_order(lengths: np.ndarray, order: np.ndarray | None, seed: int, count: int,
-                capacity: int, max_items: int, *, group_size: int, bins_hint: int,
+                max_length: int, max_items: int, *, group_size: int, bins_hint: int,
                 num_threads: int, work: list[Any] | None = None
                 ) -> tuple[np.ndarray, np.ndarray]:
     """Axolotl's first fit (over-long rows in a bin of their own) over int32 ``lengths`` read
@@ -507,7 +502,7 @@ def ff_in_order(lengths: np.ndarray, order: np.ndarray | None, seed: int, count:
     lengths (non-negative) and the order (in range)."""
     ext = backend.pack_ext
     assert ext is not None, "ff_in_order needs the compiled extension"
-    status, bad, ids, offsets = ext.ff_in_order(lengths, order, seed, count, capacity, max_items,
+    status, bad, ids, offsets = ext.ff_in_order(lengths, order, seed, count, max_length, max_items,
                                                 True, group_size, bins_hint, num_threads, work)
     check_status(ext, status, kernel="fastaxo packing", what=f"packing {count:,} sequences",
                  item=bad)

@@ -194,7 +194,7 @@ def _own_bins(bins: Bins) -> Bins:
         return np.array(a, dtype=np.int64, order="C", copy=True)
 
     return Bins(own(bins.indices), own(bins.offsets), own(bins.lengths),
-                None if bins._starts is None else own(bins._starts), bins.capacity, bins.stats)
+                None if bins._starts is None else own(bins._starts), bins.max_length, bins.stats)
 
 
 def _check_bins(bins: Any, ids: Rows, width: int, layout: str) -> Bins:

@@ -691,7 +691,7 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
                    else tokenize_turns(turns, ct.spec, too, arrays=True, sized=True))
         except RowTooLargeError as e:
             raise too_large_error(path, row0 + a + e.row, "the conversation is at least",
-                                  e.length, e.limit) from None
+                                  e.length, e.max_row_bytes) from None
         except FastaxoError as e:
             raise _chat_row_error(e, column, path, row0 + a) from None
         for reason, n in res.fallbacks.items():

@@ -41,6 +41,10 @@ _I32 = pa.int32()
 
 ATTENTION_MODES: dict[str, str | None] = {**{a: a for a in ATTENTION}, "none": None}
 
+# What a SequenceTooLongError from prepare tells the caller to do.
+FIX_PREPARE = ("Pass --overflow truncate, split or drop (overflow= in prepare()) to handle such "
+               "rows (each is counted in the report), or filter them out first")
+
 
 def output_schema(has_labels: bool, attention: str, options: dict[str, Any]) -> pa.Schema:
     """The packed output's columns (list<int32>: input_ids, labels if the input has them,
@@ -171,11 +175,9 @@ def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
         over = np.flatnonzero(lens > max_length)
         if len(over):
             i = int(over[0])
-            raise SequenceTooLongError(
-                f"{row_where(path, row0 + i)}: input_ids has {int(lens[i]):,} tokens; max_length "
-                f"(--max-length) is {max_length:,}. Pass --overflow truncate, split or drop to "
-                "handle such rows (each is counted in the report), or filter them out first",
-                row0 + i, int(lens[i]), max_length)
+            raise SequenceTooLongError.of(
+                f"{row_where(path, row0 + i)}: input_ids", row0 + i, int(lens[i]), max_length,
+                longer=len(over), fix=FIX_PREPARE)
     return CheckedBatch(work, lens, tsec, too_large)
 
 
