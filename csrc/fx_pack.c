@@ -471,6 +471,37 @@ static FXP_INLINE int64_t fxp_max8(const int64_t *g)
  * the oldest window bin into the tree when the window is full. */
 #define FXP_W 8
 
+/* What the two first-fit bodies (int64 below, int32 SSE2 after it) share. */
+
+/* The length of item k: a row length through the index (first waiting for the producer's
+ * progress to pass k, when there is one), or slen[k]. */
+FXP_ALWAYS_INLINE int64_t fxp_item_len(const fxp_items *it, int64_t k, int64_t *avail)
+{
+    if (it->index != NULL) {
+        if (k >= *avail) *avail = fx_wait_progress(it->progress, k);
+        return it->len32[it->index[k]];
+    }
+    return it->slen[k];
+}
+
+/* Twice the room for per-bin counts (a new bin found cnt full): nonzero when memory runs
+ * out. Out of line: the hot path is only the compare before the call. */
+static int fxp_grow_counts(int64_t **cnt, int64_t *ccap)
+{
+    if (fxp_grow((void **)cnt, 2 * *ccap, sizeof(int64_t))) return 1;
+    *ccap *= 2;
+    return 0;
+}
+
+/* The bins of items assigned (bin_offsets[k] = item k's bin) written out in order. */
+FXP_ALWAYS_INLINE void fxp_ff_emit(const fxp_items *it, const int64_t *perm, int64_t n,
+                                   int64_t *cnt, int64_t nb, int64_t *order,
+                                   int64_t *bin_offsets, int64_t *n_bins)
+{
+    fxp_emit(it->index != NULL ? it->index : perm, n, cnt, nb, order, bin_offsets);
+    *n_bins = nb;
+}
+
 FXP_ALWAYS_INLINE int fxp_ff_body(fxp_items it, int64_t n, int64_t C, int64_t max_items, int allow_overlong,
                                    int64_t bins_hint, const int64_t *perm, int64_t *order, int64_t *bin_offsets,
                                    int64_t *n_bins, int64_t *bad_item)
@@ -489,14 +520,8 @@ FXP_ALWAYS_INLINE int fxp_ff_body(fxp_items it, int64_t n, int64_t C, int64_t ma
     if (cnt == NULL || fxp_tree_build(&t, ccap, NULL, 0)) goto out;
 
     for (k = 0; k < n; k++) {
-        int64_t s, b;
+        int64_t s = fxp_item_len(&it, k, &avail), b;
         unsigned m;
-        if (it.index != NULL) {
-            if (k >= avail) avail = fx_wait_progress(it.progress, k);
-            s = it.len32[it.index[k]];
-        } else {
-            s = it.slen[k];
-        }
         if (s > C) {
             if (!allow_overlong) {
                 *bad_item = k;
@@ -549,18 +574,14 @@ FXP_ALWAYS_INLINE int fxp_ff_body(fxp_items it, int64_t n, int64_t C, int64_t ma
                 for (j = 1; j < FXP_W; j++) wrem[j - 1] = wrem[j];
                 wn--;
             }
-            if (nb == ccap) {
-                if (fxp_grow((void **)&cnt, 2 * ccap, sizeof(int64_t))) goto out;
-                ccap *= 2;
-            }
+            if (nb == ccap && fxp_grow_counts(&cnt, &ccap)) goto out;
             b = nb++;
             cnt[b] = 1;
             wrem[wn++] = (s <= C && max_items > 1) ? C - s : -1;
         }
         bin_offsets[k] = b;
     }
-    fxp_emit(it.index != NULL ? it.index : perm, n, cnt, nb, order, bin_offsets);
-    *n_bins = nb;
+    fxp_ff_emit(&it, perm, n, cnt, nb, order, bin_offsets, n_bins);
     rc = FX_OK;
 out:
     free(t.mem);
@@ -689,14 +710,8 @@ FXP_ALWAYS_INLINE int fxp_ff32_body(fxp_items it, int64_t n, int64_t C, int64_t 
     if (cnt == NULL || fxp_tree32_build(&t, ccap, NULL, 0)) goto out;
 
     for (k = 0; k < n; k++) {
-        int64_t s64, b;
+        int64_t s64 = fxp_item_len(&it, k, &avail), b;
         unsigned m = 0;
-        if (it.index != NULL) {
-            if (k >= avail) avail = fx_wait_progress(it.progress, k);
-            s64 = it.len32[it.index[k]];
-        } else {
-            s64 = it.slen[k];
-        }
         int32_t s = (int32_t)s64;
         __m128i sm1 = _mm_set1_epi32(s - 1);
         if (s64 > C) {
@@ -778,17 +793,13 @@ FXP_ALWAYS_INLINE int fxp_ff32_body(fxp_items it, int64_t n, int64_t C, int64_t 
                 whi = _mm_or_si128(_mm_andnot_si128(mhi, whi), _mm_and_si128(mhi, vv));
                 wn++;
             }
-            if (nb == ccap) {
-                if (fxp_grow((void **)&cnt, 2 * ccap, sizeof(int64_t))) goto out;
-                ccap *= 2;
-            }
+            if (nb == ccap && fxp_grow_counts(&cnt, &ccap)) goto out;
             b = nb++;
             cnt[b] = 1;
         }
         bin_offsets[k] = b;
     }
-    fxp_emit(it.index != NULL ? it.index : perm, n, cnt, nb, order, bin_offsets);
-    *n_bins = nb;
+    fxp_ff_emit(&it, perm, n, cnt, nb, order, bin_offsets, n_bins);
     rc = FX_OK;
 out:
     free(t.mem);
