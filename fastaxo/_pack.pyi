@@ -56,7 +56,7 @@ def pad_fill(
 ) -> None: ...
 def pad_list(
     ids: list[np.ndarray], labels: list[np.ndarray] | None, dtype: np.dtype[Any], pad_id: int,
-    label_pad_id: int, multiple_of: int, left: bool, mask: bool,
+    label_pad_id: int, pad_to_multiple_of: int, left: bool, mask: bool,
 ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None: ...
 def lists_to_values(
     rows: list[Any],

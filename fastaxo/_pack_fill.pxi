@@ -293,7 +293,7 @@ def pad_fill(char[::1] out, int dt, const int64_t[::1] boff, const int64_t[::1] 
         if widths[b] < 0 or boff[b + 1] < boff[b] or obase[b] < 0:
             raise ValueError("pad_fill: inconsistent batches")
         rows_b = boff[b + 1] - boff[b]
-        # checked: rows x width must not wrap (a wrapped size once let a huge pad_to write past
+        # checked: rows x width must not wrap (a wrapped size once let a huge max_length write past
         # a small buffer)
         if rows_b and widths[b] > (INT64_MAX - obase[b]) // rows_b:
             raise ValueError("pad_fill: batch sizes overflow")
@@ -376,9 +376,10 @@ cdef int _scan_rows(tuple rows, Py_ssize_t n, int dt, uintptr_t *ptrs, int64_t *
 
 
 def pad_list(list ids, object labels, object dtype, int64_t pad_id, int64_t label_pad_id,
-             int64_t multiple_of, bint left, bint mask):
+             int64_t pad_to_multiple_of, bint left, bint mask):
     """The collator fast path: pad a list of 1-D contiguous integer arrays (and labels) to the
-    longest row (rounded up to ``multiple_of`` when > 0) in one call, without concatenating.
+    longest row (rounded up to ``pad_to_multiple_of`` when > 0) in one call, without
+    concatenating.
 
     Rows are read through the NumPy C API (no per-row Python attribute or buffer request) and
     may differ in integer type as long as each casts safely to ``dtype`` (int32 or int64).
@@ -432,10 +433,11 @@ def pad_list(list ids, object labels, object dtype, int64_t pad_id, int64_t labe
         for i in range(n):
             if il[i] > width:
                 width = il[i]
-        if multiple_of > 0:
-            if multiple_of > INT64_MAX // 4 or width > INT64_MAX // 4:
-                raise ValueError(f"pad_list: multiple_of {multiple_of} is too large")
-            width = (width + multiple_of - 1) // multiple_of * multiple_of
+        if pad_to_multiple_of > 0:
+            if pad_to_multiple_of > INT64_MAX // 4 or width > INT64_MAX // 4:
+                raise ValueError(f"pad_list: pad_to_multiple_of {pad_to_multiple_of} is too large")
+            width = ((width + pad_to_multiple_of - 1) // pad_to_multiple_of
+                     * pad_to_multiple_of)
         dims[0] = n
         dims[1] = width
         tnum = cnp.NPY_INT32 if dt == FX_T_I32 else cnp.NPY_INT64

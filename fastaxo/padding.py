@@ -213,7 +213,7 @@ def _widths(lengths: np.ndarray, bo: np.ndarray, o: _PadOptions) -> np.ndarray:
     if o.mult is not None:
         widest = -(-widest // o.mult) * o.mult  # Python ints: no wrap
     # every size below is computed in int64: check in Python ints first that none can wrap
-    # (a huge pad_to once made a small buffer that the kernel then overran)
+    # (a huge max_length once made a small buffer that the kernel then overran)
     check_output_bytes(widest * max(n, 1) * o.dt.itemsize,
                        f"the padded output ({n:,} rows x {widest:,} wide x {o.dt.itemsize} "
                        "bytes)")
@@ -437,14 +437,14 @@ def pad_batches(data: Any, batch_offsets: Any, *, labels: Any = None, position_i
 # that no integration calls the extension directly.
 
 def pad_rows(rows: list[np.ndarray], labels: list[np.ndarray] | None, dtype: np.dtype,
-             pad_id: int, label_pad_id: int, multiple_of: int, left: bool,
+             pad_id: int, label_pad_id: int, pad_to_multiple_of: int, left: bool,
              mask: bool) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None] | None:
     """Pad a list of 1-D native NumPy rows (and their labels) in one kernel call, read in
     place: ``(input_ids, attention_mask or None, labels or None)`` of width the longest row
-    rounded up to ``multiple_of`` (0: none), or None when the extension is missing or a row is
-    not such a row (the caller then takes its general path). ValueError for labels whose
+    rounded up to ``pad_to_multiple_of`` (0: none), or None when the extension is missing or a
+    row is not such a row (the caller then takes its general path). ValueError for labels whose
     lengths differ from their rows'."""
     ext = backend.pack_ext
     if ext is None:
         return None
-    return ext.pad_list(rows, labels, dtype, pad_id, label_pad_id, multiple_of, left, mask)
+    return ext.pad_list(rows, labels, dtype, pad_id, label_pad_id, pad_to_multiple_of, left, mask)
