@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -157,15 +158,23 @@ def _window_quality(rep) -> None:
 # ---------------------------------------------------------------------------------------------
 # tests
 
-def test_planted_duplicates_equal_single_machine(cluster, tmp_path):
+def test_planted_duplicates_equal_single_machine(cluster, tmp_path, monkeypatch):
     """Four Parquet files (row groups of 700 rows) with duplicates planted within and across
     files, empty rows and labels: the Ray shards equal `fastaxo.prepare`'s output row for row,
-    every first occurrence is packed exactly once, and the report counts agree."""
+    every first occurrence is packed exactly once, and the report counts agree. The driver
+    reads each file's footer once (the plan's read gives the schema too)."""
     files = [_write_parquet(tmp_path / f"in{k}.parquet", ids, labs, 700)
              for k, (ids, labs) in enumerate(_planted(4, 5000, seed=1))]
     single = fastaxo.prepare(files, str(tmp_path / "single.parquet"), SEQ, pack_window=3000)
+    footers = Counter()
+    for name in ("read_metadata", "read_schema", "ParquetFile"):
+        real = getattr(pq, name)
+        monkeypatch.setattr(pq, name, lambda where, *a, _real=real, **kw: (
+            footers.update([str(where)]), _real(where, *a, **kw))[1])
     rep = fxray.prepare(files, str(tmp_path / "out"), SEQ, pack_window=3000, unit_rows=1500,
                         address=cluster["address"])
+    monkeypatch.undo()
+    assert {f: footers[f] for f in files} == dict.fromkeys(files, 1), footers
     _same_as_single(tmp_path / "out", tmp_path / "single.parquet")
     for k in ("rows_in", "tokens_in", "duplicates", "empty_rows", "rows_packed", "tokens_out", "bins", "windows"):
         assert getattr(rep, k) == getattr(single, k), k
@@ -189,7 +198,7 @@ def test_planted_duplicates_equal_single_machine(cluster, tmp_path):
     assert back.column("input_ids").to_pylist() == pq.read_table(tmp_path / "single.parquet").column("input_ids").to_pylist()
 
 
-def test_killed_worker_gives_the_same_output(cluster, tmp_path, monkeypatch):
+def test_killed_worker_gives_the_same_output(cluster, tmp_path):
     """The worker running window 1's task is killed (SIGKILL, from outside, mid-task); Ray runs
     the task again and the output is identical: nothing lost, nothing doubled."""
     files = [_write_parquet(tmp_path / f"in{k}.parquet", ids, labs, 500)
@@ -197,7 +206,6 @@ def test_killed_worker_gives_the_same_output(cluster, tmp_path, monkeypatch):
     fastaxo.prepare(files, str(tmp_path / "single.parquet"), SEQ, pack_window=2000)
     hold = tmp_path / "hold"
     hold.mkdir()
-    monkeypatch.setenv("FASTAXO_RAY_TEST_HOLD", f"pack:1:{hold}")
     killed = {}
 
     def killer():
@@ -214,8 +222,16 @@ def test_killed_worker_gives_the_same_output(cluster, tmp_path, monkeypatch):
 
     th = threading.Thread(target=killer, daemon=True)
     th.start()
-    rep = fxray.prepare(files, str(tmp_path / "out"), SEQ, pack_window=2000, unit_rows=1000,
-                        address=cluster["address"])
+    # the hook reaches the workers through this job's runtime_env (no option of prepare's)
+    ray.shutdown()
+    ray.init(address=cluster["address"], logging_level="ERROR", log_to_driver=False,
+             runtime_env={"env_vars": {"FASTAXO_RAY_TEST_HOLD": f"pack:1:{hold}"}})
+    try:
+        rep = fxray.prepare(files, str(tmp_path / "out"), SEQ, pack_window=2000, unit_rows=1000,
+                            address=cluster["address"])
+    finally:
+        ray.shutdown()
+        ray.init(address=cluster["address"], logging_level="ERROR", log_to_driver=False)
     th.join(5)
     assert killed.get("pid"), "the task was never held, so nothing was killed"
     with pytest.raises(ProcessLookupError):
@@ -576,3 +592,45 @@ def test_workers_importing_an_uncompiled_fastaxo_are_refused(cluster, tmp_path):
     assert f"Ray puts the driver's working directory ({checkout}) on its workers' sys.path" in r.stderr
     assert not list(tmp_path.glob("out/part-*.parquet"))
 
+
+def test_both_drivers_check_their_options_with_one_checker(monkeypatch):
+    """prepare and its Ray form hand their options to one checker (check_prepare_options),
+    which makes one frozen PrepareOptions: same arguments, same defaults, same object."""
+    import dataclasses
+    import importlib
+    import inspect
+
+    from fastaxo.integrations.ray import driver
+    from fastaxo.pipeline import options
+
+    local = importlib.import_module("fastaxo.pipeline.prepare")  # (the package exports a function)
+
+    fields = {f.name for f in dataclasses.fields(options.PrepareOptions)}
+    checker = inspect.signature(options.check_prepare_options).parameters
+    assert set(checker) == fields
+    for fn in (local.prepare, driver.prepare):
+        params = inspect.signature(fn).parameters
+        assert fields <= set(params), fn.__module__
+        assert {f: params[f].default for f in fields - {"max_length"}} == \
+            {f: checker[f].default for f in fields - {"max_length"}}, fn.__module__
+
+    made = []
+
+    class Stop(Exception):
+        pass
+
+    real = options.check_prepare_options
+
+    def spy(**kw):
+        made.append(real(**kw))
+        raise Stop
+
+    monkeypatch.setattr(options, "check_prepare_options", spy)
+    kw = dict(strategy="ffd", overflow="drop", attention=None, dedupe_columns=["input_ids"],
+              pack_window=7, batch_rows=9, max_row_bytes=1000)
+    for fn in (local.prepare, driver.prepare):
+        with pytest.raises(Stop):
+            fn("in.parquet", "out", 16, **kw)
+    assert made[0] == made[1] and made[0].attention == "none"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made[0].max_length = 1  # type: ignore[misc]

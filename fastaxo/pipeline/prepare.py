@@ -27,25 +27,23 @@ import numpy as np
 import pyarrow as pa
 
 from fastaxo._core import arrow
-from fastaxo._core.checks import MAX_ROW_BYTES, positive_int
+from fastaxo._core.checks import MAX_ROW_BYTES
 from fastaxo._core.files import check_not_an_input, check_output
 from fastaxo._core.proc import io_counters, status_kib
 from fastaxo._core.progress import Progress, interactive
 from fastaxo._core.threads import resolve_num_threads
-from fastaxo.errors import InvalidInputError, InvalidTypeError
+from fastaxo.errors import InvalidTypeError
 from fastaxo.hashing import Seen
 from fastaxo.hashing import dedupe as dedupe_rows
-from fastaxo.pipeline.columns import chat_tokenizer, compact, text_tokenizer
+from fastaxo.pipeline.columns import compact
+from fastaxo.pipeline.options import DEFAULT_PACK_WINDOW, options_of_call
 from fastaxo.pipeline.report import PrepareReport
 from fastaxo.pipeline.stages import (
     ATTENTION_MODES,
-    DEFAULT_PACK_WINDOW,
     check_batch,
-    check_options,
     first_columns,
     input_columns,
     output_schema,
-    schema_options,
     write_packed_window,
 )
 from fastaxo.pipeline.writer import Writer
@@ -168,9 +166,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     [[1, 2, 3, 6], [4, 5]]
     >>> tmp.cleanup()
     """
-    max_length, strategy, overflow, attention, pack_window, dedupe_columns = check_options(
-        max_length, strategy, overflow, attention, pack_window, dedupe_columns)
-    batch_rows = positive_int(batch_rows, "batch_rows")
+    o = options_of_call(locals())  # (first: locals() holds only the arguments)
     nt = resolve_num_threads(num_threads)
     if not isinstance(output, (str, os.PathLike)):
         raise InvalidTypeError(f"output must be a path, got {type(output).__name__}")
@@ -178,10 +174,6 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     check_output(output)  # before any work: a bad path fails now, not after the run
     files = resolve_source(inputs, format)
     check_not_an_input(output, [p for p, _, _ in files])
-    chat_mode = messages_column is not None or chat is not None
-    if chat_mode and tokenizer is None:
-        raise InvalidInputError("messages_column / chat: chat data needs tokenizer= (a tokenizer "
-                                "directory with its chat template)")
     # Read-ahead: 64 MiB is plenty to keep the packer fed and keeps the peak down.
     ropts = {"prefetch_bytes": 64 << 20, **(reader_options or {})}
 
@@ -189,54 +181,41 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     t_start = time.perf_counter()
     io0 = io_counters()
     opened: list[tuple[Any, pa.Schema, int | None] | None] = [None] * len(files)
-    opened[0] = first = _schema_of(*files[0], batch_rows, ropts)
+    opened[0] = first = _schema_of(*files[0], o.batch_rows, ropts)
     schema0 = first[1]
     del first  # opened[0] holds it until the first file is read, then lets it go
-    if (tokenizer is not None and not chat_mode and text_column not in schema0.names
-            and "messages" in schema0.names):
-        chat_mode = True  # a chat dataset: its messages column
+    chat_mode = o.chat_mode(schema0)
+    column = o.column(chat_mode)
     # stage 2, the tokenizer (None: the input is tokenized)
-    tok: Any
-    if chat_mode:
-        text_column = messages_column or "messages"
-        assert tokenizer is not None  # checked above
-        tok = chat_tokenizer(tokenizer, chat, max_row_bytes=max_row_bytes,
-                             add_special_tokens=add_special_tokens, append_eos=append_eos,
-                             eos_token=eos_token)
-    else:
-        tok = text_tokenizer(tokenizer, add_special_tokens=add_special_tokens,
-                             append_eos=append_eos, eos_token=eos_token,
-                             max_row_bytes=max_row_bytes, num_threads=nt)
-    has_labels, key_cols = first_columns(schema0, files[0][0], tok is not None, text_column,
-                                         dedupe_columns, chat=chat_mode)
+    tok = o.make_tokenizer(chat_mode, num_threads=nt)
+    has_labels, key_cols = first_columns(schema0, files[0][0], tok is not None, column,
+                                         o.dedupe_columns, chat=chat_mode)
     del schema0
 
     # stage 3, the output and the report
-    options = schema_options(max_length, strategy, overflow, attention, dedupe, key_cols,
-                             pack_window)
-    out_schema = output_schema(has_labels, attention, options)
-    rep = PrepareReport(inputs=[p for p, _, _ in files], output=output, max_length=max_length,
-                        strategy=strategy, overflow=overflow, attention=attention,
-                        pack_window=pack_window, dedupe=bool(dedupe),
-                        dedupe_columns=key_cols if dedupe else None, labels=has_labels,
+    out_schema = output_schema(has_labels, o.attention, o.schema_options(key_cols))
+    rep = PrepareReport(inputs=[p for p, _, _ in files], output=output, max_length=o.max_length,
+                        strategy=o.strategy, overflow=o.overflow, attention=o.attention,
+                        pack_window=o.pack_window, dedupe=o.dedupe,
+                        dedupe_columns=key_cols if o.dedupe else None, labels=has_labels,
                         tokenizer=tokenizer, files=len(files),
                         tokenizer_settings=None if tok is None else tok.settings())
-    bar = _progress(files, opened, batch_rows, ropts, progress)
+    bar = _progress(files, opened, o.batch_rows, ropts, progress)
     run = _Pass(rep=rep, writer=Writer(output, out_schema, num_threads=nt),
-                fields=list(out_schema), tok=tok, text_column=text_column,
-                has_labels=has_labels, key_cols=key_cols if dedupe else None,
-                max_length=max_length, strategy=strategy, overflow=overflow,
-                att_mode=ATTENTION_MODES[attention], pack_window=pack_window, nt=nt, bar=bar,
+                fields=list(out_schema), tok=tok, text_column=column,
+                has_labels=has_labels, key_cols=key_cols if o.dedupe else None,
+                max_length=o.max_length, strategy=o.strategy, overflow=o.overflow,
+                att_mode=ATTENTION_MODES[o.attention], pack_window=o.pack_window, nt=nt, bar=bar,
                 cancel=cancel)
 
     # stage 4, the pass: read, tokenize, check, dedupe, pack windows, write
     try:
         for fi, (path, fmt, comp) in enumerate(files):
-            make_reader, schema, _ = opened[fi] or _schema_of(path, fmt, comp, batch_rows,
+            make_reader, schema, _ = opened[fi] or _schema_of(path, fmt, comp, o.batch_rows,
                                                                ropts)
             opened[fi] = None
             cols = input_columns(schema, path, files[0][0], tokenizing=tok is not None,
-                                 text_column=text_column, has_labels=has_labels, dedupe=dedupe,
+                                 text_column=column, has_labels=has_labels, dedupe=o.dedupe,
                                  key_cols=key_cols, chat=chat_mode)
             run.read_file(make_reader(cols), path)
         run.finish()

@@ -1,24 +1,24 @@
-"""prepare's stages, shared with its Ray form: the options and input columns checked, a batch's
+"""prepare's stages, shared with its Ray form: the input columns checked, a batch's
 token columns checked, a window packed and written, and the output schema."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
 from fastaxo._core import arrow
-from fastaxo._core.checks import choice, positive_int
 from fastaxo.errors import (
     ColumnNotFoundError,
     InvalidInputError,
     SchemaMismatchError,
     SequenceTooLongError,
 )
-from fastaxo.packing import STRATEGIES, iter_pack
+from fastaxo.packing import iter_pack
 from fastaxo.packing.rows import ATTENTION
 from fastaxo.pipeline.columns import (
     ChatTokenizer,
@@ -29,13 +29,9 @@ from fastaxo.pipeline.columns import (
     tokenize,
 )
 
-__all__ = ["ATTENTION_LAYOUTS", "ATTENTION_MODES", "DEFAULT_PACK_WINDOW", "OVERFLOW",
-           "ROW_GROUP_TOKENS", "CheckedBatch", "check_batch", "check_options", "first_columns",
-           "input_columns", "output_schema", "schema_options", "write_packed_window"]
+__all__ = ["ATTENTION_MODES", "ROW_GROUP_TOKENS", "CheckedBatch", "check_batch",
+           "first_columns", "input_columns", "output_schema", "write_packed_window"]
 
-ATTENTION_LAYOUTS = (*ATTENTION, "none")  # pack's values, and "none" for no column
-OVERFLOW = ("error", "truncate", "split", "drop")
-DEFAULT_PACK_WINDOW = 100_000  # Axolotl's pack_parallel group size
 ROW_GROUP_TOKENS = 1 << 22  # bins per output row group: ~4M tokens (16 MiB per int32 column)
 _I32 = pa.int32()
 
@@ -58,23 +54,9 @@ def output_schema(has_labels: bool, attention: str, options: dict[str, Any]) -> 
     return pa.schema(fields, metadata={"fastaxo.prepare": json.dumps(options)})
 
 
-def check_options(max_length: Any, strategy: Any, overflow: Any, attention: Any, pack_window: Any,
-                  dedupe_columns: Any) -> tuple[int, str, str, str, int, list[str] | None]:
-    """The options prepare and its Ray form share, checked (errors name the argument)."""
-    if dedupe_columns is not None:
-        if (isinstance(dedupe_columns, str) or not dedupe_columns
-                or not all(isinstance(c, str) for c in dedupe_columns)):
-            raise InvalidInputError("dedupe_columns must be a non-empty list of column names, got "
-                                    f"{dedupe_columns!r}")
-        dedupe_columns = list(dedupe_columns)
-    return (positive_int(max_length, "max_length"), choice(strategy, "strategy", STRATEGIES),
-            choice(overflow, "overflow", OVERFLOW),
-            "none" if attention is None else choice(attention, "attention", ATTENTION_LAYOUTS),
-            positive_int(pack_window, "pack_window"), dedupe_columns)
-
-
 def first_columns(schema: pa.Schema, where: str, tokenizing: bool, text_column: str,
-                  dedupe_columns: list[str] | None, chat: bool = False) -> tuple[bool, list[str]]:
+                  dedupe_columns: Sequence[str] | None, chat: bool = False
+                  ) -> tuple[bool, list[str]]:
     """(labels used, dedupe columns) from the first input's schema, which fixes the columns.
     ``chat``: ``text_column`` is a messages column, which gives labels."""
     if tokenizing:
@@ -89,7 +71,7 @@ def first_columns(schema: pa.Schema, where: str, tokenizing: bool, text_column: 
                                       "for raw text pass a tokenizer (--tokenizer DIR)")
         has_labels = "labels" in schema.names
     default = ["input_ids", "labels"] if has_labels else ["input_ids"]
-    return has_labels, dedupe_columns or default
+    return has_labels, list(dedupe_columns) if dedupe_columns else default
 
 
 def input_columns(schema: pa.Schema, where: str, first: str, *, tokenizing: bool,
@@ -117,15 +99,6 @@ def input_columns(schema: pa.Schema, where: str, first: str, *, tokenizing: bool
                                       f"(columns: {schema.names})")
     keys = [c for c in key_cols if c in schema.names] if dedupe else []
     return list(dict.fromkeys(need + keys))
-
-
-def schema_options(max_length: int, strategy: str, overflow: str, attention: str, dedupe: bool,
-                   key_cols: list[str], pack_window: int) -> dict[str, Any]:
-    """The options recorded in the output's metadata."""
-    return {"max_length": max_length, "strategy": strategy, "overflow": overflow,
-            "attention": attention, "dedupe": dedupe,
-            "dedupe_columns": key_cols if dedupe else None, "pack_window": pack_window,
-            "layout": "flat (unpadded bins)"}
 
 
 class CheckedBatch(NamedTuple):

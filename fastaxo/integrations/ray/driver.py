@@ -37,15 +37,10 @@ from fastaxo.integrations.ray.units import (
     plan_files,
     schema_of_unit,
 )
-from fastaxo.pipeline.columns import ChatTokenizer, chat_tokenizer, text_tokenizer
+from fastaxo.pipeline.columns import ChatTokenizer
+from fastaxo.pipeline.options import DEFAULT_PACK_WINDOW, options_of_call
 from fastaxo.pipeline.report import ReportCounts
-from fastaxo.pipeline.stages import (
-    DEFAULT_PACK_WINDOW,
-    check_options,
-    first_columns,
-    input_columns,
-    schema_options,
-)
+from fastaxo.pipeline.stages import first_columns, input_columns
 
 __all__ = ["prepare", "RayPrepareReport", "DEFAULT_UNIT_ROWS", "MANIFEST"]
 
@@ -242,27 +237,16 @@ chat
     -------
     RayPrepareReport
     """
-    max_length, strategy, overflow, attention, pack_window, dedupe_columns = check_options(
-        max_length, strategy, overflow, attention, pack_window, dedupe_columns)
+    o = options_of_call(locals())  # (first: locals() holds only the arguments)
     unit_rows = positive_int(unit_rows, "unit_rows")
-    batch_rows = positive_int(batch_rows, "batch_rows")
     if partitions is not None:
         partitions = positive_int(partitions, "partitions")
     threads = _threads(num_cpus_per_task, threads_per_task)
     output = _output_dir(output)
     tok_dir = os.path.abspath(tokenizer) if tokenizer is not None else None
-    chat_mode = messages_column is not None or chat is not None
-    if chat_mode and tok_dir is None:
-        raise InvalidInputError("messages_column / chat: chat data needs tokenizer= (a tokenizer "
-                                "directory with its chat template)")
-    tok_opts: dict[str, Any] = dict(add_special_tokens=add_special_tokens,
-                                    append_eos=append_eos, eos_token=eos_token,
-                                    max_row_bytes=max_row_bytes)
-    # (built now: a bad tokenizer or option fails here, not in a task)
-    tok: Any = (chat_tokenizer(tok_dir, chat, **tok_opts) if chat_mode and tok_dir is not None
-                else text_tokenizer(tok_dir, **tok_opts))
-    if chat_mode:
-        text_column = messages_column or "messages"
+    # (built now, from the options alone: a bad tokenizer or option fails here, not in a task)
+    chat_mode = o.chat_mode(pa.schema([]))
+    tok: Any = o.make_tokenizer(chat_mode, tok_dir)
 
     t_start = time.perf_counter()
     _init_ray(address)
@@ -271,43 +255,41 @@ chat
 
     # ---- 1. plan: the units, the columns (the first unit fixes them), the task config
     t = time.perf_counter()
-    units, names, refs = _units(inputs, format, unit_rows, output)
+    units, names, refs, schemas = _units(inputs, format, unit_rows, output)
     where0 = units[0].where(0)[0]
-    schema0 = schema_of_unit(units[0])
-    if (tok is not None and not chat_mode and text_column not in schema0.names
-            and "messages" in schema0.names):
-        # a chat dataset (its messages column), as fastaxo.prepare decides
-        assert tok_dir is not None
-        chat_mode, text_column = True, "messages"
-        tok = chat_tokenizer(tok_dir, chat, **tok_opts)
-    has_labels, key_cols = first_columns(schema0, where0, tok_dir is not None, text_column,
-                                         dedupe_columns, chat=chat_mode)
+    schema0 = schema_of_unit(units[0], schemas)
+    if not chat_mode and o.chat_mode(schema0):  # a chat dataset (its messages column)
+        chat_mode = True
+        tok = o.make_tokenizer(chat_mode, tok_dir)
+    column = o.column(chat_mode)
+    has_labels, key_cols = first_columns(schema0, where0, tok_dir is not None, column,
+                                         o.dedupe_columns, chat=chat_mode)
     for u in ([units[0]] if refs is not None
               else [next(x for x in units if x.path == p) for p in names]):
-        input_columns(schema_of_unit(u), u.where(0)[0], where0, tokenizing=tok_dir is not None,
-                      text_column=text_column, has_labels=has_labels, dedupe=dedupe,
+        input_columns(schema_of_unit(u, schemas), u.where(0)[0], where0,
+                      tokenizing=tok_dir is not None,
+                      text_column=column, has_labels=has_labels, dedupe=o.dedupe,
                       key_cols=key_cols, chat=chat_mode)
     known_rows = sum(u.nrows for u in units if u.nrows > 0)
     res = ray.cluster_resources()
     cpus = float(res.get("CPU", 1.0))
     nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
     P = partitions or max(int(cpus), -(-max(known_rows, 1) // 2_000_000))
-    options = schema_options(max_length, strategy, overflow, attention, bool(dedupe), key_cols,
-                             pack_window)
     text = None if chat_mode else tok
-    cfg = Cfg(max_length, strategy, overflow, attention, bool(dedupe), tuple(key_cols), has_labels,
-              tok_dir, text_column, P, threads, json.dumps(options),
-              os.environ.get("FASTAXO_RAY_TEST_HOLD", ""), bool(add_special_tokens),
-              bool(append_eos), eos_token, None if text is None else text.encoder,
+    cfg = Cfg(o.max_length, o.strategy, o.overflow, o.attention, o.dedupe, tuple(key_cols),
+              has_labels, tok_dir, column, P, threads, json.dumps(o.schema_options(key_cols)),
+              o.add_special_tokens, o.append_eos, o.eos_token,
+              None if text is None else text.encoder,
               MAX_ROW_BYTES if text is None else text.max_row_bytes,
-              chat_options(tok) if chat_mode else None, batch_rows)
+              chat_options(tok) if chat_mode else None, o.batch_rows)
     os.makedirs(output, exist_ok=True)
     stage["plan"] = time.perf_counter() - t
 
-    rep = RayPrepareReport(inputs=names, output=output, max_length=max_length, strategy=strategy,
-                           overflow=overflow, attention=attention, pack_window=pack_window,
-                           dedupe=bool(dedupe), dedupe_columns=key_cols if dedupe else None,
-                           labels=has_labels, tokenizer=tok_dir,
+    rep = RayPrepareReport(inputs=names, output=output, max_length=o.max_length,
+                           strategy=o.strategy, overflow=o.overflow, attention=o.attention,
+                           pack_window=o.pack_window, dedupe=o.dedupe,
+                           dedupe_columns=key_cols if o.dedupe else None, labels=has_labels,
+                           tokenizer=tok_dir,
                            tokenizer_settings=None if tok is None else tok.settings(),
                            units=len(units), partitions=P, nodes=nodes, cpus=cpus,
                            cpus_per_task=float(num_cpus_per_task), threads_per_task=threads)
@@ -321,12 +303,12 @@ chat
         stage["count"] = time.perf_counter() - t
         t = time.perf_counter()
         buckets, counts, bucket_of_unit = _dedupe(  # ---- 3. dedupe
-            rep, scan_refs, per_unit, pack_window=pack_window, cpus=cpus, partitions=P,
-            dedupe=bool(dedupe), task_opts=task_opts)
+            rep, scan_refs, per_unit, pack_window=o.pack_window, cpus=cpus, partitions=P,
+            dedupe=o.dedupe, task_opts=task_opts)
         stage["dedupe"] = time.perf_counter() - t
         t = time.perf_counter()
         results = _pack_windows(  # ---- 4. windows
-            rep, units, buckets, counts, bucket_of_unit, pack_window=pack_window, cfg=cfg,
+            rep, units, buckets, counts, bucket_of_unit, pack_window=o.pack_window, cfg=cfg,
             output=output, task_opts=task_opts)
         stage["pack"] = time.perf_counter() - t
     _finish(rep, results, stage, t_start, output)
@@ -381,16 +363,18 @@ def _output_dir(output: Any) -> str:
 
 
 def _units(inputs: Any, format: str | None, unit_rows: int, output: str
-           ) -> tuple[list[Unit], list[str], list[Any] | None]:
+           ) -> tuple[list[Unit], list[str], list[Any] | None, dict[str, pa.Schema]]:
     """The units of input (a Dataset's blocks, or the files cut by row groups), the inputs'
-    names, and the Dataset's block references (None: files)."""
+    names, the Dataset's block references (None: files) and the Parquet files' schemas (their
+    footers read once, here)."""
     refs = None
+    schemas: dict[str, pa.Schema] = {}
     if isinstance(inputs, ray.data.Dataset):
         refs = inputs.materialize().to_arrow_refs()
         units = [Unit("block", block=i, ref=r) for i, r in enumerate(refs)]
         names = [f"ray.data.Dataset ({len(refs)} blocks)"]
     else:
-        units = plan_files(inputs, format, unit_rows)
+        units, schemas = plan_files(inputs, format, unit_rows)
         names = list(dict.fromkeys(u.path for u in units))
         out_dir = output + os.sep
         for p in names:
@@ -400,7 +384,7 @@ def _units(inputs: Any, format: str | None, unit_rows: int, output: str
         raise InvalidInputError("inputs: no rows (a dataset without blocks)")
     if len(units) >= 2**31:
         raise InvalidInputError(f"inputs: {len(units):,} units; raise unit_rows")
-    return units, names, refs
+    return units, names, refs, schemas
 
 
 def _scan(units: list[Unit], refs: list[Any] | None, cfg: Cfg, task_opts: dict[str, Any]

@@ -209,10 +209,12 @@ def merge_bucket(*pieces: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # stage 4: a window
 
-def test_hold(spec: str, stage: str, index: int) -> None:
-    """Fault injection for the tests: with FASTAXO_RAY_TEST_HOLD="pack:W:DIR" in the driver's
-    environment, the first attempt of window W's task writes its pid to DIR/hold-W.pid and
-    waits (up to 2 min) to be killed."""
+def test_hold(stage: str, index: int) -> None:
+    """Fault injection for the tests: with FASTAXO_RAY_TEST_HOLD="pack:W:DIR" in the worker's
+    environment (a test sets it through the job's runtime_env, never the driver's options),
+    the first attempt of window W's task writes its pid to DIR/hold-W.pid and waits (up to
+    2 min) to be killed."""
+    spec = os.environ.get("FASTAXO_RAY_TEST_HOLD", "")
     if spec.count(":") < 2:
         return
     kind, idx, hold_dir = spec.split(":", 2)
@@ -239,7 +241,7 @@ def pack_task(w: int, lo: int, hi: int, bucket_base: int, u_lo: int, units: list
     ``units`` are the units u_lo, u_lo + 1, ... of those buckets (only they travel with the
     task). Reads the units holding the rows, packs them and writes shard w."""
     t0 = time.perf_counter()
-    test_hold(cfg.test_hold, "pack", w)
+    test_hold("pack", w)
     keys = np.concatenate(bucket_keys)[lo - bucket_base: hi - bucket_base]
     unit_of = keys >> KEY_SHIFT
     rows = keys & ROW_MASK

@@ -49,10 +49,14 @@ class Unit:
         return self.path, self.row0 + row
 
 
-def plan_files(inputs: Any, fmt: str | None, unit_rows: int) -> list[Unit]:
+def plan_files(inputs: Any, fmt: str | None, unit_rows: int
+               ) -> tuple[list[Unit], dict[str, pa.Schema]]:
+    """The files cut into units (Parquet: whole row groups up to about ``unit_rows``) and the
+    schema of each Parquet file, from the one read of its footer that cut it."""
     from fastaxo.readers import resolve_source
 
     units: list[Unit] = []
+    schemas: dict[str, pa.Schema] = {}
     for path, f, comp in resolve_source(inputs, fmt):
         if f != "parquet":
             units.append(Unit("file", path, f, comp))
@@ -65,6 +69,7 @@ def plan_files(inputs: Any, fmt: str | None, unit_rows: int) -> list[Unit]:
             from fastaxo.errors import FileFormatError
 
             raise FileFormatError(f"{path}: not a readable Parquet file: {e}", path) from None
+        schemas[path] = md.schema.to_arrow_schema()
         rgs: list[int] = []
         n = row0 = 0
         for g in range(md.num_row_groups):
@@ -76,10 +81,14 @@ def plan_files(inputs: Any, fmt: str | None, unit_rows: int) -> list[Unit]:
                 rgs, n = [], 0
         if rgs:
             units.append(Unit("parquet", path, f, None, tuple(rgs), row0, n))
-    return units
+    return units, schemas
 
 
-def schema_of_unit(u: Unit) -> pa.Schema:
+def schema_of_unit(u: Unit, schemas: dict[str, pa.Schema] | None = None) -> pa.Schema:
+    """The schema of a unit's input: a Parquet file's from ``schemas`` (plan_files) when it is
+    there, else read."""
+    if schemas is not None and u.kind == "parquet" and u.path in schemas:
+        return schemas[u.path]
     if u.kind == "block":
         return ray.get(u.ref).schema
     if u.kind == "parquet":
@@ -129,7 +138,6 @@ class Cfg:
     partitions: int
     threads: int
     schema_options: str   # json of the output's metadata
-    test_hold: str = ""   # FASTAXO_RAY_TEST_HOLD of the driver (tests only)
     add_special_tokens: bool = True   # the tokenizer options of fastaxo.prepare
     append_eos: bool = False
     eos_token: str | None = None

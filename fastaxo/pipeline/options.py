@@ -1,0 +1,122 @@
+"""prepare's options, checked once: :func:`check_prepare_options` makes the frozen
+:class:`PrepareOptions` that the one-machine driver (``pipeline/prepare.py``) and the Ray
+driver (``integrations/ray/driver.py``) both start from, so an option means the same and fails
+the same way in both (errors name the argument)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import pyarrow as pa
+
+from fastaxo._core.checks import MAX_ROW_BYTES, choice, positive_int
+from fastaxo._core.choices import ATTENTION, OVERFLOW_MODES, STRATEGIES
+from fastaxo.errors import InvalidInputError
+from fastaxo.pipeline.columns import chat_tokenizer, text_tokenizer
+
+__all__ = ["ATTENTION_LAYOUTS", "DEFAULT_PACK_WINDOW", "OVERFLOW", "PrepareOptions",
+           "check_prepare_options", "options_of_call"]
+
+ATTENTION_LAYOUTS = (*ATTENTION, "none")  # pack's values, and "none" for no column
+OVERFLOW = tuple(m for m in OVERFLOW_MODES if m != "isolate")  # (a bin over max_length)
+DEFAULT_PACK_WINDOW = 100_000  # Axolotl's pack_parallel group size
+
+
+@dataclass(frozen=True)
+class PrepareOptions:
+    """What a prepare run was asked for, checked. ``attention`` is ``"none"`` for no column;
+    ``dedupe_columns`` None for the default key (the output's columns)."""
+
+    max_length: int
+    strategy: str
+    overflow: str
+    attention: str
+    dedupe: bool
+    dedupe_columns: tuple[str, ...] | None
+    pack_window: int
+    batch_rows: int
+    tokenizer: str | None
+    text_column: str
+    messages_column: str | None
+    chat: Mapping[str, Any] | None
+    add_special_tokens: bool
+    append_eos: bool
+    eos_token: str | None
+    max_row_bytes: int
+
+    def chat_mode(self, schema: pa.Schema) -> bool:
+        """Whether the input is chat data: asked for (``messages_column`` or ``chat``), or a
+        tokenizer was given and the first input's schema has ``messages`` but no
+        ``text_column``."""
+        if self.messages_column is not None or self.chat is not None:
+            return True
+        return (self.tokenizer is not None and self.text_column not in schema.names
+                and "messages" in schema.names)
+
+    def column(self, chat_mode: bool) -> str:
+        """The column to tokenize: the messages column for chat data, else ``text_column``."""
+        return (self.messages_column or "messages") if chat_mode else self.text_column
+
+    def make_tokenizer(self, chat_mode: bool, path: str | None = None,
+                       num_threads: int | None = None) -> Any:
+        """The tokenizer of ``path`` (default: ``tokenizer``) for this data, None without one:
+        a :class:`ChatTokenizer` for chat data, else a text tokenizer. Built before any work,
+        so a bad tokenizer or option fails first."""
+        path = self.tokenizer if path is None else path
+        kw: dict[str, Any] = dict(add_special_tokens=self.add_special_tokens,
+                                  append_eos=self.append_eos, eos_token=self.eos_token,
+                                  max_row_bytes=self.max_row_bytes)
+        if chat_mode:
+            assert path is not None  # (check_prepare_options: chat needs a tokenizer)
+            return chat_tokenizer(path, self.chat, **kw)
+        return text_tokenizer(path, num_threads=num_threads, **kw)
+
+    def schema_options(self, key_cols: list[str]) -> dict[str, Any]:
+        """The options recorded in the output's metadata."""
+        return {"max_length": self.max_length, "strategy": self.strategy,
+                "overflow": self.overflow, "attention": self.attention, "dedupe": self.dedupe,
+                "dedupe_columns": key_cols if self.dedupe else None,
+                "pack_window": self.pack_window, "layout": "flat (unpadded bins)"}
+
+
+def check_prepare_options(*, max_length: Any, strategy: Any = "bfd", overflow: Any = "error",
+                          attention: Any = "segments", dedupe: Any = True,
+                          dedupe_columns: Sequence[str] | None = None,
+                          pack_window: Any = DEFAULT_PACK_WINDOW, batch_rows: Any = 8192,
+                          tokenizer: Any = None, text_column: str = "text",
+                          messages_column: str | None = None,
+                          chat: Mapping[str, Any] | None = None, add_special_tokens: bool = True,
+                          append_eos: bool = False, eos_token: str | None = None,
+                          max_row_bytes: Any = MAX_ROW_BYTES) -> PrepareOptions:
+    """The options of :func:`fastaxo.prepare` and of its Ray form, checked (an error names the
+    argument, what it expects and what came)."""
+    if dedupe_columns is not None:
+        if (isinstance(dedupe_columns, str) or not dedupe_columns
+                or not all(isinstance(c, str) for c in dedupe_columns)):
+            raise InvalidInputError("dedupe_columns must be a non-empty list of column names, got "
+                                    f"{dedupe_columns!r}")
+        dedupe_columns = tuple(dedupe_columns)
+    if (messages_column is not None or chat is not None) and tokenizer is None:
+        raise InvalidInputError("messages_column / chat: chat data needs tokenizer= (a tokenizer "
+                                "directory with its chat template)")
+    return PrepareOptions(
+        max_length=positive_int(max_length, "max_length"),
+        strategy=choice(strategy, "strategy", STRATEGIES),
+        overflow=choice(overflow, "overflow", OVERFLOW),
+        attention="none" if attention is None else choice(attention, "attention",
+                                                          ATTENTION_LAYOUTS),
+        dedupe=bool(dedupe), dedupe_columns=dedupe_columns,
+        pack_window=positive_int(pack_window, "pack_window"),
+        batch_rows=positive_int(batch_rows, "batch_rows"), tokenizer=tokenizer,
+        text_column=text_column, messages_column=messages_column, chat=chat,
+        add_special_tokens=add_special_tokens, append_eos=append_eos, eos_token=eos_token,
+        max_row_bytes=max_row_bytes)
+
+
+def options_of_call(arguments: Mapping[str, Any]) -> PrepareOptions:
+    """:func:`check_prepare_options` of a driver's own arguments (its ``locals()`` before any
+    other name is bound): each driver takes every option under the checker's name, so both
+    forward the same set, and one added to the checker must be added to both."""
+    return check_prepare_options(**{f.name: arguments[f.name] for f in fields(PrepareOptions)})
