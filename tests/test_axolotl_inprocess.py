@@ -478,8 +478,10 @@ def test_a_damaged_or_odd_parquet_file_is_not_taken_for_a_packed_one(tmp_path):
 def test_architecture_lists_every_replaced_function():
     """ARCHITECTURE.md's list of the Axolotl functions the plugin replaces is the patch table,
     part by part, and each one is there to replace in the installed Axolotl (the functions
-    only newer Axolotls have aside)."""
+    only newer Axolotls have aside); the methods wrapped on one object (the trainer's
+    get_batch_samples) are listed too."""
     import importlib
+    import inspect
     import re
 
     from conftest import REPO
@@ -493,10 +495,18 @@ def test_architecture_lists_every_replaced_function():
         if m:
             part = m.group(1)
         if part is not None:
-            listed.setdefault(part, set()).update(re.findall(r"`(axolotl\.[\w.]+)`", line))
+            listed.setdefault(part, set()).update(
+                re.findall(r"`((?:axolotl|transformers)\.[\w.]+)`", line))
     table = {part: {f"{mod}.{attr}" for mod, attr, _, _ in targets}
              for part, targets in fx_patches._TARGETS.items()}
+    table |= {part: {f"{mod}.{attr}" for mod, attr, _ in wraps}
+              for part, wraps in fx_patches.INSTANCE_WRAPS.items()}
     assert listed == table
+    for wraps in fx_patches.INSTANCE_WRAPS.values():  # each there, with the listed parameters
+        for mod, attr, params in wraps:
+            cls_name, name = attr.split(".")
+            fn = getattr(getattr(importlib.import_module(mod), cls_name), name)
+            assert tuple(inspect.signature(fn).parameters)[1:] == params, attr
     for targets in fx_patches._TARGETS.values():
         for mod, attr, _, _ in targets:
             if attr in fx_patches._NEWER_ONLY:
@@ -507,3 +517,28 @@ def test_architecture_lists_every_replaced_function():
             for name in attr.split("."):
                 owner = getattr(owner, name)
             assert callable(owner), f"{mod}.{attr}"
+
+
+def test_the_health_callback_wraps_only_the_listed_method():
+    """The loader-health callback wraps one trainer's get_batch_samples when its parameters
+    are the ones patches.INSTANCE_WRAPS lists, and times the pulls; a trainer whose method
+    takes other parameters keeps it (said once, not wrapped blindly)."""
+    from fastaxo.integrations.axolotl.health import LoaderHealthCallback
+
+    class Trainer:
+        def get_batch_samples(self, epoch_iterator, num_batches, device):
+            return [next(epoch_iterator) for _ in range(num_batches)], None
+
+    class Other:
+        def get_batch_samples(self, epoch_iterator, num_batches):
+            return [], None
+
+    settings = types.SimpleNamespace(peak_flops=None)
+    good, other = Trainer(), Other()
+    own = other.get_batch_samples
+    cb = LoaderHealthCallback(good, {}, settings)
+    LoaderHealthCallback(other, {}, settings)
+    assert "get_batch_samples" in vars(good) and other.get_batch_samples == own
+    batch = {"input_ids": np.ones((2, 3), np.int64), "attention_mask": np.ones((2, 3), np.int64)}
+    out, _ = good.get_batch_samples(iter([batch, batch]), 2, "cpu")
+    assert len(out) == 2 and cb.batches == 2 and cb.wait >= 0

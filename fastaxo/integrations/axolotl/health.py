@@ -67,7 +67,11 @@ class LoaderHealthCallback(TrainerCallback):
             self.flops_per_token = (8 if gc else 6) * self.n_params
 
     def _wrap(self, trainer: Any) -> None:
-        inner = trainer.get_batch_samples
+        from fastaxo.integrations.axolotl.patches import instance_method
+
+        inner = instance_method("health", trainer, "get_batch_samples")
+        if inner is None:
+            return
         cb = self
 
         def get_batch_samples(epoch_iterator, num_batches, device):

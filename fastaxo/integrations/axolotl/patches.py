@@ -19,7 +19,7 @@ from fastaxo.integrations.axolotl.text import (
     make_pretrain_tokenize_prompt,
 )
 
-__all__ = ["patch_axolotl", "patched", "unpatch_axolotl"]
+__all__ = ["INSTANCE_WRAPS", "instance_method", "patch_axolotl", "patched", "unpatch_axolotl"]
 
 _TARGETS: dict[str, list[tuple[str, str, Any, tuple[str, ...]]]] = {
     "dedupe": [("axolotl.utils.data.utils", "_deduplicate_dataset", make_deduplicate_dataset,
@@ -44,6 +44,13 @@ _TARGETS: dict[str, list[tuple[str, str, Any, tuple[str, ...]]]] = {
                     ("examples", "tokenizer", "max_tokens", "text_column", "concatenate"))],
     "length_filter": [("axolotl.utils.data.utils", "_drop_outside_range", make_drop_outside_range,
                        ("dataset", "max_len", "min_len", "raise_on_long", "filter_kwargs"))],
+}
+# Methods wrapped on one object, not on their class (a plugin hook hands fastaxo the object):
+# part -> (module, Class.method, the parameters the wrapper takes). The loader-health callback
+# times one trainer's batch pulls; patching the class would time every trainer in the process.
+INSTANCE_WRAPS: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {
+    "health": [("transformers.trainer", "Trainer.get_batch_samples",
+                 ("epoch_iterator", "num_batches", "device"))],
 }
 # Targets an older supported Axolotl does not have, and need not: 0.19 tokenizes with datasets'
 # map over the (replaced) tokenize_prompt, 0.21 with its own work queue
@@ -115,3 +122,22 @@ def patched(parts=("dedupe", "packing", "chat_template", "completion", "length_f
         unpatch_axolotl()
         if old is not None:
             use(old)
+
+
+def instance_method(part: str, obj: Any, name: str) -> Any:
+    """``obj``'s bound method ``name``, as :data:`INSTANCE_WRAPS` lists it for ``part``, when its
+    parameters are the ones the wrapper takes; else None (said once: the object keeps its own
+    method)."""
+    import inspect
+
+    listed = {attr.rsplit(".", 1)[1]: params for _, attr, params in INSTANCE_WRAPS[part]}
+    fn = getattr(obj, name, None)
+    try:
+        names = tuple(inspect.signature(fn).parameters) if fn is not None else None
+    except (TypeError, ValueError):
+        names = None
+    if names != listed[name]:
+        say_once(f"sig-{part}-{name}", f"{part}: {type(obj).__name__}.{name} is not the method "
+                 f"fastaxo wraps (parameters {names}, expected {listed[name]}); it stays as is")
+        return None
+    return fn
