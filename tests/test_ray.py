@@ -634,3 +634,32 @@ def test_both_drivers_check_their_options_with_one_checker(monkeypatch):
     assert made[0] == made[1] and made[0].attention == "none"
     with pytest.raises(dataclasses.FrozenInstanceError):
         made[0].max_length = 1  # type: ignore[misc]
+
+
+def test_padded_input_as_on_one_machine(cluster, tmp_path):
+    """Rows padded as HF's padding="max_length" pads, with their attention_mask (issue 30): the
+    Ray shards equal one machine's output, no pad token packed, and both reports count the
+    same padding dropped."""
+    rng = np.random.default_rng(11)
+    ids, mask = [], []
+    for i in range(1500):
+        n = int(rng.integers(1, 48))
+        pad = 48 - n
+        row = rng.integers(1, 50_000, n).tolist()
+        ids.append(row + [0] * pad if i % 2 else [0] * pad + row)
+        mask.append([1] * n + [0] * pad if i % 2 else [0] * pad + [1] * n)
+    t = pa.table({"input_ids": pa.array(ids, pa.list_(pa.int32())),
+                  "attention_mask": pa.array(mask, pa.list_(pa.int8()))})
+    f = str(tmp_path / "padded.parquet")
+    pq.write_table(t, f, row_group_size=250)
+    single = fastaxo.prepare(f, str(tmp_path / "single.parquet"), SEQ, pack_window=600,
+                             progress=False)
+    rep = fxray.prepare([f], str(tmp_path / "out"), SEQ, pack_window=600, unit_rows=500,
+                        address=cluster["address"])
+    _same_as_single(tmp_path / "out", tmp_path / "single.parquet")
+    pads = sum(m.count(0) for m in mask)
+    assert (rep.pad_tokens_dropped, rep.padded_rows) == (single.pad_tokens_dropped,
+                                                         single.padded_rows)
+    assert rep.pad_tokens_dropped == pads and rep.tokens_in == single.tokens_in
+    assert 0 not in [tok for row in _shards(tmp_path / "out").column("input_ids").to_pylist()
+                     for tok in row]

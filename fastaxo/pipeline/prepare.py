@@ -46,6 +46,7 @@ from fastaxo.pipeline.stages import (
     output_schema,
     write_packed_window,
 )
+from fastaxo.pipeline.unpad import MASK
 from fastaxo.pipeline.writer import Writer
 from fastaxo.readers import iter_batches, resolve_source
 from fastaxo.readers.parquet import read_footer
@@ -83,7 +84,10 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     inputs : path, directory, glob, or a list of them
         Any source :func:`fastaxo.iter_batches` reads (Parquet, Arrow, JSON Lines, CSV, ...),
         with a list column ``input_ids`` (and ``labels``, used when present), or, with
-        ``tokenizer``, a text column. Files are read in order, one after another.
+        ``tokenizer``, a text column. Files are read in order, one after another. An
+        ``attention_mask`` column marks padding (a run of 0s at a row's start or end, as
+        ``padding="max_length"`` leaves): those tokens are dropped, counted
+        (``pad_tokens_dropped``); a 0 between 1s is an error naming the row.
     output : str
         The Parquet file to write. It is written under a temporary name in the same directory,
         flushed to disk (fsync) and renamed at the end: an error or Ctrl-C leaves no file at
@@ -190,6 +194,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     tok = o.make_tokenizer(chat_mode, num_threads=nt)
     has_labels, key_cols = first_columns(schema0, files[0][0], tok is not None, column,
                                          o.dedupe_columns, chat=chat_mode)
+    has_mask = tok is None and MASK in schema0.names  # (its padding is dropped, counted)
     del schema0
 
     # stage 3, the output and the report
@@ -206,7 +211,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
                 has_labels=has_labels, key_cols=key_cols if o.dedupe else None,
                 max_length=o.max_length, strategy=o.strategy, overflow=o.overflow,
                 att_mode=ATTENTION_MODES[o.attention], pack_window=o.pack_window, nt=nt, bar=bar,
-                cancel=cancel)
+                cancel=cancel, has_mask=has_mask)
 
     # stage 4, the pass: read, tokenize, check, dedupe, pack windows, write
     try:
@@ -216,7 +221,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
             opened[fi] = None
             cols = input_columns(schema, path, files[0][0], tokenizing=tok is not None,
                                  text_column=column, has_labels=has_labels, dedupe=o.dedupe,
-                                 key_cols=key_cols, chat=chat_mode)
+                                 key_cols=key_cols, chat=chat_mode, has_mask=has_mask)
             run.read_file(make_reader(cols), path)
         run.finish()
     except BaseException:
@@ -280,6 +285,7 @@ class _Pass:
     nt: int
     bar: Any
     cancel: Any
+    has_mask: bool = False  # the input's attention_mask marks padding to drop
     seen: Seen | None = None
     window: list[pa.Table] = field(default_factory=list)
     window_rows: int = 0
@@ -308,11 +314,15 @@ class _Pass:
         """One batch (its first row is row ``row0`` of ``path``): checked, its kept rows added
         to the window; full windows packed."""
         rep, n = self.rep, batch.num_rows
-        work, lens, tsec, too_large = check_batch(
+        cb = check_batch(
             batch, path, row0, tok=self.tok, text_column=self.text_column,
-            has_labels=self.has_labels, max_length=self.max_length, overflow=self.overflow)
-        rep.tokenize_seconds += tsec
+            has_labels=self.has_labels, max_length=self.max_length, overflow=self.overflow,
+            has_mask=self.has_mask)
+        work, lens, too_large = cb.work, cb.lens, cb.too_large
+        rep.tokenize_seconds += cb.tokenize_seconds
         rep.rows_too_large += too_large
+        rep.pad_tokens_dropped += cb.pad_tokens
+        rep.padded_rows += cb.padded_rows
         if self.tok is not None and self.tok.eos_id is not None:
             rep.eos_appended += n - too_large  # (a dropped row gets no EOS)
         rep.rows_in += n

@@ -37,6 +37,10 @@ class ReportCounts:
     rows_in: int = 0
     tokens_in: int = 0
     empty_rows: int = 0
+    #: the input's padding, dropped: tokens its attention_mask marks as padding (a run of 0s
+    #: at the start or the end of a row), and the rows that had any
+    pad_tokens_dropped: int = 0
+    padded_rows: int = 0
     #: rows over max_row_bytes left out (overflow "drop"); they never reach the tokenizer
     rows_too_large: int = 0
     duplicates: int = 0
@@ -126,7 +130,9 @@ class ReportCounts:
 class PrepareReport(ReportCounts):
     """What :func:`prepare` did. Rows count input rows; ``duplicates`` are rows equal to an
     earlier row on the dedupe columns (dropped); ``overlong`` rows are longer than ``max_length``
-    (kept rows only) and were truncated / split / dropped as ``overflow`` says. ``efficiency``
+    (kept rows only) and were truncated / split / dropped as ``overflow`` says.
+    ``pad_tokens_dropped`` are the tokens the input's ``attention_mask`` marks as padding (a run
+    of 0s at a row's start or end), never packed, in ``padded_rows`` rows. ``efficiency``
     = tokens_out / (bins x max_length); no packing can use fewer than ``lower_bound`` =
     ceil(tokens_out / max_length) bins. ``reader_wait_seconds`` is the time the pipeline waited for
     the reader's next batch (the rest runs in the caller's thread: tokenize, dedupe, pack,
@@ -163,6 +169,9 @@ class PrepareReport(ReportCounts):
             + (f"; empty rows left out {self.empty_rows:,}" if self.empty_rows else "")
             + (f"; rows over max_row_bytes left out {self.rows_too_large:,}"
                if self.rows_too_large else ""),
+            *([f"  input padding      {self.pad_tokens_dropped:,} pad tokens dropped from "
+               f"{self.padded_rows:,} rows (the input's attention_mask)"]
+              if self.padded_rows else []),
             f"  over-long rows     {over}",
             *self._tokenizer_lines(),
             f"  packed             {self.rows_packed:,} rows ({self.sequences_out:,} sequences, "

@@ -28,6 +28,7 @@ from fastaxo.pipeline.columns import (
     token_column,
     tokenize,
 )
+from fastaxo.pipeline.unpad import MASK, strip_padding
 
 __all__ = ["ATTENTION_MODES", "ROW_GROUP_TOKENS", "CheckedBatch", "check_batch",
            "first_columns", "input_columns", "output_schema", "write_packed_window"]
@@ -76,11 +77,18 @@ def first_columns(schema: pa.Schema, where: str, tokenizing: bool, text_column: 
 
 def input_columns(schema: pa.Schema, where: str, first: str, *, tokenizing: bool,
                   text_column: str, has_labels: bool, dedupe: bool,
-                  key_cols: list[str], chat: bool = False) -> list[str]:
+                  key_cols: list[str], chat: bool = False, has_mask: bool = False) -> list[str]:
     """The columns to read from an input (errors when it does not have what the first input
-    has); every input goes through this, the first one too."""
+    has); every input goes through this, the first one too. ``has_mask``: the first input has
+    an attention_mask (its padding is dropped), so every input must, and the other way round."""
     need = [text_column] if tokenizing else ["input_ids"] + (["labels"] if has_labels else [])
     if not tokenizing:
+        if (MASK in schema.names) != has_mask:
+            raise SchemaMismatchError(
+                f"{where} {'has no' if has_mask else 'has an'} {MASK!r} column and {first} "
+                f"{'has one' if has_mask else 'has none'}; inputs must agree (the mask says "
+                "which tokens are padding)")
+        need += [MASK] if has_mask else []
         missing = [c for c in need if c not in schema.names]
         if missing:
             raise SchemaMismatchError(f"{where}: no column {missing[0]!r} (columns: "
@@ -103,22 +111,28 @@ def input_columns(schema: pa.Schema, where: str, first: str, *, tokenizing: bool
 
 class CheckedBatch(NamedTuple):
     """A batch's token columns (list<int32>: input_ids [+ labels]), their lengths, the seconds
-    spent tokenizing, and the rows over max_row_bytes given no tokens (``overflow="drop"``)."""
+    spent tokenizing, the rows over max_row_bytes given no tokens (``overflow="drop"``), and
+    the pad tokens the input's attention_mask marked, dropped, and the rows that had any."""
 
     work: dict[str, pa.Array | pa.ChunkedArray]
     lens: np.ndarray
     tokenize_seconds: float
     too_large: int
+    pad_tokens: int = 0
+    padded_rows: int = 0
 
 
 def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
-                has_labels: bool, max_length: int, overflow: str) -> CheckedBatch:
+                has_labels: bool, max_length: int, overflow: str,
+                has_mask: bool = False) -> CheckedBatch:
     """The token columns of a batch whose first row is row ``row0`` of ``path``, checked (errors
     name the file and row) and as list<int32>. With ``tok``, ``text_column`` is tokenized
     instead; a row over the tokenizer's max_row_bytes is refused, or with ``overflow="drop"``
-    given no tokens and counted."""
+    given no tokens and counted. ``has_mask``: the positions the batch's attention_mask marks
+    as padding are dropped first (:func:`~fastaxo.pipeline.unpad.strip_padding`), counted."""
     tsec = 0.0
     too_large = 0
+    unpadded = None
     if isinstance(tok, ChatTokenizer):
         tt = time.perf_counter()
         ids, labels, too_large = chat_tokenize(tok, batch.column(text_column), text_column, path,
@@ -143,6 +157,9 @@ def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
                     f"and input_ids {int(list_lengths(work['input_ids'])[i])}; they must be "
                     "aligned")
             work["labels"] = lab
+        if has_mask:
+            unpadded = strip_padding(work, batch.column(MASK), path, row0)
+            work = unpadded.work
     lens = list_lengths(work["input_ids"])
     if overflow == "error":
         over = np.flatnonzero(lens > max_length)
@@ -151,6 +168,8 @@ def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
             raise SequenceTooLongError.of(
                 f"{row_where(path, row0 + i)}: input_ids", row0 + i, int(lens[i]), max_length,
                 longer=len(over), fix=FIX_PREPARE)
+    if unpadded is not None:
+        return CheckedBatch(work, lens, tsec, too_large, unpadded.pad_tokens, unpadded.padded_rows)
     return CheckedBatch(work, lens, tsec, too_large)
 
 

@@ -41,6 +41,7 @@ from fastaxo.pipeline.columns import ChatTokenizer
 from fastaxo.pipeline.options import DEFAULT_PACK_WINDOW, options_of_call
 from fastaxo.pipeline.report import ReportCounts
 from fastaxo.pipeline.stages import first_columns, input_columns
+from fastaxo.pipeline.unpad import MASK
 
 __all__ = ["prepare", "RayPrepareReport", "DEFAULT_UNIT_ROWS", "MANIFEST"]
 
@@ -90,6 +91,9 @@ class RayPrepareReport(ReportCounts):
             + (f"; rows over max_row_bytes left out {self.rows_too_large:,}"
                if self.rows_too_large else "")
             + f"; shuffle: {self.partitions} digest partitions, {self.buckets} key buckets",
+            *([f"  input padding      {self.pad_tokens_dropped:,} pad tokens dropped from "
+               f"{self.padded_rows:,} rows (the input's attention_mask)"]
+              if self.padded_rows else []),
             f"  over-long rows     {self.overlong:,} longer than {self.max_length:,}"
             + (f" ({self.overflow})" if self.overlong else ""),
             *self._tokenizer_lines(),
@@ -264,12 +268,13 @@ chat
     column = o.column(chat_mode)
     has_labels, key_cols = first_columns(schema0, where0, tok_dir is not None, column,
                                          o.dedupe_columns, chat=chat_mode)
+    has_mask = tok_dir is None and MASK in schema0.names  # (its padding is dropped, counted)
     for u in ([units[0]] if refs is not None
               else [next(x for x in units if x.path == p) for p in names]):
         input_columns(schema_of_unit(u, schemas), u.where(0)[0], where0,
                       tokenizing=tok_dir is not None,
                       text_column=column, has_labels=has_labels, dedupe=o.dedupe,
-                      key_cols=key_cols, chat=chat_mode)
+                      key_cols=key_cols, chat=chat_mode, has_mask=has_mask)
     known_rows = sum(u.nrows for u in units if u.nrows > 0)
     res = ray.cluster_resources()
     cpus = float(res.get("CPU", 1.0))
@@ -281,7 +286,7 @@ chat
               o.add_special_tokens, o.append_eos, o.eos_token,
               None if text is None else text.encoder,
               MAX_ROW_BYTES if text is None else text.max_row_bytes,
-              chat_options(tok) if chat_mode else None, o.batch_rows)
+              chat_options(tok) if chat_mode else None, o.batch_rows, has_mask)
     os.makedirs(output, exist_ok=True)
     stage["plan"] = time.perf_counter() - t
 
@@ -421,6 +426,8 @@ def _count(rep: RayPrepareReport, scan_refs: list[Any], tok: Any, n_units: int) 
         add_counts(scan_counts, x["counts"])
     # (a row over max_row_bytes, dropped, has no tokens: it is neither empty nor given an EOS)
     rep.rows_too_large = scan_counts.get("rows_too_large", 0)
+    rep.pad_tokens_dropped = scan_counts.get("pad_tokens_dropped", 0)
+    rep.padded_rows = scan_counts.get("padded_rows", 0)
     if tok is not None and tok.eos_id is not None:
         rep.eos_appended = rep.rows_in - rep.rows_too_large
     if isinstance(tok, ChatTokenizer) and rep.tokenizer_settings is not None:

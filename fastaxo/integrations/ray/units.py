@@ -17,6 +17,7 @@ from fastaxo._core.checks import MAX_ROW_BYTES
 from fastaxo.errors import SchemaMismatchError
 from fastaxo.pipeline.columns import ChatTokenizer, load_tokenizer
 from fastaxo.pipeline.stages import check_batch
+from fastaxo.pipeline.unpad import MASK
 
 __all__ = ["KEY_SHIFT", "ROW_MASK", "Cfg", "CheckedUnit", "Unit", "add_counts", "chat_options",
            "checked_unit", "plan_files", "read_unit", "schema_of_unit"]
@@ -151,6 +152,8 @@ class Cfg:
     chat: bytes | None = None
     #: rows a tokenizer takes at a time (prepare's batch_rows)
     batch_rows: int = 8192
+    #: the inputs have an attention_mask: the padding it marks is dropped (as prepare's)
+    has_mask: bool = False
 
 
 def read_columns(cfg: Cfg) -> list[str]:
@@ -158,6 +161,7 @@ def read_columns(cfg: Cfg) -> list[str]:
         need = [cfg.text_column]
     else:
         need = ["input_ids"] + (["labels"] if cfg.has_labels else [])
+        need += [MASK] if cfg.has_mask else []
     extra = [c for c in cfg.key_cols if c not in ("input_ids", "labels")] if cfg.dedupe else []
     return list(dict.fromkeys(need + extra))
 
@@ -205,7 +209,8 @@ def unit_tokenizer(cfg: Cfg) -> Any:
 class CheckedUnit(NamedTuple):
     """A unit read and checked: its raw columns, its token columns (list<int32>), their
     lengths, and what the unit adds to the report's counts (:func:`add_counts`):
-    ``rows_too_large``, the rows over max_row_bytes given no tokens (``overflow="drop"``), and
+    ``rows_too_large``, the rows over max_row_bytes given no tokens (``overflow="drop"``),
+    ``pad_tokens_dropped`` / ``padded_rows``, the padding the attention_mask marked, and
     for chat data ``fallback_rows`` / ``fallback_turns`` (by reason, as
     ``ChatTokenizer.settings``)."""
 
@@ -246,9 +251,14 @@ def checked_unit(u: Unit, cfg: Cfg) -> CheckedUnit:
     for s in range(0, max(n, 1), step):
         parts.append(check_batch(batch.slice(s, step), path, row0 + s, tok=tok,
                                  text_column=cfg.text_column, has_labels=cfg.has_labels,
-                                 max_length=cfg.max_length, overflow=cfg.overflow))
-    too_large = sum(p.too_large for p in parts)
-    counts: dict[str, Any] = {"rows_too_large": too_large} if too_large else {}
+                                 max_length=cfg.max_length, overflow=cfg.overflow,
+                                 has_mask=cfg.has_mask))
+    counts: dict[str, Any] = {}
+    for name, n_ in (("rows_too_large", sum(p.too_large for p in parts)),
+                     ("pad_tokens_dropped", sum(p.pad_tokens for p in parts)),
+                     ("padded_rows", sum(p.padded_rows for p in parts))):
+        if n_:
+            counts[name] = n_
     if before is not None:
         for name, now, was in (("fallback_rows", tok.fallbacks, before[0]),
                                ("fallback_turns", tok.turn_fallbacks, before[1])):
