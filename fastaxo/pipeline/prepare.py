@@ -37,6 +37,7 @@ from fastaxo.hashing import Seen
 from fastaxo.hashing import dedupe as dedupe_rows
 from fastaxo.pipeline.columns import compact
 from fastaxo.pipeline.options import DEFAULT_PACK_WINDOW, options_of_call
+from fastaxo.pipeline.provenance import provenance
 from fastaxo.pipeline.report import PrepareReport
 from fastaxo.pipeline.stages import (
     ATTENTION_MODES,
@@ -198,13 +199,15 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     del schema0
 
     # stage 3, the output and the report
-    out_schema = output_schema(has_labels, o.attention, o.schema_options(key_cols))
+    prov = provenance([p for p, _, _ in files], tok, o.schema_options(key_cols))
+    out_schema = output_schema(has_labels, o.attention, o.schema_options(key_cols), prov)
     rep = PrepareReport(inputs=[p for p, _, _ in files], output=output, max_length=o.max_length,
                         strategy=o.strategy, overflow=o.overflow, attention=o.attention,
                         pack_window=o.pack_window, dedupe=o.dedupe,
                         dedupe_columns=key_cols if o.dedupe else None, labels=has_labels,
                         tokenizer=tokenizer, files=len(files),
-                        tokenizer_settings=None if tok is None else tok.settings())
+                        tokenizer_settings=None if tok is None else tok.settings(),
+                        provenance=prov)
     bar = _progress(files, opened, o.batch_rows, ropts, progress)
     run = _Pass(rep=rep, writer=Writer(output, out_schema, num_threads=nt),
                 fields=list(out_schema), tok=tok, text_column=column,

@@ -33,6 +33,9 @@ class ReportCounts:
     #: truncation/padding stored in tokenizer.json that was not applied, and the encoder:
     #: "encoder" fastaxo or hf, "encoder_detail" in words, "encoder_reason" why not fastaxo's)
     tokenizer_settings: dict[str, Any] | None = None
+    #: where the output came from, as its metadata says (fastaxo.pipeline.provenance): the
+    #: build, the options, the tokenizer's and template's SHA-256, each input's size and mtime
+    provenance: dict[str, Any] | None = None
     eos_appended: int = 0
     rows_in: int = 0
     tokens_in: int = 0
@@ -66,6 +69,13 @@ class ReportCounts:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def _build_lines(self) -> list[str]:
+        """The build that wrote the output (a fallback or serial build said)."""
+        from fastaxo.pipeline.provenance import describe_build
+
+        b = (self.provenance or {}).get("build")
+        return [f"  build              {describe_build(b)}"] if b else []
 
     def _tokenizer_lines(self) -> list[str]:
         s = self.tokenizer_settings
@@ -179,6 +189,7 @@ class PrepareReport(ReportCounts):
             f"({self.strategy}, windows of {self.pack_window:,} rows)",
             f"  efficiency         {self.efficiency:.4%} of the bins' tokens used; lower bound "
             f"{self.lower_bound:,} bins (+{extra_bins:,}, {pct(extra_bins, self.lower_bound)})",
+            *self._build_lines(),
             f"  time               {self.seconds:.2f} s: {self.rows_per_s:,.0f} rows/s, "
             f"{self.tokens_per_s:,.0f} tokens/s",
             f"  stages             waited on the reader {self.reader_wait_seconds:.2f} s, "

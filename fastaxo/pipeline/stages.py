@@ -28,6 +28,7 @@ from fastaxo.pipeline.columns import (
     token_column,
     tokenize,
 )
+from fastaxo.pipeline.provenance import KEY as PROVENANCE
 from fastaxo.pipeline.unpad import MASK, strip_padding
 
 __all__ = ["ATTENTION_MODES", "ROW_GROUP_TOKENS", "CheckedBatch", "check_batch",
@@ -43,16 +44,21 @@ FIX_PREPARE = ("Pass --overflow truncate, split or drop (overflow= in prepare())
                "rows (each is counted in the report), or filter them out first")
 
 
-def output_schema(has_labels: bool, attention: str, options: dict[str, Any]) -> pa.Schema:
+def output_schema(has_labels: bool, attention: str, options: dict[str, Any],
+                  provenance: dict[str, Any] | None = None) -> pa.Schema:
     """The packed output's columns (list<int32>: input_ids, labels if the input has them,
-    position_ids, attention_mask unless attention is "none") and the options in its metadata."""
+    position_ids, attention_mask unless attention is "none"), the options in its metadata and,
+    under ``fastaxo.provenance``, where it came from (:mod:`fastaxo.pipeline.provenance`)."""
     fields = [pa.field("input_ids", pa.list_(_I32))]
     if has_labels:
         fields.append(pa.field("labels", pa.list_(_I32)))
     fields.append(pa.field("position_ids", pa.list_(_I32)))
     if ATTENTION_MODES[attention] is not None:
         fields.append(pa.field("attention_mask", pa.list_(_I32)))
-    return pa.schema(fields, metadata={"fastaxo.prepare": json.dumps(options)})
+    meta = {"fastaxo.prepare": json.dumps(options)}
+    if provenance is not None:
+        meta[PROVENANCE] = json.dumps(provenance)
+    return pa.schema(fields, metadata=meta)
 
 
 def first_columns(schema: pa.Schema, where: str, tokenizing: bool, text_column: str,

@@ -39,6 +39,7 @@ from fastaxo.integrations.ray.units import (
 )
 from fastaxo.pipeline.columns import ChatTokenizer
 from fastaxo.pipeline.options import DEFAULT_PACK_WINDOW, options_of_call
+from fastaxo.pipeline.provenance import provenance
 from fastaxo.pipeline.report import ReportCounts
 from fastaxo.pipeline.stages import first_columns, input_columns
 from fastaxo.pipeline.unpad import MASK
@@ -104,6 +105,7 @@ class RayPrepareReport(ReportCounts):
             f"  efficiency         {self.efficiency:.4%} of the bins' tokens used; lower bound "
             f"{self.lower_bound:,} bins (+{extra:,}, {pct(extra, self.lower_bound)}); worst "
             f"window +{worst:.2%} over its own bound",
+            *self._build_lines(),
             f"  time               {self.seconds:.2f} s: {self.rows_per_s:,.0f} rows/s, "
             f"{self.tokens_per_s:,.0f} "
             f"tokens/s; stages: {stages}",
@@ -281,12 +283,14 @@ chat
     nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
     P = partitions or max(int(cpus), -(-max(known_rows, 1) // 2_000_000))
     text = None if chat_mode else tok
+    prov = provenance(names, tok, o.schema_options(key_cols))
     cfg = Cfg(o.max_length, o.strategy, o.overflow, o.attention, o.dedupe, tuple(key_cols),
               has_labels, tok_dir, column, P, threads, json.dumps(o.schema_options(key_cols)),
               o.add_special_tokens, o.append_eos, o.eos_token,
               None if text is None else text.encoder,
               MAX_ROW_BYTES if text is None else text.max_row_bytes,
-              chat_options(tok) if chat_mode else None, o.batch_rows, has_mask)
+              chat_options(tok) if chat_mode else None, o.batch_rows, has_mask,
+              json.dumps(prov))
     os.makedirs(output, exist_ok=True)
     stage["plan"] = time.perf_counter() - t
 
@@ -296,7 +300,7 @@ chat
                            dedupe_columns=key_cols if o.dedupe else None, labels=has_labels,
                            tokenizer=tok_dir,
                            tokenizer_settings=None if tok is None else tok.settings(),
-                           units=len(units), partitions=P, nodes=nodes, cpus=cpus,
+                           provenance=prov, units=len(units), partitions=P, nodes=nodes, cpus=cpus,
                            cpus_per_task=float(num_cpus_per_task), threads_per_task=threads)
     task_opts = {"num_cpus": num_cpus_per_task}
     with _task_errors(output):

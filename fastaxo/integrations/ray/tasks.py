@@ -254,7 +254,8 @@ def pack_task(w: int, lo: int, hi: int, bucket_base: int, u_lo: int, units: list
         work = checked_unit(u, cfg).work
         parts.append(compact(pa.table(work), rows[a:b]))  # rows are increasing (keys sorted)
     table = pa.concat_tables([p.cast(parts[0].schema) for p in parts]) if parts else None
-    schema = output_schema(cfg.has_labels, cfg.attention, json.loads(cfg.schema_options))
+    schema = output_schema(cfg.has_labels, cfg.attention, json.loads(cfg.schema_options),
+                           json.loads(cfg.provenance) if cfg.provenance else None)
     name = f"part-{w:05d}.parquet"
     writer = Writer(os.path.join(out_dir, name), schema, num_threads=cfg.threads)
     try:

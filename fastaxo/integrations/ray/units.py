@@ -154,6 +154,8 @@ class Cfg:
     batch_rows: int = 8192
     #: the inputs have an attention_mask: the padding it marks is dropped (as prepare's)
     has_mask: bool = False
+    #: json of the output's provenance (fastaxo.pipeline.provenance), as the driver made it
+    provenance: str = ""
 
 
 def read_columns(cfg: Cfg) -> list[str]:
