@@ -36,6 +36,7 @@ from fastaxo.errors import InvalidTypeError
 from fastaxo.hashing import Seen
 from fastaxo.hashing import dedupe as dedupe_rows
 from fastaxo.pipeline.columns import compact
+from fastaxo.pipeline.memory import memory_source
 from fastaxo.pipeline.options import DEFAULT_PACK_WINDOW, options_of_call
 from fastaxo.pipeline.provenance import provenance
 from fastaxo.pipeline.report import PrepareReport
@@ -82,8 +83,10 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
 
     Parameters
     ----------
-    inputs : path, directory, glob, or a list of them
+    inputs : path, directory, glob, a list of them, or data in memory
         Any source :func:`fastaxo.iter_batches` reads (Parquet, Arrow, JSON Lines, CSV, ...),
+        or a pyarrow Table, RecordBatch or RecordBatchReader, or a ``datasets.Dataset`` or
+        ``IterableDataset`` (read ``batch_rows`` rows at a time, the needed columns only),
         with a list column ``input_ids`` (and ``labels``, used when present), or, with
         ``tokenizer``, a text column. Files are read in order, one after another. An
         ``attention_mask`` column marks padding (a run of 0s at a row's start or end, as
@@ -177,8 +180,11 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         raise InvalidTypeError(f"output must be a path, got {type(output).__name__}")
     output = os.fspath(output)
     check_output(output)  # before any work: a bad path fails now, not after the run
-    files = resolve_source(inputs, format)
-    check_not_an_input(output, [p for p, _, _ in files])
+    mem = memory_source(inputs, o.batch_rows)  # (a Table, a Dataset, ...: one input)
+    files: list[tuple[str, str, str | None]] = (
+        [(mem.name, "memory", None)] if mem else resolve_source(inputs, format))
+    if mem is None:
+        check_not_an_input(output, [p for p, _, _ in files])
     # Read-ahead: 64 MiB is plenty to keep the packer fed and keeps the peak down.
     ropts = {"prefetch_bytes": 64 << 20, **(reader_options or {})}
 
@@ -186,7 +192,8 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     t_start = time.perf_counter()
     io0 = io_counters()
     opened: list[tuple[Any, pa.Schema, int | None] | None] = [None] * len(files)
-    opened[0] = first = _schema_of(*files[0], o.batch_rows, ropts)
+    opened[0] = first = ((mem.reader, mem.schema, mem.rows) if mem
+                         else _schema_of(*files[0], o.batch_rows, ropts))
     schema0 = first[1]
     del first  # opened[0] holds it until the first file is read, then lets it go
     chat_mode = o.chat_mode(schema0)
@@ -246,7 +253,7 @@ def _progress(files: list[tuple[str, str, str | None]], opened: list[Any], batch
     if not (interactive() if progress is None else progress):
         return None
     total = None
-    if all(f == "parquet" for _, f, _ in files):
+    if all(f in ("parquet", "memory") for _, f, _ in files):
         for fi in range(1, len(files)):
             opened[fi] = _schema_of(*files[fi], batch_rows, ropts)
         total = sum(o[2] or 0 for o in opened if o is not None)
