@@ -29,7 +29,7 @@ import pyarrow as pa
 from fastaxo._core import arrow
 from fastaxo._core.checks import MAX_ROW_BYTES
 from fastaxo._core.files import check_not_an_input, check_output
-from fastaxo._core.proc import io_counters, status_kib
+from fastaxo._core.proc import io_counters, reset_peak, status_kib
 from fastaxo._core.progress import Progress, interactive
 from fastaxo._core.threads import resolve_num_threads
 from fastaxo.errors import InvalidTypeError
@@ -191,6 +191,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     # stage 1, the inputs: the first file fixes the columns (and says whether the data is chat)
     t_start = time.perf_counter()
     io0 = io_counters()
+    reset_peak()  # (the report's peak is this call's, not the process's so far)
     opened: list[tuple[Any, pa.Schema, int | None] | None] = [None] * len(files)
     opened[0] = first = ((mem.reader, mem.schema, mem.rows) if mem
                          else _schema_of(*files[0], o.batch_rows, ropts))

@@ -147,7 +147,9 @@ class PrepareReport(ReportCounts):
     ceil(tokens_out / max_length) bins. ``reader_wait_seconds`` is the time the pipeline waited for
     the reader's next batch (the rest runs in the caller's thread: tokenize, dedupe, pack,
     write); ``bytes_read`` what the process read through read calls while
-    reading (``/proc/self/io`` rchar), ``bytes_decoded`` the Arrow size of the batches."""
+    reading (``/proc/self/io`` rchar), ``bytes_decoded`` the Arrow size of the batches;
+    ``peak_rss_bytes`` the peak resident memory during the call (VmHWM, reset when the call
+    starts; on a kernel that cannot reset it, the process's peak so far)."""
 
     files: int = 0
     reader_wait_seconds: float = 0.0
