@@ -563,6 +563,9 @@ def _chat_options(args: Any) -> dict[str, Any] | None:
     opts: dict[str, Any] = {}
     if args.chat_template is not None:
         opts["chat_template"] = args.chat_template
+    for name in ("message_field_role", "message_field_content"):
+        if getattr(args, name) is not None:
+            opts[name] = getattr(args, name)
     if args.roles_to_train is not None:
         opts["roles_to_train"] = [r for r in args.roles_to_train.split(",") if r]
     if args.train_on_inputs:

@@ -132,6 +132,11 @@ def _chat_arguments(p_p: argparse.ArgumentParser) -> None:
     chat.add_argument("--messages-column", metavar="NAME",
                       help="the column of OpenAI-style messages (default: messages, used when "
                       "there is no --text-column)")
+    chat.add_argument("--message-field-role", metavar="NAME",
+                      help="the messages' field holding the role (ShareGPT: from; default role)")
+    chat.add_argument("--message-field-content", metavar="NAME",
+                      help="the messages' field holding the text (ShareGPT: value; default "
+                      "content)")
     chat.add_argument("--chat-template", metavar="FILE|NAME",
                       help="a Jinja template file, or an Axolotl template name (chatml, llama3, "
                       "...; needs axolotl); default: the tokenizer's")

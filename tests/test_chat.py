@@ -275,6 +275,75 @@ def test_prepare_chat_options_and_cli(tmp_path, qwen):
                                                      map(tuple, want.labels), strict=True))
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl-text"])
+def test_sharegpt_rows_are_their_openai_rows(tmp_path, qwen, fmt):
+    """ShareGPT rows (``from`` / ``value``, roles human / gpt) with Axolotl's mapping keys
+    give the file their OpenAI form gives: through prepare()'s ``chat`` (a Parquet list of
+    structs, renamed without a Python object a row) and the CLI's --message-field-* (JSON text
+    in a column)."""
+    import json
+    import subprocess
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import fastaxo
+    from fastaxo._core.backend import child_argv, child_env
+
+    convs = chat_data.conversations(seed=23, n=30, turns=(1, 8), hi=50)
+    names = {"user": "human", "assistant": "gpt", "system": "system"}
+    share = [[{"from": names[m["role"]], "value": m["content"]} for m in c] for c in convs]
+    tok = str(chat_data.qwen3_dir())
+    pq.write_table(pa.table({"messages": convs}), tmp_path / "openai.parquet")
+    fastaxo.prepare(str(tmp_path / "openai.parquet"), str(tmp_path / "want.parquet"), 4096,
+                    tokenizer=tok, progress=False)
+    want = pq.read_table(tmp_path / "want.parquet").select(["input_ids", "labels"])
+    out = tmp_path / "got.parquet"
+    if fmt == "parquet":
+        pq.write_table(pa.table({"conversations": share}), tmp_path / "share.parquet")
+        rep = fastaxo.prepare(str(tmp_path / "share.parquet"), str(out), 4096, tokenizer=tok,
+                              messages_column="conversations", progress=False,
+                              chat={"message_property_mappings": {"role": "from",
+                                                                  "content": "value"}})
+        assert rep.tokenizer_settings["message_property_mappings"] == {"role": "from",
+                                                                       "content": "value"}
+    else:
+        with open(tmp_path / "share.jsonl", "w") as fh:
+            for c in share:
+                fh.write(json.dumps({"conversations": json.dumps(c)}) + "\n")
+        r = subprocess.run(child_argv("fastaxo", "prepare", str(tmp_path / "share.jsonl"), "-o",
+                                      str(out), "--max-length", "4096", "--tokenizer", tok,
+                                      "--messages-column", "conversations",
+                                      "--message-field-role", "from",
+                                      "--message-field-content", "value", "-q"),
+                           capture_output=True, text=True, env=child_env(), timeout=600, cwd="/")
+        assert r.returncode == 0, r.stderr
+    assert pq.read_table(out).select(["input_ids", "labels"]).equals(want)
+
+
+def test_sharegpt_mapping_errors(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import fastaxo
+    from fastaxo.errors import ColumnNotFoundError, InvalidInputError
+
+    pq.write_table(pa.table({"messages": [[{"from": "human", "value": "hi"}]]}),
+                   tmp_path / "s.parquet")
+    tok = str(chat_data.qwen3_dir())
+    cases = [({"message_property_mappings": {"role": "speaker", "content": "value"}},
+              ColumnNotFoundError, "names 'speaker', which they lack"),
+             ({"message_property_mappings": {"role": "from", "tool_calls": "calls"}},
+              InvalidInputError, "takes role and content only"),
+             ({"message_property_mappings": {"role": "value", "content": "value"}},
+              InvalidInputError, "maps one field twice"),
+             ({"message_field_role": ""}, InvalidInputError, "message_field_role: expected")]
+    for chat, exc, words in cases:
+        with pytest.raises(exc, match=words):
+            fastaxo.prepare(str(tmp_path / "s.parquet"), str(tmp_path / "o.parquet"), 512,
+                            tokenizer=tok, chat=chat, progress=False)
+
+
 def test_prepare_chat_errors(tmp_path):
     import fastaxo
 
@@ -423,7 +492,7 @@ def test_content_bytes_from_arrow_are_the_messages_utf8(convs, data, large):
     message or content holding none, on slices and on large lists and strings."""
     import pyarrow as pa
 
-    from fastaxo.pipeline.columns import _content_bytes
+    from fastaxo.pipeline.messages import _content_bytes
 
     text = pa.large_string() if large else pa.string()
     typ = pa.struct([("role", text), ("content", text)])
@@ -456,7 +525,7 @@ def test_arrow_turns_are_made_block_by_block_and_read_as_the_rows():
     import pyarrow as pa
 
     from fastaxo.chat.tokenize import normalize_messages
-    from fastaxo.pipeline.columns import ArrowTurns, _arrow_turns
+    from fastaxo.pipeline.messages import ArrowTurns, _arrow_turns
 
     convs = chat_data.conversations(seed=5, n=150, turns=(1, 7), hi=30)
     convs[3][0]["role"] = "human"
@@ -482,7 +551,7 @@ def test_tokenize_turns_reads_each_block_once(qwen, monkeypatch):
 
     from fastaxo.chat import engine
     from fastaxo.chat.tokenize import tokenize_turns
-    from fastaxo.pipeline.columns import ArrowTurns, _arrow_turns
+    from fastaxo.pipeline.messages import ArrowTurns, _arrow_turns
 
     monkeypatch.setattr(engine, "PART_ROWS", 8)  # parts of 8 rows (the first 2), as prepare's
     monkeypatch.setattr(ArrowTurns, "BLOCK", 4)  # 256 over blocks of 64, 8 kept
@@ -507,7 +576,7 @@ def test_arrow_turns_keep_only_the_last_blocks_and_remake_the_rest(monkeypatch):
 
     from fastaxo.chat import engine
     from fastaxo.chat.tokenize import normalize_messages
-    from fastaxo.pipeline.columns import ArrowTurns, _arrow_turns
+    from fastaxo.pipeline.messages import ArrowTurns, _arrow_turns
 
     assert ArrowTurns.KEEP * ArrowTurns.BLOCK >= engine.PART_ROWS + ArrowTurns.BLOCK
     monkeypatch.setattr(ArrowTurns, "BLOCK", 4)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
-from collections.abc import Sequence
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +20,13 @@ from fastaxo.errors import (
     InvalidTypeError,
     NullValueError,
     RowTooLargeError,
+)
+from fastaxo.pipeline.messages import (
+    _arrow_turns,
+    _content_bytes,
+    _pylist_without,
+    message_fields,
+    rename_message_fields,
 )
 
 __all__ = ["ChatTokenizer", "TextTokenizer", "chat_tokenize", "chat_tokenizer", "compact",
@@ -369,134 +375,6 @@ def _fast_ids(tt: TextTokenizer, arr: pa.Array, skip: np.ndarray) -> pa.Array:
     return arrow.list_array(values.astype(np.int32, copy=False), lens)
 
 
-def _pylist_without(arr: pa.Array, skip: np.ndarray) -> list[Any]:
-    """``arr.to_pylist()`` with None at the indices ``skip``, which never become Python objects
-    (a row over max_row_bytes can be hundreds of MB)."""
-    if not len(skip):
-        return arr.to_pylist()
-    keep = np.ones(len(arr), bool)
-    keep[skip] = False
-    got: list[Any] = [None] * len(arr)
-    for i, v in zip(np.flatnonzero(keep).tolist(), arr.filter(pa.array(keep)).to_pylist(),
-                    strict=True):
-        got[i] = v
-    return got
-
-
-def _flat(arr: pa.Array, offs: np.ndarray) -> pa.Array:
-    """``arr.flatten()`` (the values its rows span) without pyarrow.compute, whose import is
-    ~70 ms of a chat prepare, where no row is null (a null row may span values it hides)."""
-    if arr.null_count:
-        return arr.flatten()
-    return arr.values.slice(int(offs[0]), int(offs[-1]) - int(offs[0]))
-
-
-def _arrow_turns(arr: pa.Array) -> ArrowTurns | None:
-    """The conversations of a list<struct<role, content, ...>> column as
-    :func:`fastaxo.chat.tokenize.normalize_messages` makes them, from two flat columns (no
-    Python object per row and field to check); None where a row is not plainly that (another
-    shape, a null message, role or content, another field set, an empty conversation): the
-    row-by-row path then makes them, or names the row it refuses. (Arrow's strings are
-    UTF-8: no lone surrogate to look for.) The Python objects are made as the rows are read
-    (:class:`ArrowTurns`)."""
-    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
-        return None
-    item = arr.type.value_type
-    if (not pa.types.is_struct(item) or item.get_field_index("role") < 0
-            or item.get_field_index("content") < 0):
-        return None
-    if not all(pa.types.is_string(item.field(f).type) or pa.types.is_large_string(
-            item.field(f).type) for f in ("role", "content")):
-        return None
-    offs = arrow.offsets_of(arr, pa.types.is_large_list(arr.type))
-    flat = _flat(arr, offs)
-    if flat.null_count:
-        return None
-    # the children as the flattened rows see them (no struct is null: nothing to mask)
-    fields = {item.field(k).name: flat.field(k) for k in range(item.num_fields)}
-    if any(col.null_count != (0 if name in ("role", "content") else len(col))
-           for name, col in fields.items()):
-        return None
-    if len(offs) > 1 and int(np.diff(offs).min()) == 0:
-        return None
-    return ArrowTurns(fields["role"], fields["content"], (offs - offs[0]).tolist())
-
-
-class ArrowTurns(Sequence[list[dict[str, Any]]]):
-    """The conversations of a clean messages column (:func:`_arrow_turns`), each a list of
-    ``{"role", "content"}`` dicts, made BLOCK rows at a time when a row of the block is first
-    read; the KEEP blocks made last are kept (a row read again after is made again). The
-    engine reads part by part: the rows are made on its render thread while the encoder
-    works, and a part's objects (~3x its text) go once later parts are read."""
-
-    BLOCK = 64
-    KEEP = 8  # blocks: more than one part of the engine (PART_ROWS)
-
-    def __init__(self, roles: pa.Array, contents: pa.Array, at: list[int]):
-        self._roles, self._contents, self._at = roles, contents, at
-        self._blocks: dict[int, list[list[dict[str, Any]]]] = {}
-
-    def __len__(self) -> int:
-        return len(self._at) - 1
-
-    @overload
-    def __getitem__(self, i: int) -> list[dict[str, Any]]: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[list[dict[str, Any]]]: ...
-
-    def __getitem__(self, i: int | slice) -> Any:
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(len(self)))]
-        n = len(self)
-        if not -n <= i < n:
-            raise IndexError("conversation index out of range")
-        i %= n
-        b = i // self.BLOCK
-        block = self._blocks.get(b)
-        if block is None:
-            if len(self._blocks) >= self.KEEP:
-                del self._blocks[next(iter(self._blocks))]
-            block = self._blocks[b] = self._make(b * self.BLOCK, min(n, (b + 1) * self.BLOCK))
-        return block[i - b * self.BLOCK]
-
-    def _make(self, r0: int, r1: int) -> list[list[dict[str, Any]]]:
-        from fastaxo.chat.tokenize import ROLE_NAMES
-
-        at = self._at
-        m0, m1 = at[r0], at[r1]
-        roles = self._roles.slice(m0, m1 - m0).to_pylist()
-        names = {r: ROLE_NAMES.get(r, r) for r in set(roles)}
-        messages = [{"role": names[r], "content": c} for r, c in zip(
-            roles, self._contents.slice(m0, m1 - m0).to_pylist(), strict=True)]
-        return [messages[at[k] - m0:at[k + 1] - m0] for k in range(r0, r1)]
-
-
-def _content_bytes(arr: pa.Array) -> np.ndarray | None:
-    """Per conversation of the list<struct> column ``arr``, the UTF-8 bytes of its messages'
-    ``content`` (:func:`fastaxo.chat.tokenize.content_bytes` on Arrow buffers); None where the
-    column has another shape (then the rows are checked once they are Python objects)."""
-    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
-        return None
-    item = arr.type.value_type
-    if not pa.types.is_struct(item) or item.get_field_index("content") < 0:
-        return None
-    ctype = item.field("content").type
-    if not (pa.types.is_string(ctype) or pa.types.is_large_string(ctype)):
-        return None
-    # From the buffers (np.asarray(Array) imports pandas, 0.5 s; pyarrow.compute ~70 ms).
-    offs = arrow.offsets_of(arr, pa.types.is_large_list(arr.type)).astype(np.int64)
-    flat = _flat(arr, offs)
-    content = flat.field("content")
-    sizes = np.diff(arrow.offsets_of(content, pa.types.is_large_string(ctype))).astype(np.int64)
-    for a in (flat, content):  # a null message or content holds no bytes (refused later)
-        if a.null_count:
-            bits = np.unpackbits(np.frombuffer(a.buffers()[0], np.uint8), bitorder="little")
-            sizes[~bits[a.offset:a.offset + len(a)].astype(bool)] = 0
-    cum = np.concatenate(([0], np.cumsum(sizes)))
-    offs -= offs[0]
-    return cum[offs[1:]] - cum[offs[:-1]]
-
-
 def too_large_error(path: str, row: int, what: str, size: int, limit: int) -> RowTooLargeError:
     """The one line for a row over max_row_bytes, naming the file, the row and the options."""
     return RowTooLargeError(
@@ -534,6 +412,8 @@ class ChatTokenizer:
 
         from fastaxo.chat import ChatSpec, snapshot
 
+        #: {the data's field: "role" / "content"} (ShareGPT's from / value), or None
+        self.fields = message_fields(options)
         if importlib.util.find_spec("transformers") is None:
             raise ImportError("a messages column needs the 'transformers' library (chat "
                               "templates): pip install transformers")
@@ -562,6 +442,8 @@ class ChatTokenizer:
         snapshot.seal(tok)
         self.options = {k: (list(v) if isinstance(v, (tuple, set, frozenset)) else v)
                         for k, v in options.items()}
+        if self.fields:  # (kept in the options: the report says it, Ray's workers get it)
+            self.options["message_property_mappings"] = {v: k for k, v in self.fields.items()}
         self.fallbacks: dict[str, int] = {}
         self.turn_fallbacks: dict[str, int] = {}
         self.eos_id = None  # the template writes the end-of-turn tokens
@@ -663,6 +545,8 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
         i = int(np.flatnonzero(~np.asarray(arr.is_valid()))[0])
         raise NullValueError(f"{row_where(path, row0 + i)}: {column} is null; expected a list "
                              "of messages")
+    if ct.fields:  # (Axolotl's message_property_mappings: ShareGPT's from / value)
+        arr = rename_message_fields(arr, ct.fields, column)
     # a conversation over the bound never becomes Python objects: its size comes from the
     # Arrow buffers (tokenize_chat applies the same rule to the rest)
     limit = ct.spec.max_row_bytes
