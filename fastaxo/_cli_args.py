@@ -8,7 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 from fastaxo._core.checks import MAX_ROW_BYTES, cli_positive_float, cli_positive_int
-from fastaxo._core.choices import ATTENTION, OVERFLOW_MODES, STRATEGIES, TRAIN_OPTIONS
+from fastaxo._core.choices import (
+    ATTENTION,
+    OVERFLOW_MODES,
+    PREPARE_STRATEGIES,
+    STRATEGIES,
+    TRAIN_OPTIONS,
+)
 
 __all__ = ["build_parser"]
 
@@ -55,10 +61,10 @@ def _prepare_parser(sub: Any, commands: Commands) -> None:
     _length_argument(p_p, None)
     p_p.add_argument(
         "--strategy",
-        choices=STRATEGIES,
+        choices=PREPARE_STRATEGIES,
         default="bfd",
         help="bin packing: best-fit decreasing (default), first-fit decreasing, first-fit, "
-        "next-fit",
+        "next-fit; or wrapped: the documents back to back, cut every --max-length tokens",
     )
     p_p.add_argument(
         "--pack-window",

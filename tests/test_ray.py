@@ -663,3 +663,17 @@ def test_padded_input_as_on_one_machine(cluster, tmp_path):
     assert rep.pad_tokens_dropped == pads and rep.tokens_in == single.tokens_in
     assert 0 not in [tok for row in _shards(tmp_path / "out").column("input_ids").to_pylist()
                      for tok in row]
+
+
+def test_wrapped_as_on_one_machine(cluster, tmp_path):
+    """strategy="wrapped" (issue 30) on the cluster: the shards equal one machine's file, the
+    documents cut counted the same."""
+    files = [_write_parquet(tmp_path / f"in{k}.parquet", ids, labs, 400)
+             for k, (ids, labs) in enumerate(_planted(2, 1200, seed=9))]
+    single = fastaxo.prepare(files, str(tmp_path / "single.parquet"), SEQ, pack_window=700,
+                             strategy="wrapped", progress=False)
+    rep = fxray.prepare(files, str(tmp_path / "out"), SEQ, pack_window=700, unit_rows=400,
+                        strategy="wrapped", address=cluster["address"])
+    _same_as_single(tmp_path / "out", tmp_path / "single.parquet")
+    assert (rep.split, rep.split_pieces, rep.bins) == (single.split, single.split_pieces,
+                                                       single.bins)

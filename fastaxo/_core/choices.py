@@ -1,10 +1,12 @@
 """The choices of fastaxo's options, in one place: the library checks its arguments against
 these, and the CLI offers them (this module imports nothing, so the CLI starts light)."""
 
-__all__ = ["ATTENTION", "OVERFLOW_MODES", "STRATEGIES", "TRAIN_OPTIONS"]
+__all__ = ["ATTENTION", "OVERFLOW_MODES", "PREPARE_STRATEGIES", "STRATEGIES", "TRAIN_OPTIONS"]
 
 #: bin packing: best-fit decreasing, first-fit decreasing, first-fit, next-fit
 STRATEGIES = ("bfd", "ffd", "ff", "nf")
+#: prepare's: the bin packers, and "wrapped" (documents back to back, cut every max_length)
+PREPARE_STRATEGIES = (*STRATEGIES, "wrapped")
 #: rows longer than max_length ("isolate": pack_bins only, a bin of its own)
 OVERFLOW_MODES = ("error", "truncate", "split", "drop", "isolate")
 #: attention_mask layouts of pack and prepare (None / "none": no mask)

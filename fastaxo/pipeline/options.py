@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from fastaxo._core.checks import MAX_ROW_BYTES, choice, positive_int
-from fastaxo._core.choices import ATTENTION, OVERFLOW_MODES, STRATEGIES
+from fastaxo._core.choices import ATTENTION, OVERFLOW_MODES, PREPARE_STRATEGIES
 from fastaxo.errors import InvalidInputError
 from fastaxo.pipeline.columns import chat_tokenizer, text_tokenizer
 
@@ -21,6 +21,7 @@ __all__ = ["ATTENTION_LAYOUTS", "DEFAULT_PACK_WINDOW", "OVERFLOW", "PrepareOptio
 
 ATTENTION_LAYOUTS = (*ATTENTION, "none")  # pack's values, and "none" for no column
 OVERFLOW = tuple(m for m in OVERFLOW_MODES if m != "isolate")  # (a bin over max_length)
+
 DEFAULT_PACK_WINDOW = 100_000  # Axolotl's pack_parallel group size
 
 
@@ -98,13 +99,20 @@ def check_prepare_options(*, max_length: Any, strategy: Any = "bfd", overflow: A
             raise InvalidInputError("dedupe_columns must be a non-empty list of column names, got "
                                     f"{dedupe_columns!r}")
         dedupe_columns = tuple(dedupe_columns)
+    strategy = choice(strategy, "strategy", PREPARE_STRATEGIES)
+    overflow = choice(overflow, "overflow", OVERFLOW)
+    if strategy == "wrapped":  # every document is cut at max_length: "split" is what happens
+        if overflow not in ("error", "split"):
+            raise InvalidInputError(
+                f"overflow: strategy 'wrapped' cuts every document at max_length (as "
+                f"overflow='split'); overflow={overflow!r} does not apply to it")
+        overflow = "split"
     if (messages_column is not None or chat is not None) and tokenizer is None:
         raise InvalidInputError("messages_column / chat: chat data needs tokenizer= (a tokenizer "
                                 "directory with its chat template)")
     return PrepareOptions(
         max_length=positive_int(max_length, "max_length"),
-        strategy=choice(strategy, "strategy", STRATEGIES),
-        overflow=choice(overflow, "overflow", OVERFLOW),
+        strategy=strategy, overflow=overflow,
         attention="none" if attention is None else choice(attention, "attention",
                                                           ATTENTION_LAYOUTS),
         dedupe=bool(dedupe), dedupe_columns=dedupe_columns,

@@ -100,8 +100,11 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         symbolic link is written through (the file it points to is replaced).
     max_length : int
         Tokens per packed row (the bin capacity).
-    strategy : {"bfd", "ffd", "ff", "nf"}
-        Bin assignment (see :func:`fastaxo.pack_bins`), per window.
+    strategy : {"bfd", "ffd", "ff", "nf", "wrapped"}
+        Bin assignment (see :func:`fastaxo.pack_bins`), per window; or ``"wrapped"`` (TRL's,
+        for pretraining text): a window's rows back to back, cut every ``max_length`` tokens,
+        a document running on into the next row as a new segment (every row full but a
+        window's last; the documents cut counted as ``split``; ``overflow`` does not apply).
     overflow : {"error", "truncate", "split", "drop"}
         Rows longer than ``max_length``: raise naming the file and row (default), keep the
         first ``max_length`` tokens, cut into pieces of at most ``max_length``, or leave out.

@@ -166,12 +166,15 @@ class PrepareReport(ReportCounts):
         mib = lambda v: "n/a" if v is None else f"{v / 2**20:,.0f} MiB"  # noqa: E731
         pct = lambda a, b: f"{100 * a / b:.2f}%" if b else "0%"  # noqa: E731
         over = f"{self.overlong:,} longer than {self.max_length:,}"
-        if self.overlong:
+        if self.overlong and self.strategy != "wrapped":
             what = {"truncate": f"truncated (-{self.truncated_tokens:,} tokens)",
                     "split": f"split into {self.split_pieces:,} pieces",
                     "drop": f"dropped (-{self.dropped_tokens:,} tokens)"
                     }.get(self.overflow, self.overflow)
             over += f": {what}"
+        if self.strategy == "wrapped":  # (every document is cut where a row ends)
+            over += (f"; {self.split:,} documents run on into the next row "
+                     f"({self.split_pieces:,} pieces)")
         extra_bins = self.bins - self.lower_bound
         lines = [
             f"fastaxo prepare: {self.files} file(s) -> {self.output}",

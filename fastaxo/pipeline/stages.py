@@ -30,6 +30,7 @@ from fastaxo.pipeline.columns import (
 )
 from fastaxo.pipeline.provenance import KEY as PROVENANCE
 from fastaxo.pipeline.unpad import MASK, strip_padding
+from fastaxo.pipeline.wrapped import write_wrapped_window
 
 __all__ = ["ATTENTION_MODES", "ROW_GROUP_TOKENS", "CheckedBatch", "check_batch",
            "first_columns", "input_columns", "output_schema", "write_packed_window"]
@@ -183,7 +184,12 @@ def write_packed_window(table: pa.Table, writer: Any, fields: list[pa.Field], *,
                         strategy: str, overflow: str, att_mode: str | None, has_labels: bool,
                         num_threads: int) -> Any:
     """Pack one window (a table of kept rows: input_ids [+ labels]) and write its bins to
-    ``writer`` as row groups of about ROW_GROUP_TOKENS tokens; returns its PackStats."""
+    ``writer`` as row groups of about ROW_GROUP_TOKENS tokens; returns its PackStats. Strategy
+    "wrapped": the rows back to back, cut every max_length tokens (pipeline/wrapped.py)."""
+    if strategy == "wrapped":
+        return write_wrapped_window(table, writer, fields, max_length=max_length,
+                                    att_mode=att_mode, has_labels=has_labels,
+                                    rows_per_group=max(1, ROW_GROUP_TOKENS // max_length))
     it = iter_pack(table, max_length, chunk_bins=max(1, ROW_GROUP_TOKENS // max_length),
                    layout="flat",
                    attention=att_mode, dtype=np.int32, strategy=strategy, overflow=overflow,
