@@ -492,7 +492,7 @@ def test_content_bytes_from_arrow_are_the_messages_utf8(convs, data, large):
     message or content holding none, on slices and on large lists and strings."""
     import pyarrow as pa
 
-    from fastaxo.pipeline.messages import _content_bytes
+    from fastaxo.pipeline.messages import content_bytes
 
     text = pa.large_string() if large else pa.string()
     typ = pa.struct([("role", text), ("content", text)])
@@ -514,7 +514,7 @@ def test_content_bytes_from_arrow_are_the_messages_utf8(convs, data, large):
     b = data.draw(st.integers(a, len(convs)))
     want = [sum(len(m["content"].encode("utf-8", "surrogatepass"))
                 for m in c if m is not None and m["content"] is not None) for c in convs[a:b]]
-    assert _content_bytes(arr.slice(a, b - a)).tolist() == want
+    assert content_bytes(arr.slice(a, b - a)).tolist() == want
 
 
 def test_arrow_turns_are_made_block_by_block_and_read_as_the_rows():
@@ -525,13 +525,13 @@ def test_arrow_turns_are_made_block_by_block_and_read_as_the_rows():
     import pyarrow as pa
 
     from fastaxo.chat.tokenize import normalize_messages
-    from fastaxo.pipeline.messages import ArrowTurns, _arrow_turns
+    from fastaxo.pipeline.messages import ArrowTurns, arrow_turns
 
     convs = chat_data.conversations(seed=5, n=150, turns=(1, 7), hi=30)
     convs[3][0]["role"] = "human"
     convs[70][-1]["role"] = "gpt"
     arr = pa.array(convs).slice(1, 149)  # (a slice: offsets that do not start at 0)
-    turns = _arrow_turns(arr)
+    turns = arrow_turns(arr)
     assert isinstance(turns, ArrowTurns) and len(turns) == 149
     assert turns[69] == normalize_messages(convs[70], 70) and set(turns._blocks) == {1}
     want = [normalize_messages(c, i) for i, c in enumerate(convs[1:])]
@@ -551,7 +551,7 @@ def test_tokenize_turns_reads_each_block_once(qwen, monkeypatch):
 
     from fastaxo.chat import engine
     from fastaxo.chat.tokenize import tokenize_turns
-    from fastaxo.pipeline.messages import ArrowTurns, _arrow_turns
+    from fastaxo.pipeline.messages import ArrowTurns, arrow_turns
 
     monkeypatch.setattr(engine, "PART_ROWS", 8)  # parts of 8 rows (the first 2), as prepare's
     monkeypatch.setattr(ArrowTurns, "BLOCK", 4)  # 256 over blocks of 64, 8 kept
@@ -562,7 +562,7 @@ def test_tokenize_turns_reads_each_block_once(qwen, monkeypatch):
     monkeypatch.setattr(ArrowTurns, "_make", lambda self, a, b: made.append(a) or real_make(
         self, a, b))
     spec = ChatSpec.create(qwen)
-    got = tokenize_turns(_arrow_turns(pa.array(convs)), spec, sized=True)
+    got = tokenize_turns(arrow_turns(pa.array(convs)), spec, sized=True)
     assert made == list(range(0, 30, 4)), made
     want = tokenize_chat(convs, spec=spec)
     assert got.input_ids == want.input_ids and got.labels == want.labels
@@ -576,13 +576,13 @@ def test_arrow_turns_keep_only_the_last_blocks_and_remake_the_rest(monkeypatch):
 
     from fastaxo.chat import engine
     from fastaxo.chat.tokenize import normalize_messages
-    from fastaxo.pipeline.messages import ArrowTurns, _arrow_turns
+    from fastaxo.pipeline.messages import ArrowTurns, arrow_turns
 
     assert ArrowTurns.KEEP * ArrowTurns.BLOCK >= engine.PART_ROWS + ArrowTurns.BLOCK
     monkeypatch.setattr(ArrowTurns, "BLOCK", 4)
     monkeypatch.setattr(ArrowTurns, "KEEP", 3)
     convs = chat_data.conversations(seed=9, n=40, turns=(1, 4), hi=30)
-    turns = _arrow_turns(pa.array(convs))
+    turns = arrow_turns(pa.array(convs))
     want = [normalize_messages(c, i) for i, c in enumerate(convs)]
     made = []
     real_make = ArrowTurns._make

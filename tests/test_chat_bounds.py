@@ -164,8 +164,8 @@ def test_prepare_measures_conversations_in_the_arrow_buffers(tmp_path, monkeypat
         prepare(str(src), str(tmp_path / "o.parquet"), 512, tokenizer=tok, max_row_bytes=4_096,
                 progress=False)
     seen = []
-    real = columns._pylist_without
-    monkeypatch.setattr(columns, "_pylist_without",
+    real = columns.pylist_without
+    monkeypatch.setattr(columns, "pylist_without",
                         lambda arr, skip: seen.append(skip.tolist()) or real(arr, skip))
     rep = prepare(str(src), str(tmp_path / "o.parquet"), 512, tokenizer=tok, dedupe=False,
                   max_row_bytes=4_096, overflow="drop", progress=False, strategy="nf")

@@ -68,3 +68,43 @@ def test_errors_name_the_object_and_row(tmp_path):
                        r"input_ids has 300 tokens"):
         fastaxo.prepare(t, str(tmp_path / "o.parquet"), 128, batch_rows=64, progress=False)
     assert not (tmp_path / "o.parquet").exists()
+
+
+def test_a_tokenizer_object_gives_its_directorys_file(tmp_path):
+    """prepare() takes the tokenizer as an object: a tokenizers.Tokenizer or a transformers
+    fast tokenizer gives the file its directory gives (text, and chat with the transformers
+    one), the caller's object left as it was; the provenance has its digest. Of another type,
+    it is refused naming what came (on Ray: test_ray)."""
+    import json
+
+    import chat_data
+    import tokenizers
+    import transformers
+
+    from fastaxo.errors import InvalidTypeError
+
+    d = str(chat_data.qwen3_dir())
+    src = tmp_path / "t.jsonl"
+    src.write_text("".join(json.dumps({"text": f"document {i} " * (i % 9 + 1)}) + "\n"
+                           for i in range(300)))
+    fastaxo.prepare(str(src), str(tmp_path / "dir.parquet"), 64, tokenizer=d, progress=False)
+    want = pq.read_table(tmp_path / "dir.parquet")
+    hf = tokenizers.Tokenizer.from_file(f"{d}/tokenizer.json")
+    hf.enable_truncation(8)  # the caller's settings: prepare works on a copy without them
+    auto = transformers.AutoTokenizer.from_pretrained(d)
+    for obj in (hf, auto):
+        out = tmp_path / f"{type(obj).__name__}.parquet"
+        rep = fastaxo.prepare(str(src), str(out), 64, tokenizer=obj, progress=False)
+        assert pq.read_table(out).equals(want), type(obj).__name__
+        assert rep.provenance["tokenizer"]["sha256"] and rep.tokenizer.endswith("object>")
+    assert hf.truncation is not None and hf.truncation["max_length"] == 8
+    convs = chat_data.conversations(seed=3, n=10, turns=(1, 4), hi=30)
+    pq.write_table(pa.table({"messages": convs}), tmp_path / "chat.parquet")
+    fastaxo.prepare(str(tmp_path / "chat.parquet"), str(tmp_path / "c1.parquet"), 2048,
+                    tokenizer=d, progress=False)
+    rep = fastaxo.prepare(str(tmp_path / "chat.parquet"), str(tmp_path / "c2.parquet"), 2048,
+                          tokenizer=auto, progress=False)
+    assert pq.read_table(tmp_path / "c2.parquet").equals(pq.read_table(tmp_path / "c1.parquet"))
+    assert rep.provenance["tokenizer"]["chat_template_sha256"]
+    with pytest.raises(InvalidTypeError, match="tokenizer: expected a tokenizer directory .* got int"):
+        fastaxo.prepare(str(src), str(tmp_path / "x.parquet"), 64, tokenizer=7, progress=False)

@@ -512,8 +512,8 @@ def test_a_unit_is_tokenized_batch_rows_at_a_time(tmp_path, monkeypatch, encoder
     cfg = units.Cfg(256, "bfd", "error", "segments", True, ("input_ids",), False,
                     str(chat_data.qwen3_dir()), "text", 1, 1, "{}", encoder=encoder)
     seen: list[int] = []
-    real = columns._pylist_without
-    monkeypatch.setattr(columns, "_pylist_without",
+    real = columns.pylist_without
+    monkeypatch.setattr(columns, "pylist_without",
                         lambda arr, skip: seen.append(len(arr)) or real(arr, skip))
     unit = units.Unit("file", str(p), "jsonl")
     whole = units.checked_unit(unit, cfg)
@@ -677,3 +677,17 @@ def test_wrapped_as_on_one_machine(cluster, tmp_path):
     _same_as_single(tmp_path / "out", tmp_path / "single.parquet")
     assert (rep.split, rep.split_pieces, rep.bins) == (single.split, single.split_pieces,
                                                        single.bins)
+
+
+def test_a_tokenizer_object_is_refused_on_ray_before_it_starts(tmp_path):
+    """Ray's workers load the tokenizer from a directory every node can read: an object is
+    refused, naming it, before Ray starts."""
+    import tokenizers
+    from chat_data import qwen3_dir
+
+    from fastaxo.errors import InvalidTypeError
+
+    tok = tokenizers.Tokenizer.from_file(str(qwen3_dir() / "tokenizer.json"))
+    with pytest.raises(InvalidTypeError, match="on Ray, a tokenizer directory .* got a "
+                       "Tokenizer object"):
+        fxray.prepare([str(tmp_path / "in.parquet")], str(tmp_path / "out"), SEQ, tokenizer=tok)

@@ -22,10 +22,10 @@ from fastaxo.errors import (
     RowTooLargeError,
 )
 from fastaxo.pipeline.messages import (
-    _arrow_turns,
-    _content_bytes,
-    _pylist_without,
+    arrow_turns,
+    content_bytes,
     message_fields,
+    pylist_without,
     rename_message_fields,
 )
 
@@ -121,7 +121,7 @@ class TextTokenizer:
     def __init__(self, tok: Any, file: str, *, add_special_tokens: bool = True,
                  append_eos: bool = False, eos_token: str | None = None,
                  max_row_bytes: int = MAX_ROW_BYTES, encoder: str | None = None,
-                 num_threads: int | None = None):
+                 num_threads: int | None = None, from_object: bool = False):
         append_eos = bool(append_eos) or eos_token is not None  # naming the token asks for it
         self.tok, self.file = tok, file
         self.max_row_bytes = positive_int(max_row_bytes, "max_row_bytes")
@@ -139,7 +139,9 @@ class TextTokenizer:
         #: what tokenizer.json asked for that prepare does not do, for the report
         self.ignored = "; ".join(ignored) or None
         #: fastaxo's encoder (a fastaxo.Tokenizer) where it is exact, else None: HF's, and why
-        self.fast, self.encoder_reason = _fast_encoder(tok, file, encoder, bool(ignored))
+        # (an object has no file: its encoder is built from it as it is now)
+        self.fast, self.encoder_reason = _fast_encoder(tok, file, encoder,
+                                                       bool(ignored) or from_object)
         self.eos_token, self.eos_id = None, None
         if append_eos:
             name = eos_token if eos_token is not None else _config_eos(file)
@@ -240,12 +242,24 @@ def load_tokenizer(path: str, *, add_special_tokens: bool = True, append_eos: bo
                    eos_token: str | None = None, max_row_bytes: int = MAX_ROW_BYTES,
                    encoder: str | None = None, num_threads: int | None = None
                    ) -> TextTokenizer:
-    """A :class:`TextTokenizer` from a Hugging Face tokenizer directory or tokenizer.json."""
+    """A :class:`TextTokenizer` from a Hugging Face tokenizer directory or tokenizer.json, or
+    from a ``tokenizers.Tokenizer`` or transformers fast tokenizer object (a copy: prepare
+    switches off the truncation and padding it may carry; the caller's is left as it is)."""
     try:
         from tokenizers import Tokenizer
     except ImportError:
         raise ImportError(
             "--tokenizer needs the 'tokenizers' library: pip install tokenizers") from None
+    if is_tokenizer_object(path):
+        obj: Any = path
+        backend = getattr(obj, "backend_tokenizer", obj)
+        if append_eos and eos_token is None:  # (no tokenizer_config.json beside an object)
+            eos_token = getattr(obj, "eos_token", None)
+        return TextTokenizer(Tokenizer.from_str(backend.to_str()),
+                             f"<{type(obj).__name__} object>",
+                             add_special_tokens=add_special_tokens, append_eos=append_eos,
+                             eos_token=eos_token, max_row_bytes=max_row_bytes, encoder=encoder,
+                             num_threads=num_threads, from_object=True)
     file = path if os.path.isfile(path) else os.path.join(path, "tokenizer.json")
     if not os.path.isfile(file):
         if not os.path.exists(path):
@@ -308,7 +322,7 @@ def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int
     _check_utf8(arr, big, column, path, row0)
     if tt.fast is not None:
         return _fast_ids(tt, arr, big), len(big)
-    texts = _pylist_without(arr, big)
+    texts = pylist_without(arr, big)
     rows: list[list[int]] = [[] for _ in texts]
     eos = [] if tt.eos_id is None else [tt.eos_id]
     for chunk in _byte_chunks(sizes, texts):
@@ -410,13 +424,17 @@ class ChatTokenizer:
                  **options: Any):
         import importlib.util
 
-        from fastaxo.chat import ChatSpec, snapshot
+        from fastaxo.chat import snapshot
 
         #: {the data's field: "role" / "content"} (ShareGPT's from / value), or None
         self.fields = message_fields(options)
         if importlib.util.find_spec("transformers") is None:
             raise ImportError("a messages column needs the 'transformers' library (chat "
                               "templates): pip install transformers")
+        if is_tokenizer_object(path):  # a transformers tokenizer the caller holds
+            self._init_spec(path, {"state": "off", "why": "a tokenizer object was given"},
+                             f"<{type(path).__name__} object>", chat_template, options)
+            return
         if not os.path.isdir(path):
             raise InvalidInputError(f"tokenizer: {path!r} is not a directory; chat data needs a "
                                     "Hugging Face tokenizer directory (tokenizer.json and "
@@ -429,7 +447,16 @@ class ChatTokenizer:
             raise _no_vocabulary(path, "no tokenizer.json, vocab.json or tokenizer.model")
         # a snapshot of what this path asks the tokenizer (fastaxo.chat.snapshot): on a
         # repeated run, the answers without importing transformers
-        tok, self.snapshot = snapshot.open_tokenizer(path, _load_transformers_tokenizer)
+        tok, info = snapshot.open_tokenizer(path, _load_transformers_tokenizer)
+        self._init_spec(tok, info, path, chat_template, options)
+
+    def _init_spec(self, tok: Any, info: dict[str, Any], path: str,
+                    chat_template: str | None, options: dict[str, Any]) -> None:
+        """The rest of the construction, from the tokenizer ``tok`` (``path``: where it came
+        from, or a label for an object; ``info``: what its snapshot did)."""
+        from fastaxo.chat import ChatSpec, snapshot
+
+        self.snapshot = info
         backend = getattr(tok, "backend_tokenizer", None)
         if backend is not None and backend.get_vocab_size(with_added_tokens=False) == 0:
             raise _no_vocabulary(path, "its model has no tokens")
@@ -550,15 +577,15 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
     # a conversation over the bound never becomes Python objects: its size comes from the
     # Arrow buffers (tokenize_chat applies the same rule to the rest)
     limit = ct.spec.max_row_bytes
-    sizes = _content_bytes(arr)
+    sizes = content_bytes(arr)
     big = np.empty(0, np.int64) if sizes is None else np.flatnonzero(sizes > limit)
     if len(big) and overflow != "drop":
         i = int(big[0])
         raise too_large_error(path, row0 + i, "the conversation's messages hold",
                               int(sizes[i]), limit)  # type: ignore[index]
     # (a conversation over the bound never becomes Python objects)
-    turns = _arrow_turns(arr) if not len(big) else None
-    convs = _pylist_without(arr, big) if turns is None else turns
+    turns = arrow_turns(arr) if not len(big) else None
+    convs = pylist_without(arr, big) if turns is None else turns
     ids: list[Any] = [[] for _ in range(len(convs))]  # (not iterated: turns are made lazily)
     labels: list[Any] = [[] for _ in range(len(convs))]
     too_large = len(big)
@@ -682,3 +709,10 @@ def _copied_lists(rows: list[Any]) -> pa.Array:
     if values.size and (values.min() < -(2**31) or values.max() > 2**31 - 1):
         raise InvalidInputError("tokenizer: token ids beyond int32; prepare writes int32 columns")
     return arrow.list_array(values.astype(np.int32), lens)
+
+
+def is_tokenizer_object(x: Any) -> bool:
+    """Whether ``x`` is a tokenizer object prepare takes (a ``tokenizers.Tokenizer`` or a
+    transformers fast tokenizer), not a path."""
+    return not isinstance(x, (str, os.PathLike)) and (
+        hasattr(x, "backend_tokenizer") or (hasattr(x, "to_str") and hasattr(x, "encode_batch")))

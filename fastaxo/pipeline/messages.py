@@ -13,10 +13,11 @@ import pyarrow as pa
 
 from fastaxo._core import arrow
 
-__all__ = ["ArrowTurns"]
+__all__ = ["ArrowTurns", "arrow_turns", "content_bytes", "message_fields", "pylist_without",
+           "rename_message_fields"]
 
 
-def _pylist_without(arr: pa.Array, skip: np.ndarray) -> list[Any]:
+def pylist_without(arr: pa.Array, skip: np.ndarray) -> list[Any]:
     """``arr.to_pylist()`` with None at the indices ``skip``, which never become Python objects
     (a row over max_row_bytes can be hundreds of MB)."""
     if not len(skip):
@@ -38,7 +39,7 @@ def _flat(arr: pa.Array, offs: np.ndarray) -> pa.Array:
     return arr.values.slice(int(offs[0]), int(offs[-1]) - int(offs[0]))
 
 
-def _arrow_turns(arr: pa.Array) -> ArrowTurns | None:
+def arrow_turns(arr: pa.Array) -> ArrowTurns | None:
     """The conversations of a list<struct<role, content, ...>> column as
     :func:`fastaxo.chat.tokenize.normalize_messages` makes them, from two flat columns (no
     Python object per row and field to check); None where a row is not plainly that (another
@@ -70,7 +71,7 @@ def _arrow_turns(arr: pa.Array) -> ArrowTurns | None:
 
 
 class ArrowTurns(Sequence[list[dict[str, Any]]]):
-    """The conversations of a clean messages column (:func:`_arrow_turns`), each a list of
+    """The conversations of a clean messages column (:func:`arrow_turns`), each a list of
     ``{"role", "content"}`` dicts, made BLOCK rows at a time when a row of the block is first
     read; the KEEP blocks made last are kept (a row read again after is made again). The
     engine reads part by part: the rows are made on its render thread while the encoder
@@ -118,7 +119,7 @@ class ArrowTurns(Sequence[list[dict[str, Any]]]):
         return [messages[at[k] - m0:at[k + 1] - m0] for k in range(r0, r1)]
 
 
-def _content_bytes(arr: pa.Array) -> np.ndarray | None:
+def content_bytes(arr: pa.Array) -> np.ndarray | None:
     """Per conversation of the list<struct> column ``arr``, the UTF-8 bytes of its messages'
     ``content`` (:func:`fastaxo.chat.tokenize.content_bytes` on Arrow buffers); None where the
     column has another shape (then the rows are checked once they are Python objects)."""

@@ -5,6 +5,7 @@ the same way in both (errors name the argument)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -13,8 +14,8 @@ import pyarrow as pa
 
 from fastaxo._core.checks import MAX_ROW_BYTES, choice, positive_int
 from fastaxo._core.choices import ATTENTION, OVERFLOW_MODES, PREPARE_STRATEGIES
-from fastaxo.errors import InvalidInputError
-from fastaxo.pipeline.columns import chat_tokenizer, text_tokenizer
+from fastaxo.errors import InvalidInputError, InvalidTypeError
+from fastaxo.pipeline.columns import chat_tokenizer, is_tokenizer_object, text_tokenizer
 
 __all__ = ["ATTENTION_LAYOUTS", "DEFAULT_PACK_WINDOW", "OVERFLOW", "PrepareOptions",
            "check_prepare_options", "options_of_call"]
@@ -107,6 +108,14 @@ def check_prepare_options(*, max_length: Any, strategy: Any = "bfd", overflow: A
                 f"overflow: strategy 'wrapped' cuts every document at max_length (as "
                 f"overflow='split'); overflow={overflow!r} does not apply to it")
         overflow = "split"
+    if not (tokenizer is None or isinstance(tokenizer, (str, os.PathLike))
+            or is_tokenizer_object(tokenizer)):
+        raise InvalidTypeError(
+            "tokenizer: expected a tokenizer directory or tokenizer.json (a path), a "
+            "tokenizers.Tokenizer or a transformers fast tokenizer, got "
+            f"{type(tokenizer).__name__}")
+    if isinstance(tokenizer, os.PathLike):
+        tokenizer = os.fspath(tokenizer)
     if (messages_column is not None or chat is not None) and tokenizer is None:
         raise InvalidInputError("messages_column / chat: chat data needs tokenizer= (a tokenizer "
                                 "directory with its chat template)")

@@ -35,7 +35,7 @@ from fastaxo._core.threads import resolve_num_threads
 from fastaxo.errors import InvalidTypeError
 from fastaxo.hashing import Seen
 from fastaxo.hashing import dedupe as dedupe_rows
-from fastaxo.pipeline.columns import compact
+from fastaxo.pipeline.columns import compact, is_tokenizer_object
 from fastaxo.pipeline.memory import memory_source
 from fastaxo.pipeline.options import DEFAULT_PACK_WINDOW, options_of_call
 from fastaxo.pipeline.provenance import provenance
@@ -71,7 +71,7 @@ def _schema_of(path: str, fmt: str, comp: str | None, batch_rows: int,
 def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
             overflow: str = "error", attention: str | None = "segments", dedupe: bool = True,
             dedupe_columns: Sequence[str] | None = None, pack_window: int = DEFAULT_PACK_WINDOW,
-            tokenizer: str | None = None, text_column: str = "text", batch_rows: int = 8192,
+            tokenizer: Any = None, text_column: str = "text", batch_rows: int = 8192,
             format: str | None = None, progress: bool | None = None,
             num_threads: int | None = None,
             reader_options: dict[str, Any] | None = None, cancel: Any = None,
@@ -127,8 +127,10 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         whose output holds every column and whose default key is every column.
     pack_window : int
         Kept rows packed together (default 100,000, Axolotl's group size): the memory bound.
-    tokenizer : str, optional
-        A Hugging Face tokenizer directory (``tokenizer.json``) or file: tokenize
+    tokenizer : str, tokenizers.Tokenizer or transformers tokenizer, optional
+        A Hugging Face tokenizer directory (``tokenizer.json``) or file, or a tokenizer object
+        (a ``tokenizers.Tokenizer``, or a transformers fast tokenizer, which chat data needs;
+        used as a copy): tokenize
         ``text_column`` with the ``tokenizers`` library (batched, local, no network) first.
         Rows are tokenized whole: a truncation or padding stored in tokenizer.json is not
         applied (the report says so); over-long rows go through ``overflow``, counted.
@@ -216,7 +218,9 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
                         strategy=o.strategy, overflow=o.overflow, attention=o.attention,
                         pack_window=o.pack_window, dedupe=o.dedupe,
                         dedupe_columns=key_cols if o.dedupe else None, labels=has_labels,
-                        tokenizer=tokenizer, files=len(files),
+                        tokenizer=(o.tokenizer if not is_tokenizer_object(o.tokenizer)
+                                   else f"<{type(o.tokenizer).__name__} object>"),
+                        files=len(files),
                         tokenizer_settings=None if tok is None else tok.settings(),
                         provenance=prov)
     bar = _progress(files, opened, o.batch_rows, ropts, progress)

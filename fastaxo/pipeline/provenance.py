@@ -74,9 +74,15 @@ def _tokenizer(tok: Any) -> dict[str, Any] | None:
         return None
     path = getattr(tok, "file", None) or getattr(tok, "path", None)
     file = os.path.join(path, "tokenizer.json") if path and os.path.isdir(path) else path
-    out: dict[str, Any] = {"file": None if file is None else os.path.abspath(file),
-                           "sha256": None if file is None else _sha256_file(file)}
     spec = getattr(tok, "spec", None)
+    if file is not None and os.path.isfile(file):
+        out: dict[str, Any] = {"file": os.path.abspath(file), "sha256": _sha256_file(file)}
+    else:  # an object the caller gave: the digest of its tokenizer.json as it serializes
+        hf: Any = getattr(tok, "tok", None) or getattr(spec, "tokenizer", None)
+        hf = getattr(hf, "backend_tokenizer", hf)
+        text = hf.to_str() if hasattr(hf, "to_str") else None
+        out = {"file": None, "object": path,
+               "sha256": None if text is None else hashlib.sha256(text.encode()).hexdigest()}
     template = getattr(spec, "chat_template", None)
     if isinstance(template, str):
         out["chat_template_sha256"] = hashlib.sha256(template.encode()).hexdigest()

@@ -249,7 +249,10 @@ chat
         partitions = positive_int(partitions, "partitions")
     threads = _threads(num_cpus_per_task, threads_per_task)
     output = _output_dir(output)
-    tok_dir = os.path.abspath(tokenizer) if tokenizer is not None else None
+    if o.tokenizer is not None and not isinstance(o.tokenizer, str):
+        raise InvalidTypeError("tokenizer: on Ray, a tokenizer directory every node can read "
+                               f"(a path), got a {type(o.tokenizer).__name__} object")
+    tok_dir = os.path.abspath(o.tokenizer) if o.tokenizer is not None else None
     # (built now, from the options alone: a bad tokenizer or option fails here, not in a task)
     chat_mode = o.chat_mode(pa.schema([]))
     tok: Any = o.make_tokenizer(chat_mode, tok_dir)
