@@ -321,6 +321,36 @@ def test_sharegpt_rows_are_their_openai_rows(tmp_path, qwen, fmt):
     assert pq.read_table(out).select(["input_ids", "labels"]).equals(want)
 
 
+def test_sharegpt_json_text_fails_as_its_openai_form(tmp_path):
+    """Hostile JSON text under a mapping (a row that is not JSON, a lone surrogate escaped in
+    a message) fails as the same rows in OpenAI form do, naming the row: the renaming leaves
+    what it cannot read to the chat path and writes escapes back as escapes."""
+    import json
+
+    import fastaxo
+
+    tok = str(chat_data.qwen3_dir())
+    good = [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]
+    for bad_share, bad_openai in (("not json", "not json"),
+                                  ('[{"from": "human", "value": "\\ud800"}]',
+                                   '[{"role": "user", "content": "\\ud800"}]')):
+        errors = []
+        for name, bad, chat in (
+                ("q1", bad_share, {"message_field_role": "from",
+                                   "message_field_content": "value"}),
+                ("q2", bad_openai, None)):
+            rows = [json.dumps(good if chat else [{"role": "user", "content": "hi"},
+                                                  {"role": "assistant", "content": "yo"}]),
+                    bad]
+            src = tmp_path / f"{name}.jsonl"
+            src.write_text("".join(json.dumps({"conv": r}) + "\n" for r in rows))
+            with pytest.raises(fastaxo.errors.FastaxoError) as e:
+                fastaxo.prepare(str(src), str(tmp_path / "o.parquet"), 512, tokenizer=tok,
+                                messages_column="conv", chat=chat, progress=False)
+            errors.append((type(e.value), str(e.value).replace(f"{name}.jsonl", "X")))
+        assert errors[0] == errors[1] and "row 1 (0-based)" in errors[0][1], errors
+
+
 def test_sharegpt_mapping_errors(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

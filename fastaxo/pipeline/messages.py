@@ -176,8 +176,8 @@ def message_fields(options: dict[str, Any]) -> dict[str, str] | None:
 
 def rename_message_fields(arr: pa.Array, fields: dict[str, str], column: str) -> pa.Array:
     """The messages column ``arr`` with its messages' fields renamed (``fields``: the data's
-    name -> ours). A list of structs is renamed in place (no row is made a Python object);
-    other columns (JSON text, lists of maps) row by row. A message without a field the
+    name -> ours). A list of structs is renamed in place (no row is made a Python object),
+    JSON text row by row (parsed here and again by the chat path). A message without a field the
     mapping names is an error naming the column."""
     from fastaxo.errors import ColumnNotFoundError
 
@@ -201,17 +201,20 @@ def rename_message_fields(arr: pa.Array, fields: dict[str, str], column: str) ->
         cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
         return cls.from_arrays(arrow.from_numpy(np.ascontiguousarray(offs)), renamed,
                                mask=None if arr.null_count == 0 else arr.is_null())
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+        return arr  # (another shape: the chat path refuses it, naming the row)
     import json
 
+    # JSON text: each row's messages renamed and written back as JSON of the same type (\u
+    # escapes kept: a lone surrogate stays text the chat path refuses, naming the row); a row
+    # that is not a JSON list of objects is left as it is, for the chat path to name
     rows = []
-    for row in arr.to_pylist():
-        if isinstance(row, str):
-            try:
-                row = json.loads(row)
-            except ValueError:
-                pass  # (the chat path names the row and what it is)
-        if isinstance(row, list):
-            row = [{fields.get(k, k): v for k, v in m.items()} if isinstance(m, dict) else m
-                   for m in row]
-        rows.append(row)
-    return pa.array(rows)
+    for text in arr.to_pylist():
+        try:
+            msgs = json.loads(text) if text is not None else None
+        except ValueError:
+            msgs = None
+        if isinstance(msgs, list) and all(isinstance(m, dict) for m in msgs):
+            text = json.dumps([{fields.get(k, k): v for k, v in m.items()} for m in msgs])
+        rows.append(text)
+    return pa.array(rows, type=t)
