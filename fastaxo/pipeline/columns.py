@@ -255,8 +255,7 @@ def load_tokenizer(path: str, *, add_special_tokens: bool = True, append_eos: bo
         backend = getattr(obj, "backend_tokenizer", obj)
         if append_eos and eos_token is None:  # (no tokenizer_config.json beside an object)
             eos_token = getattr(obj, "eos_token", None)
-        return TextTokenizer(Tokenizer.from_str(backend.to_str()),
-                             f"<{type(obj).__name__} object>",
+        return TextTokenizer(Tokenizer.from_str(backend.to_str()), tokenizer_label(obj),
                              add_special_tokens=add_special_tokens, append_eos=append_eos,
                              eos_token=eos_token, max_row_bytes=max_row_bytes, encoder=encoder,
                              num_threads=num_threads, from_object=True)
@@ -433,7 +432,7 @@ class ChatTokenizer:
                               "templates): pip install transformers")
         if is_tokenizer_object(path):  # a transformers tokenizer the caller holds
             self._init_spec(path, {"state": "off", "why": "a tokenizer object was given"},
-                             f"<{type(path).__name__} object>", chat_template, options)
+                             tokenizer_label(path), chat_template, options)
             return
         if not os.path.isdir(path):
             raise InvalidInputError(f"tokenizer: {path!r} is not a directory; chat data needs a "
@@ -709,6 +708,11 @@ def _copied_lists(rows: list[Any]) -> pa.Array:
     if values.size and (values.min() < -(2**31) or values.max() > 2**31 - 1):
         raise InvalidInputError("tokenizer: token ids beyond int32; prepare writes int32 columns")
     return arrow.list_array(values.astype(np.int32), lens)
+
+
+def tokenizer_label(x: Any) -> Any:
+    """What reports call the tokenizer ``x``: its path, or ``<Class object>`` for an object."""
+    return f"<{type(x).__name__} object>" if is_tokenizer_object(x) else x
 
 
 def is_tokenizer_object(x: Any) -> bool:

@@ -48,11 +48,15 @@ class PrepareOptions:
     eos_token: str | None
     max_row_bytes: int
 
+    @property
+    def chat_asked(self) -> bool:
+        """Chat data asked for by name (``messages_column`` or ``chat``)."""
+        return self.messages_column is not None or self.chat is not None
+
     def chat_mode(self, schema: pa.Schema) -> bool:
-        """Whether the input is chat data: asked for (``messages_column`` or ``chat``), or a
-        tokenizer was given and the first input's schema has ``messages`` but no
-        ``text_column``."""
-        if self.messages_column is not None or self.chat is not None:
+        """Whether the input is chat data: asked for (:attr:`chat_asked`), or a tokenizer was
+        given and the first input's schema has ``messages`` but no ``text_column``."""
+        if self.chat_asked:
             return True
         return (self.tokenizer is not None and self.text_column not in schema.names
                 and "messages" in schema.names)

@@ -35,7 +35,7 @@ from fastaxo._core.threads import resolve_num_threads
 from fastaxo.errors import InvalidTypeError
 from fastaxo.hashing import Seen
 from fastaxo.hashing import dedupe as dedupe_rows
-from fastaxo.pipeline.columns import compact, is_tokenizer_object
+from fastaxo.pipeline.columns import compact, tokenizer_label
 from fastaxo.pipeline.memory import memory_source
 from fastaxo.pipeline.options import DEFAULT_PACK_WINDOW, options_of_call
 from fastaxo.pipeline.provenance import provenance
@@ -212,15 +212,14 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     del schema0
 
     # stage 3, the output and the report
-    prov = provenance([p for p, _, _ in files], tok, o.schema_options(key_cols))
-    out_schema = output_schema(has_labels, o.attention, o.schema_options(key_cols), prov)
+    options = o.schema_options(key_cols)
+    prov = provenance([p for p, _, _ in files], tok, options)
+    out_schema = output_schema(has_labels, o.attention, options, prov)
     rep = PrepareReport(inputs=[p for p, _, _ in files], output=output, max_length=o.max_length,
                         strategy=o.strategy, overflow=o.overflow, attention=o.attention,
                         pack_window=o.pack_window, dedupe=o.dedupe,
                         dedupe_columns=key_cols if o.dedupe else None, labels=has_labels,
-                        tokenizer=(o.tokenizer if not is_tokenizer_object(o.tokenizer)
-                                   else f"<{type(o.tokenizer).__name__} object>"),
-                        files=len(files),
+                        tokenizer=tokenizer_label(o.tokenizer), files=len(files),
                         tokenizer_settings=None if tok is None else tok.settings(),
                         provenance=prov)
     bar = _progress(files, opened, o.batch_rows, ropts, progress)

@@ -70,6 +70,13 @@ class ReportCounts:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def _padding_lines(self) -> list[str]:
+        """The input's padding dropped, when there was any."""
+        if not self.padded_rows:
+            return []
+        return [f"  input padding      {self.pad_tokens_dropped:,} pad tokens dropped from "
+                f"{self.padded_rows:,} rows (the input's attention_mask)"]
+
     def _build_lines(self) -> list[str]:
         """The build that wrote the output (a fallback or serial build said)."""
         from fastaxo.pipeline.provenance import describe_build
@@ -184,9 +191,7 @@ class PrepareReport(ReportCounts):
             + (f"; empty rows left out {self.empty_rows:,}" if self.empty_rows else "")
             + (f"; rows over max_row_bytes left out {self.rows_too_large:,}"
                if self.rows_too_large else ""),
-            *([f"  input padding      {self.pad_tokens_dropped:,} pad tokens dropped from "
-               f"{self.padded_rows:,} rows (the input's attention_mask)"]
-              if self.padded_rows else []),
+            *self._padding_lines(),
             f"  over-long rows     {over}",
             *self._tokenizer_lines(),
             f"  packed             {self.rows_packed:,} rows ({self.sequences_out:,} sequences, "

@@ -92,9 +92,7 @@ class RayPrepareReport(ReportCounts):
             + (f"; rows over max_row_bytes left out {self.rows_too_large:,}"
                if self.rows_too_large else "")
             + f"; shuffle: {self.partitions} digest partitions, {self.buckets} key buckets",
-            *([f"  input padding      {self.pad_tokens_dropped:,} pad tokens dropped from "
-               f"{self.padded_rows:,} rows (the input's attention_mask)"]
-              if self.padded_rows else []),
+            *self._padding_lines(),
             f"  over-long rows     {self.overlong:,} longer than {self.max_length:,}"
             + (f" ({self.overflow})" if self.overlong else ""),
             *self._tokenizer_lines(),
@@ -254,7 +252,7 @@ chat
                                f"(a path), got a {type(o.tokenizer).__name__} object")
     tok_dir = os.path.abspath(o.tokenizer) if o.tokenizer is not None else None
     # (built now, from the options alone: a bad tokenizer or option fails here, not in a task)
-    chat_mode = o.chat_mode(pa.schema([]))
+    chat_mode = o.chat_asked
     tok: Any = o.make_tokenizer(chat_mode, tok_dir)
 
     t_start = time.perf_counter()
@@ -286,9 +284,10 @@ chat
     nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
     P = partitions or max(int(cpus), -(-max(known_rows, 1) // 2_000_000))
     text = None if chat_mode else tok
-    prov = provenance(names, tok, o.schema_options(key_cols))
+    options = o.schema_options(key_cols)
+    prov = provenance(names, tok, options)
     cfg = Cfg(o.max_length, o.strategy, o.overflow, o.attention, o.dedupe, tuple(key_cols),
-              has_labels, tok_dir, column, P, threads, json.dumps(o.schema_options(key_cols)),
+              has_labels, tok_dir, column, P, threads, json.dumps(options),
               o.add_special_tokens, o.append_eos, o.eos_token,
               None if text is None else text.encoder,
               MAX_ROW_BYTES if text is None else text.max_row_bytes,
