@@ -43,8 +43,39 @@ static inline void put_le32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)(v >> 24);
 }
 
+/* The values copied PLAIN, their bounds found in the same pass (one read of the values). */
+#define FX_PQ_COPY_BOUNDS(T, LO, HI)                                                         \
+    do {                                                                                     \
+        T mn = HI, mx = LO;                                                                  \
+        for (size_t k = 0; k < n; k++) {                                                     \
+            T v;                                                                             \
+            memcpy(&v, src + k * sizeof(T), sizeof(T));                                      \
+            memcpy(dst + k * sizeof(T), &v, sizeof(T));                                      \
+            mn = v < mn ? v : mn;                                                            \
+            mx = v > mx ? v : mx;                                                            \
+        }                                                                                    \
+        bounds[0] = mn;                                                                      \
+        bounds[1] = mx;                                                                      \
+    } while (0)
+
+static void copy_values(uint8_t *dst, const uint8_t *src, size_t n, int width, int64_t *bounds)
+{
+    if (bounds == NULL || n == 0) {
+        if (n)
+            memcpy(dst, src, n * (size_t)width);
+        return;
+    }
+    switch (width) {
+    case 1: FX_PQ_COPY_BOUNDS(int8_t, INT8_MIN, INT8_MAX); break;
+    case 2: FX_PQ_COPY_BOUNDS(int16_t, INT16_MIN, INT16_MAX); break;
+    case 4: FX_PQ_COPY_BOUNDS(int32_t, INT32_MIN, INT32_MAX); break;
+    default: FX_PQ_COPY_BOUNDS(int64_t, INT64_MIN, INT64_MAX); break;
+    }
+}
+
 int64_t fx_pq_list_page(const int32_t *offsets, int64_t rows, const uint8_t *values, int width,
-                        int max_def, int empty_def, uint8_t *out, int64_t *num_values)
+                        int max_def, int empty_def, uint8_t *out, int64_t *num_values,
+                        int64_t *bounds)
 {
     int64_t levels = 0, i;
     runs rep = {0}, def = {0};
@@ -83,9 +114,10 @@ int64_t fx_pq_list_page(const int32_t *offsets, int64_t rows, const uint8_t *val
     put_le32(start, (uint32_t)(def.p - (start + 4)));
 
     {
-        size_t bytes = (size_t)((int64_t)offsets[rows] - offsets[0]) * (size_t)width;
-        if (bytes)
-            memcpy(def.p, values + (size_t)offsets[0] * (size_t)width, bytes);
+        size_t count = (size_t)((int64_t)offsets[rows] - offsets[0]);
+        size_t bytes = count * (size_t)width;
+        copy_values(def.p, count ? values + (size_t)offsets[0] * (size_t)width : NULL, count,
+                    width, bounds);
         *num_values = levels;
         return (int64_t)(def.p - out) + (int64_t)bytes;
     }

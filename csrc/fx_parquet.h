@@ -27,9 +27,13 @@
  * (its values, plus one per empty row). `offsets[0..rows]` index `values` in elements of
  * `width` bytes; max_def is the definition level of a value (3 for an optional list of
  * optional items), empty_def that of an empty list (1 there), both at most 3.
+ * `bounds`, if not NULL and the page holds a value, gets the smallest and the largest value
+ * (signed integers of `width` bytes), found in the copy's own pass: a writer that narrows a
+ * column's type at the end checks the values with them at no extra read.
  * Returns -1, writing nothing, when the offsets decrease, start below 0 or the page would
  * hold 2^31 values or more (Parquet's counts are int32). */
 int64_t fx_pq_list_page(const int32_t *offsets, int64_t rows, const uint8_t *values, int width,
-                        int max_def, int empty_def, uint8_t *out, int64_t *num_values);
+                        int max_def, int empty_def, uint8_t *out, int64_t *num_values,
+                        int64_t *bounds);
 
 #endif

@@ -243,4 +243,4 @@ cdef extern from "fx_parquet.h" nogil:
     int64_t FX_PQ_PAGE_BOUND(int64_t rows, int64_t value_bytes)
     int64_t fx_pq_list_page(const int32_t *offsets, int64_t rows, const uint8_t *values,
                             int width, int max_def, int empty_def, uint8_t *out,
-                            int64_t *num_values)
+                            int64_t *num_values, int64_t *bounds)

@@ -14,8 +14,11 @@ def parquet_list_page(const int32_t[::1] offsets, const uint8_t[::1] values, int
     """Writes the uncompressed body of a Parquet DATA_PAGE (v1) for the list rows whose
     ``len(offsets) - 1`` offsets index ``values`` (elements of ``width`` bytes) into ``out``:
     repetition levels, definition levels (``max_def`` a value's, ``empty_def`` an empty
-    row's), values PLAIN. Returns (bytes written, level count). GIL released."""
+    row's), values PLAIN. Returns (bytes written, level count, smallest value, largest value),
+    the values read as signed integers of ``width`` bytes (None, None without a value). GIL
+    released."""
     cdef int64_t rows = offsets.shape[0] - 1, n, levels = 0, last
+    cdef int64_t bounds[2]
     if rows < 0:
         raise ValueError("offsets must hold at least one entry (rows + 1), got none")
     if width not in (1, 2, 4, 8):
@@ -35,8 +38,11 @@ def parquet_list_page(const int32_t[::1] offsets, const uint8_t[::1] values, int
                          f"{rows}, {(last - offsets[0]) * width})")
     cdef const uint8_t *vp = &values[0] if values.shape[0] else NULL
     with nogil:
-        n = fx_pq_list_page(&offsets[0], rows, vp, width, max_def, empty_def, &out[0], &levels)
+        n = fx_pq_list_page(&offsets[0], rows, vp, width, max_def, empty_def, &out[0], &levels,
+                            bounds)
     if n < 0:
         raise ValueError("offsets must not decrease, and a page must hold fewer than 2**31 "
                          "levels")
-    return n, levels
+    if last == offsets[0]:
+        return n, levels, None, None
+    return n, levels, bounds[0], bounds[1]

@@ -86,11 +86,18 @@ def test_the_c_page_body_equals_the_reference(lengths, start, width, levels):
     out = np.full(backend.pack_ext.parquet_page_bound(len(lengths),
                                                       int(offsets[-1] - start) * width),
                   7, dtype=np.uint8)
-    n, count = backend.pack_ext.parquet_list_page(offsets, values, width, max_def, empty_def,
-                                                  out)
-    want, want_count = reference.list_page(offsets, values, width, max_def, empty_def)
+    n, count, lo, hi = backend.pack_ext.parquet_list_page(offsets, values, width, max_def,
+                                                          empty_def, out)
+    want, want_count, want_lo, want_hi = reference.list_page(offsets, values, width, max_def,
+                                                             empty_def)
     assert bytes(out[:n]) == want
     assert count == want_count == sum(max(x, 1) for x in lengths)
+    # the bounds of the page's values, read as signed integers of `width` bytes
+    page = values[int(offsets[0]) * width:int(offsets[-1]) * width].view(f"<i{width}")
+    if len(page):
+        assert (lo, hi) == (want_lo, want_hi) == (int(page.min()), int(page.max()))
+    else:
+        assert lo is hi is want_lo is want_hi is None
 
 
 @pytest.mark.skipif(not EXT, reason="the C page maker's argument checks")
@@ -171,13 +178,14 @@ def test_threads_and_the_reference_pages_write_the_same_bytes(tmp_path, monkeypa
 def test_nulls_and_other_types_are_refused_by_name(tmp_path, monkeypatch):
     t = pa.list_(pa.int32())
     schema = pa.schema([pa.field("input_ids", t)])
-    assert not ListTableWriter.takes(pa.schema([pa.field("x", pa.list_(pa.int16()))]))
+    assert ListTableWriter.takes(pa.schema([pa.field("x", pa.list_(pa.int16()))]))
+    assert not ListTableWriter.takes(pa.schema([pa.field("x", pa.list_(pa.uint16()))]))
     assert not ListTableWriter.takes(pa.schema([pa.field("x", pa.int32())]))
     assert not ListTableWriter.takes(pa.schema([]))
     monkeypatch.setattr(pqw.sys, "byteorder", "big")  # (pages copy values as they are)
     assert not ListTableWriter.takes(schema)
     monkeypatch.undo()
-    with pytest.raises(ValueError, match="lists of int32 or int64"):
+    with pytest.raises(ValueError, match="lists of int8, int16, int32 or int64"):
         ListTableWriter(str(tmp_path / "a.parquet"), pa.schema([pa.field("x", pa.string())]))
     w = ListTableWriter(str(tmp_path / "b.parquet"), schema)
     with pytest.raises(ValueError, match="'input_ids' holds 1 null rows"):
@@ -253,3 +261,84 @@ def test_the_writer_commits_whole_files_or_none(tmp_path):
     assert w.commit() == os.path.getsize(out)
     assert os.listdir(tmp_path) == ["out.parquet"]
     assert pq.read_table(out).column(0).combine_chunks().equals(arr)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([pa.int8(), pa.int16(), pa.int32()]),
+                          st.integers(-(2**31), 2**31 - 1), st.integers(0, 2**31)),
+                min_size=1, max_size=3),
+       ragged_lengths(max_rows=12), st.booleans())
+def test_a_type_narrowed_at_close_reads_back_as_pyarrow_writes_it(tmp_path_factory, cols,
+                                                                   lengths, at_open):
+    """Columns written as int32 and typed int8 / int16 / int32 in the footer (given at close,
+    or at open) read back as the narrow table, with pyarrow's own Parquet schema; a value the
+    type does not hold is refused at close, naming the column."""
+    tmp = tmp_path_factory.mktemp("narrow")
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    arrays, narrow = [], []
+    for t, centre, seed in cols:
+        bits = t.bit_width
+        lo = max(-(1 << (bits - 1)), min(centre, (1 << (bits - 1)) - 1) - 5)
+        hi = min((1 << (bits - 1)) - 1, lo + 10)
+        vals = np.random.default_rng(seed).integers(lo, hi, int(offsets[-1]), endpoint=True,
+                                                    dtype=np.int32)
+        arrays.append(pa.ListArray.from_arrays(pa.array(offsets), pa.array(vals)))
+        narrow.append(t)
+    wide = pa.schema([pa.field(f"c{i}", pa.list_(pa.int32())) for i in range(len(cols))])
+    final = pa.schema([pa.field(f"c{i}", pa.list_(t)) for i, t in enumerate(narrow)],
+                      metadata={"k": "v"})
+    w = ListTableWriter(str(tmp / "ours.parquet"), final if at_open else wide)
+    w.write(arrays)
+    w.close(None if at_open else final)
+    want = pa.Table.from_arrays([a.cast(f.type) for a, f in zip(arrays, final)], schema=final)
+    got = pq.read_table(tmp / "ours.parquet")
+    assert got.equals(want) and got.schema.metadata == final.metadata
+    assert [f.type.value_type for f in got.schema] == narrow
+    pq.write_table(want, tmp / "pyarrow.parquet", use_dictionary=False,
+                   write_statistics=False)
+    assert pq.ParquetFile(tmp / "ours.parquet").schema.equals(
+        pq.ParquetFile(tmp / "pyarrow.parquet").schema)
+    # one value past int8 in a column declared int8: refused, nothing written after it
+    big = pa.ListArray.from_arrays(pa.array([0, 1], pa.int32()), pa.array([128], pa.int32()))
+    w = ListTableWriter(str(tmp / "bad.parquet"), pa.schema([pa.field("x", big.type)]))
+    w.write([big])
+    with pytest.raises(ValueError, match=r"column 'x' holds values in \[128, 128\], outside "
+                                         "int8"):
+        w.close(pa.schema([pa.field("x", pa.list_(pa.int8()))]))
+    if any(t.bit_width < 32 for t in narrow):  # narrow values are not pages: refused
+        w = ListTableWriter(str(tmp / "n.parquet"), final)
+        with pytest.raises(ValueError, match="values must be int32"):
+            w.write([a.cast(f.type) for a, f in zip(arrays, final)])
+        w.abort()
+
+
+@pytest.mark.parametrize("extension", [True, False])
+def test_the_prepare_writer_narrows_with_and_without_the_extension(tmp_path, monkeypatch,
+                                                                      extension):
+    """Writer.commit(schema): the extension's writer types the footer; pyarrow's (no
+    extension) writes the file again under the final schema. Both read back equal, and a
+    value the type cannot hold fails the commit, leaving no file."""
+    if not extension:
+        monkeypatch.setattr(backend, "pack_ext", None)
+    elif not EXT:
+        pytest.skip("the compiled writer")
+    arr = pa.ListArray.from_arrays(pa.array([0, 2, 5], pa.int32()),
+                                   pa.array([1, -100, 300, 4, 5], pa.int32()))
+    wide = pa.schema([pa.field("a", arr.type)])
+    final = pa.schema([pa.field("a", pa.list_(pa.int16()))])
+    w = Writer(str(tmp_path / "o.parquet"), wide)
+    w.write([arr])
+    w.commit(final)
+    got = pq.read_table(tmp_path / "o.parquet")
+    assert got.schema.field("a").type == pa.list_(pa.int16())
+    assert got.column("a").to_pylist() == [[1, -100], [300, 4, 5]]
+    w = Writer(str(tmp_path / "p.parquet"), wide)
+    w.write([arr])
+    with pytest.raises((ValueError, pa.ArrowInvalid), match="300|int8"):
+        try:
+            w.commit(pa.schema([pa.field("a", pa.list_(pa.int8()))]))
+        except BaseException:
+            w.abort()
+            raise
+    assert sorted(os.listdir(tmp_path)) == ["o.parquet"]

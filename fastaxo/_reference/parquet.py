@@ -32,9 +32,10 @@ def _runs(levels: list[tuple[int, int]]) -> bytes:
 
 
 def list_page(offsets: Any, values: Any, width: int, max_def: int,
-              empty_def: int) -> tuple[bytes, int]:
-    """(the uncompressed page body, its level count) for the list rows ``offsets`` indexing
-    ``values`` (elements of ``width`` bytes)."""
+              empty_def: int) -> tuple[bytes, int, int | None, int | None]:
+    """(the uncompressed page body, its level count, the smallest and the largest value as
+    signed integers, None without a value) for the list rows ``offsets`` indexing ``values``
+    (elements of ``width`` bytes)."""
     off = np.asarray(offsets, dtype=np.int64)
     if len(off) == 0:
         raise ValueError("offsets must hold at least one entry (rows + 1), got none")
@@ -52,5 +53,7 @@ def list_page(offsets: Any, values: Any, width: int, max_def: int,
     r, d = _runs(rep), _runs(dfn)
     body = bytes(memoryview(values).cast("B")[int(off[0]) * width:int(off[-1]) * width])
     levels = int(np.maximum(lengths, 1).sum())
+    vals = np.frombuffer(body, dtype=f"<i{width}")
+    lo, hi = (int(vals.min()), int(vals.max())) if len(vals) else (None, None)
     return (len(r).to_bytes(4, "little") + r + len(d).to_bytes(4, "little") + d + body,
-            levels)
+            levels, lo, hi)

@@ -8,7 +8,12 @@ Python). For lists without nulls both level streams are a few runs per row, know
 offsets (csrc/fx_parquet.h). The file has what pyarrow's has for such a table with
 ``use_dictionary=False, write_statistics=False``: DATA_PAGE (v1) pages of ~1 MiB of values,
 PLAIN values, RLE levels, zstd, the Arrow schema in ``ARROW:schema`` and the schema's metadata
-as key-value pairs. The footer is Thrift's compact protocol, written here (`_struct`)."""
+as key-value pairs. The footer is Thrift's compact protocol, written here (`_struct`).
+
+int8 and int16 lists are Parquet INT32 values with an integer annotation, as pyarrow writes
+them: their pages are the same bytes as int32's. So a column's type can be narrowed when the
+file is closed (``close(schema=...)``), once every value is known; the page maker returns
+each page's bounds from its copy, and a type that does not hold them is refused."""
 
 from __future__ import annotations
 
@@ -39,10 +44,13 @@ _CONVERTED_LIST = 3
 _PLAIN, _RLE = 0, 3
 _ZSTD = 6
 _DATA_PAGE = 0
-_PHYSICAL = {pa.int32(): (_INT32, 4), pa.int64(): (_INT64, 8)}
+_CONVERTED_INT = {8: 15, 16: 16}  # INT_8, INT_16 (int32 and int64 need no annotation)
+# value type -> (physical type, bytes per value in a page, bits of the type)
+_PHYSICAL = {pa.int8(): (_INT32, 4, 8), pa.int16(): (_INT32, 4, 16),
+             pa.int32(): (_INT32, 4, 32), pa.int64(): (_INT64, 8, 64)}
 
 # Thrift compact protocol: field types.
-_BOOL_TRUE, _I16, _I32, _I64, _BINARY, _LIST, _STRUCT = 1, 4, 5, 6, 8, 9, 12
+_BOOL_TRUE, _BYTE, _I16, _I32, _I64, _BINARY, _LIST, _STRUCT = 1, 3, 4, 5, 6, 8, 9, 12
 
 
 def _varint(out: bytearray, v: int) -> None:
@@ -57,7 +65,9 @@ def _zigzag(v: int) -> int:
 
 
 def _value(out: bytearray, kind: int, v: Any) -> None:
-    if kind in (_I16, _I32, _I64):
+    if kind == _BYTE:
+        out.append(v & 0xFF)
+    elif kind in (_I16, _I32, _I64):
         _varint(out, _zigzag(v))
     elif kind == _BINARY:
         data = v.encode() if isinstance(v, str) else bytes(v)
@@ -101,7 +111,7 @@ class _Column:
 
     def __init__(self, field: pa.Field):
         self.name = field.name
-        self.physical, self.width = _PHYSICAL[field.type.value_type]
+        self.physical, self.width, self.bits = _PHYSICAL[field.type.value_type]
         self.list_optional = field.nullable
         self.item_optional = field.type.value_field.nullable
         # An empty list defines the optional list (if optional) and stops at the repeated
@@ -116,8 +126,17 @@ class _Column:
             [(3, _I32, _REPEATED), (4, _BINARY, "list"), (5, _I32, 1)],
             [(1, _I32, self.physical),
              (3, _I32, _OPTIONAL if self.item_optional else _REQUIRED),
-             (4, _BINARY, "element")],
+             (4, _BINARY, "element"), (6, _I32, _CONVERTED_INT.get(self.bits)),
+             # LogicalType.INTEGER (field 10 of the union): bit width, signed
+             (10, _STRUCT, [(10, _STRUCT, [(1, _BYTE, self.bits), (2, _BOOL_TRUE, True)])]
+              if self.bits in _CONVERTED_INT else None)],
         ]
+
+    def holds(self, lo: int | None, hi: int | None) -> bool:
+        """Whether this column's type holds every value in [lo, hi] (None: no value)."""
+        if lo is None or hi is None:
+            return True
+        return -(1 << (self.bits - 1)) <= lo and hi < (1 << (self.bits - 1))
 
 
 def _list_chunks(column: pa.Array | pa.ChunkedArray, name: str) -> list[pa.ListArray]:
@@ -140,9 +159,12 @@ class ListTableWriter:
     def __init__(self, path: str, schema: pa.Schema, num_threads: int = 1,
                  compression_level: int = 1):
         if not self.takes(schema):
-            raise ValueError(f"ListTableWriter writes lists of int32 or int64, got {schema}")
+            raise ValueError("ListTableWriter writes lists of int8, int16, int32 or int64, got "
+                             f"{schema}")
         self.schema = schema
         self._cols = [_Column(f) for f in schema]
+        # every value written, per column: [smallest, largest] (None before the first)
+        self._bounds: list[list[int | None]] = [[None, None] for _ in self._cols]
         self._codec = pa.Codec("zstd", compression_level=compression_level)
         self._threads = max(1, num_threads)
         self._pool: ThreadPoolExecutor | None = None
@@ -156,8 +178,9 @@ class ListTableWriter:
 
     @staticmethod
     def takes(schema: pa.Schema) -> bool:
-        """True when every column is a list of int32 or int64 (and there is one), on a
-        little-endian machine (PLAIN values are little-endian; pages copy them as they are)."""
+        """True when every column is a list of int8, int16, int32 or int64 (and there is
+        one), on a little-endian machine (PLAIN values are little-endian; pages copy them as
+        they are)."""
         return sys.byteorder == "little" and len(schema) > 0 and all(
             pa.types.is_list(f.type) and f.type.value_type in _PHYSICAL for f in schema)
 
@@ -167,20 +190,22 @@ class ListTableWriter:
             buf = self._local.buf = np.empty(max(size, 1 << 21), dtype=np.uint8)
         return buf
 
-    def _page(self, task: tuple[np.ndarray, np.ndarray, _Column]) -> tuple[bytes, int, int]:
-        """(page header + compressed body, its size before compression, its levels)."""
+    def _page(self, task: tuple[np.ndarray, np.ndarray, _Column]
+              ) -> tuple[bytes, int, int, int | None, int | None]:
+        """(page header + compressed body, its size before compression, its levels, its
+        smallest and largest value)."""
         offsets, values, col = task
         body: Any
         if backend.pack_ext is not None:
             rows = len(offsets) - 1
             nbytes = (int(offsets[-1]) - int(offsets[0])) * col.width
             buf = self._buffer(backend.pack_ext.parquet_page_bound(rows, nbytes))
-            n, levels = backend.pack_ext.parquet_list_page(offsets, values, col.width,
-                                                           col.max_def, col.empty_def, buf)
+            n, levels, lo, hi = backend.pack_ext.parquet_list_page(
+                offsets, values, col.width, col.max_def, col.empty_def, buf)
             body = buf[:n]
         else:
-            body, levels = reference.list_page(offsets, values, col.width, col.max_def,
-                                               col.empty_def)
+            body, levels, lo, hi = reference.list_page(offsets, values, col.width, col.max_def,
+                                                       col.empty_def)
             n = len(body)
         if n > MAX_PAGE_BYTES:  # (pages hold whole rows: one row that long)
             raise ValueError(
@@ -193,7 +218,7 @@ class ListTableWriter:
             (5, _STRUCT, [(1, _I32, levels), (2, _I32, _PLAIN), (3, _I32, _RLE),
                           (4, _I32, _RLE)]),
         ])
-        return header + packed.to_pybytes(), len(header) + n, levels
+        return header + packed.to_pybytes(), len(header) + n, levels, lo, hi
 
     def _tasks(self, chunk: pa.ListArray, col: _Column):
         """One page's (offsets, values, column) per ~PAGE_VALUE_BYTES of values, whole rows."""
@@ -225,22 +250,31 @@ class ListTableWriter:
         for col, arr in zip(self._cols, columns):
             if len(arr) != rows:
                 raise ValueError(f"column {col.name!r} holds {len(arr)} rows, not {rows}")
+            vt = arr.type.value_type if pa.types.is_list(arr.type) else None
+            if vt is None or not pa.types.is_integer(vt) or vt.bit_width != col.width * 8:
+                raise ValueError(
+                    f"column {col.name!r}: values must be int{col.width * 8} (the Parquet type "
+                    f"of {self.schema.field(col.name).type.value_type} values), got {arr.type}")
             chunks_of.append(_list_chunks(arr, col.name))
         meta = []
         total = 0
         first = self._pos
-        for col, chunks in zip(self._cols, chunks_of):
+        for col, chunks, bounds in zip(self._cols, chunks_of, self._bounds):
             tasks = [t for c in chunks for t in self._tasks(c, col)]
             start = self._pos
             raw = levels = 0
             # (no rows: one empty page keeps the chunk readable)
             pages = self._map(tasks) if tasks else [self._page(
                 (np.zeros(1, np.int32), np.zeros(0, np.uint8), col))]
-            for page, size, n in pages:
+            for page, size, n, lo, hi in pages:
                 self._f.write(page)
                 self._pos += len(page)
                 raw += size
                 levels += n
+                if lo is not None and hi is not None:
+                    a, b = bounds
+                    bounds[0] = lo if a is None else min(a, lo)
+                    bounds[1] = hi if b is None else max(b, hi)
             total += raw
             meta.append([
                 (2, _I64, start),
@@ -257,19 +291,50 @@ class ListTableWriter:
         ]))
         self._rows += rows
 
-    def close(self) -> None:
-        """Writes the footer and closes the file."""
+    @property
+    def bounds(self) -> dict[str, tuple[int | None, int | None]]:
+        """Per column, the smallest and the largest value written so far (None, None before
+        the first)."""
+        return {c.name: (b[0], b[1]) for c, b in zip(self._cols, self._bounds)}
+
+    def _final_columns(self, schema: pa.Schema | None) -> list[_Column]:
+        """The columns the footer describes: ``schema``'s (same names, same Parquet types:
+        only the integer width of a 32-bit column may change), each checked to hold every
+        value written."""
+        if schema is None:
+            schema = self.schema
+        elif not self.takes(schema) or schema.names != self.schema.names:
+            raise ValueError(f"close(schema=): expected the columns {self.schema.names} as "
+                             f"lists of integers, got {schema}")
+        cols = [_Column(f) for f in schema]
+        for old, new, (lo, hi) in zip(self._cols, cols, self._bounds):
+            if (old.physical, old.width) != (new.physical, new.width):
+                raise ValueError(f"close(schema=): column {new.name!r} was written as "
+                                 f"{old.width * 8}-bit values; its type must stay "
+                                 f"{old.width * 8}-bit or narrower in the same Parquet type")
+            if not new.holds(lo, hi):
+                raise ValueError(f"column {new.name!r} holds values in [{lo}, {hi}], outside "
+                                 f"int{new.bits}; its type cannot be int{new.bits}")
+        self.schema = schema
+        return cols
+
+    def close(self, schema: pa.Schema | None = None) -> None:
+        """Writes the footer and closes the file. ``schema``: the file's final schema, when
+        a column's integer type is decided at the end (int8 / int16 / int32 for a column
+        written as int32); refused, before anything is written, when a value written does not
+        fit."""
         if self._f.closed:
             return
         try:
-            schema = [[(4, _BINARY, "schema"), (5, _I32, len(self._cols))]]
-            for col in self._cols:
-                schema += col.schema_elements()
+            cols = self._final_columns(schema)
+            schema_el = [[(4, _BINARY, "schema"), (5, _I32, len(cols))]]
+            for col in cols:
+                schema_el += col.schema_elements()
             kv = [(k, v) for k, v in (self.schema.metadata or {}).items()]
             kv.insert(0, (b"ARROW:schema",
                           base64.b64encode(self.schema.serialize().to_pybytes())))
             footer = _struct([
-                (1, _I32, 2), (2, _LIST, (_STRUCT, schema)), (3, _I64, self._rows),
+                (1, _I32, 2), (2, _LIST, (_STRUCT, schema_el)), (3, _I64, self._rows),
                 (4, _LIST, (_STRUCT, self._row_groups)),
                 (5, _LIST, (_STRUCT, [[(1, _BINARY, k), (2, _BINARY, v)] for k, v in kv])),
                 (6, _BINARY, f"fastaxo version {__version__}"),

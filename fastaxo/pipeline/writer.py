@@ -54,12 +54,43 @@ class Writer:
         self.row_groups += 1
         self.seconds += time.perf_counter() - t
 
-    def commit(self) -> int:
+    def commit(self, schema: pa.Schema | None = None) -> int:
+        """Closes the file and renames it to ``output``; its size. ``schema``: the final
+        schema, when an integer column's width is decided at the end (same names; a
+        narrower integer type the values fit, refused otherwise)."""
         t = time.perf_counter()
-        (self._lists or self._w).close()
+        if self._lists is not None:
+            self._lists.close(schema)
+        else:
+            self._w.close()
+            if schema is not None and not schema.equals(self.schema, check_metadata=True):
+                self._rewrite(schema)
         self._tmp.commit()
         self.seconds += time.perf_counter() - t
         return os.path.getsize(self.output)
+
+    def _rewrite(self, schema: pa.Schema) -> None:
+        """pyarrow's file again under ``schema``, row group by row group (the casts are
+        checked: a value the type does not hold raises). Only runs without the extension
+        get here; the extension's writer narrows a type in the footer."""
+        import pyarrow.parquet as pq
+
+        src = pq.ParquetFile(self.tmp)
+        again = TempOutput(self.output)
+        try:
+            w = pq.ParquetWriter(again.path, schema, compression="zstd", compression_level=1,
+                                 use_dictionary=False, write_statistics=False)
+            for i in range(src.num_row_groups):
+                g = src.read_row_group(i)
+                w.write_table(g.cast(schema), row_group_size=max(g.num_rows, 1))
+            w.close()
+        except BaseException:
+            again.abort()
+            raise
+        finally:
+            src.close()
+        self._tmp.abort()
+        self._tmp, self.tmp = again, again.path
 
     def abort(self) -> None:
         try:
