@@ -384,6 +384,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
         common = dict(
             strategy=args.strategy,
             overflow=args.overflow,
+            layout=args.layout,
             attention=args.attention,
             dedupe=not args.no_dedupe,
             dedupe_columns=args.dedupe_columns.split(",") if args.dedupe_columns else None,
@@ -452,6 +453,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         rep = _demo_prepare(args, data, out, os.path.join(tmp, "report.json"))
         if rep is None:
             return 1
+        fl = _demo_floors(data, out, args.max_length, tmp, rep.seconds)
         print(
             "plain Python on the same file (pyarrow batches, hashlib per row + a set, first-fit "
             "decreasing "
@@ -477,13 +479,29 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         if args.report_json is not None:
             with TempOutput(args.report_json, "--report-json") as out_json, \
                     open(out_json.path, "w") as fh:
-                json.dump({"prepare": rep.as_dict(),
+                json.dump({"prepare": rep.as_dict(), "floors": fl,
                            "plain": {k: v for k, v in ref.items() if k != "kept"},
                            "check": chk, "ok": ok}, fh, indent=2)
         print("result:", "OK" if ok else "MISMATCH")
         return 0 if ok else 1
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _demo_floors(data: str, out: str, max_length: int, tmp: str, seconds: float
+                 ) -> dict[str, float]:
+    """pyarrow alone reading the input and writing prepare's rows (fastaxo._bench.floor), in
+    the old layout and the new; printed against prepare's ``seconds``."""
+    from fastaxo._bench.floor import floors
+
+    fl = floors(data, out, max_length, tmp)
+    print("the floor (pyarrow alone reading the input and writing the same packed rows, zstd "
+          "1, no dictionary, no statistics):")
+    print(f"  old layout (input_ids, labels, position_ids, segment ids; int32): "
+          f"{fl['old']:.2f} s; prepare {seconds:.2f} s is {seconds / fl['old']:.2f}x of it")
+    print(f"  new layout (prepare's columns and types): {fl['new']:.2f} s; prepare is "
+          f"{seconds / fl['new']:.2f}x of it")
+    return fl
 
 
 def _demo_data(rows: int, tmp: str) -> str:

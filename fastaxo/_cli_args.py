@@ -11,6 +11,7 @@ from fastaxo._core.checks import MAX_ROW_BYTES, cli_positive_float, cli_positive
 from fastaxo._core.choices import (
     ATTENTION,
     OVERFLOW_MODES,
+    PREPARE_LAYOUTS,
     PREPARE_STRATEGIES,
     STRATEGIES,
     TRAIN_OPTIONS,
@@ -47,7 +48,8 @@ def _prepare_parser(sub: Any, commands: Commands) -> None:
         description="Stream tokenized rows (input_ids, and labels when present) from Parquet, "
         "Arrow, JSON Lines, CSV, ... files, drop exact duplicates, pack them into rows of "
         "--max-length tokens and write packed Parquet (input_ids, labels, position_ids, "
-        "attention_mask; unpadded rows of at most --max-length tokens).",
+        "seq_lengths; unpadded rows of at most --max-length tokens; --layout axolotl for "
+        "Axolotl's attention_mask).",
     )
     p_p.add_argument(
         "inputs", nargs="+", metavar="INPUT", help="files, directories or globs (read in order)"
@@ -80,10 +82,20 @@ def _prepare_parser(sub: Any, commands: Commands) -> None:
         "drop",
     )
     p_p.add_argument(
+        "--layout",
+        choices=PREPARE_LAYOUTS,
+        default="standard",
+        help="the output's columns: standard (default: input_ids, labels with -100 on each "
+        "sequence's first token, position_ids restarting per sequence, seq_lengths; the "
+        "narrowest integer types; a stock transformers model trains on it) or axolotl "
+        "(Axolotl's: segment ids 1..k in attention_mask, int32)",
+    )
+    p_p.add_argument(
         "--attention",
-        choices=(*ATTENTION, "none"),
-        default="segments",
-        help="attention_mask: segment ids 1..k per row (default), all ones, or no column",
+        choices=(*ATTENTION, "none", "auto"),
+        default="auto",
+        help="with --layout axolotl: attention_mask as segment ids 1..k per row (auto, the "
+        "default), all ones, or no column; the standard layout has none",
     )
     p_p.add_argument("--no-dedupe", action="store_true", help="keep duplicate rows")
     p_p.add_argument("--dedupe-columns", help="comma-separated columns that define a duplicate "

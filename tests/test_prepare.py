@@ -12,6 +12,7 @@ import sys
 from collections import Counter
 
 import numpy as np
+import packed_io
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -76,32 +77,13 @@ def _first_occurrences(ids, labs):
 
 
 def _read_segments(path, seq_len, attention="segments"):
-    """Sequences of the packed file (split where position_ids restart), each checked on the way:
-    position_ids 0..L-1, attention ids 1..k per row, no row over seq_len."""
-    t = pq.read_table(path)
-    has_labels = "labels" in t.column_names
-    segs = []
-    for r in range(t.num_rows):
-        ids = t.column("input_ids")[r].values.to_numpy()
-        pos = t.column("position_ids")[r].values.to_numpy()
-        lab = t.column("labels")[r].values.to_numpy() if has_labels else None
-        assert 0 < len(ids) <= seq_len and len(pos) == len(ids)
-        starts = np.flatnonzero(pos == 0)
-        assert len(starts) and starts[0] == 0
-        ends = np.append(starts[1:], len(ids))
-        if attention != "none":
-            att = t.column("attention_mask")[r].values.to_numpy()
-            want = np.repeat(np.arange(1, len(starts) + 1), ends - starts) if attention == "segments" else np.ones(len(ids))
-            assert np.array_equal(att, want)
-        else:
-            assert "attention_mask" not in t.column_names
-        for a, b in zip(starts, ends):
-            assert np.array_equal(pos[a:b], np.arange(b - a))
-            segs.append((tuple(ids[a:b].tolist()), tuple(lab[a:b].tolist()) if has_labels else None))
-    return t, segs
+    """Sequences of the packed file (split where position_ids restart), each checked on the way
+    (tests/packed_io.py: either layout's promises, no row over seq_len)."""
+    return packed_io.sequences(path, seq_len, attention)
 
 
-def _expected_segments(ids, labs, keep, overflow, C=SEQ):
+def _expected_segments(ids, labs, keep, overflow, C=SEQ, layout="standard"):
+    """The sequences prepare must write (as ``layout`` holds them: packed_io.as_packed)."""
     out = []
     for i in keep:
         row, lab = ids[i], (labs[i] if labs is not None else None)
@@ -116,7 +98,7 @@ def _expected_segments(ids, labs, keep, overflow, C=SEQ):
             pieces = [(a, min(a + C, L)) for a in range(0, L, C)]
         for a, b in pieces:
             out.append((tuple(row[a:b]), tuple(lab[a:b]) if lab is not None else None))
-    return out
+    return packed_io.as_packed(out, layout)
 
 
 def _check_report(rep: PrepareReport, table: pa.Table, segs, C=SEQ):
@@ -207,7 +189,8 @@ def test_error_after_row_groups_were_written_removes_the_temp_file(tmp_path):
 
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
 @pytest.mark.parametrize("with_labels", [True, False])
-def test_cli_formats_and_labels(tmp_path, fmt, with_labels):
+@pytest.mark.parametrize("layout", ["standard", "axolotl"])
+def test_cli_formats_and_labels(tmp_path, fmt, with_labels, layout):
     ids, labs = _rows(900, seed=5)
     labs = labs if with_labels else None
     half = 450  # two files: dedupe runs across them
@@ -215,25 +198,31 @@ def test_cli_formats_and_labels(tmp_path, fmt, with_labels):
     f2 = _write(tmp_path / f"b.{fmt}", ids[half:], None if labs is None else labs[half:], fmt)
     out = tmp_path / "out.parquet"
     rj = tmp_path / "report.json"
-    r = _cli("prepare", f1, f2, "-o", out, "--max-length", SEQ, "--pack-window", 200, "--attention", "ones",
+    att = ["--layout", "axolotl", "--attention", "ones"] if layout == "axolotl" else []
+    r = _cli("prepare", f1, f2, "-o", out, "--max-length", SEQ, "--pack-window", 200, *att,
              "--report-json", rj, "--quiet")
     assert r.returncode == 0, r.stderr
     assert "duplicates dropped" in r.stdout and "efficiency" in r.stdout and "peak RSS" in r.stdout
     rep = PrepareReport(**json.loads(rj.read_text()))
     keep = _first_occurrences(ids, labs)
     table, segs = _read_segments(out, SEQ, attention="ones")
-    assert ("labels" in table.column_names) == with_labels
-    assert Counter(segs) == Counter(_expected_segments(ids, labs, keep, "error"))
+    # the standard layout always has labels (the input's, else its input_ids)
+    assert ("labels" in table.column_names) == (with_labels or layout == "standard")
+    assert packed_io.layout_of(table) == layout == rep.layout
+    assert Counter(segs) == Counter(_expected_segments(ids, labs, keep, "error", layout=layout))
     assert rep.duplicates == len(ids) - len(keep) and rep.files == 2 and rep.labels == with_labels
+    assert rep.columns == {f.name: str(f.type.value_type) for f in table.schema}
     _check_report(rep, table, segs)
 
 
 def test_no_dedupe_dedupe_columns_and_attention_none(tmp_path):
     ids, labs = _rows(700, seed=6)
     src = _write(tmp_path / "a.parquet", ids, labs)
-    rep = prepare(src, tmp_path / "o1.parquet", SEQ, dedupe=False, attention="none")
+    rep = prepare(src, tmp_path / "o1.parquet", SEQ, dedupe=False, attention="none",
+                  layout="axolotl")
     table, segs = _read_segments(tmp_path / "o1.parquet", SEQ, attention="none")
-    assert rep.duplicates == 0 and Counter(segs) == Counter(_expected_segments(ids, labs, range(700), "error"))
+    assert rep.duplicates == 0 and Counter(segs) == Counter(
+        _expected_segments(ids, labs, range(700), "error", layout="axolotl"))
     # same input_ids, different labels: distinct on input_ids+labels, duplicates on input_ids alone
     labs2 = [list(l) for l in labs]
     labs2[5] = [7] * len(labs2[5])
@@ -309,8 +298,9 @@ def test_tokenizer(tmp_path):
     enc = [e.ids for e in tok.encode_batch(texts)]
     keep = _first_occurrences(enc, None)
     table, segs = _read_segments(out, 32)
-    assert "labels" not in table.column_names
+    # text has no labels: the standard layout's are its input_ids, -100 on each first token
     assert Counter(segs) == Counter(_expected_segments(enc, None, keep, "error", C=32))
+    assert table.schema.field("input_ids").type.value_type == pa.int8()  # (a 41-word vocab)
     rep = json.loads(rj.read_text())
     assert rep["duplicates"] == len(texts) - len(keep) >= 40 and rep["tokenizer"].endswith("tok")
     r = _cli("prepare", tmp_path / "raw.jsonl", "-o", out, "--max-length", 32, "--tokenizer", tmp_path)

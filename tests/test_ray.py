@@ -132,6 +132,12 @@ def _same_as_single(out_dir, single_file) -> None:
     b = _shards(out_dir)
     assert b.num_rows == a.num_rows
     assert b.schema.names == a.schema.names
+    # the same value types (the standard layout's narrowest), in every shard alike: the
+    # driver decides them from every unit's values before any shard is written
+    for f in sorted(os.listdir(out_dir)):
+        if f.endswith(".parquet"):
+            assert pq.read_schema(os.path.join(out_dir, f)).remove_metadata().equals(
+                a.schema.remove_metadata()), f
     for name in a.schema.names:
         assert b.column(name).to_pylist() == a.column(name).to_pylist(), name
 
@@ -203,7 +209,9 @@ def test_killed_worker_gives_the_same_output(cluster, tmp_path):
     the task again and the output is identical: nothing lost, nothing doubled."""
     files = [_write_parquet(tmp_path / f"in{k}.parquet", ids, labs, 500)
              for k, (ids, labs) in enumerate(_planted(3, 3000, seed=2))]
-    fastaxo.prepare(files, str(tmp_path / "single.parquet"), SEQ, pack_window=2000)
+    # (Axolotl's layout here; the other tests write the standard one)
+    fastaxo.prepare(files, str(tmp_path / "single.parquet"), SEQ, pack_window=2000,
+                    layout="axolotl")
     hold = tmp_path / "hold"
     hold.mkdir()
     killed = {}
@@ -228,11 +236,12 @@ def test_killed_worker_gives_the_same_output(cluster, tmp_path):
              runtime_env={"env_vars": {"FASTAXO_RAY_TEST_HOLD": f"pack:1:{hold}"}})
     try:
         rep = fxray.prepare(files, str(tmp_path / "out"), SEQ, pack_window=2000, unit_rows=1000,
-                            address=cluster["address"])
+                            address=cluster["address"], layout="axolotl")
     finally:
         ray.shutdown()
         ray.init(address=cluster["address"], logging_level="ERROR", log_to_driver=False)
     th.join(5)
+    assert pq.read_schema(tmp_path / "single.parquet").names[-1] == "attention_mask"
     assert killed.get("pid"), "the task was never held, so nothing was killed"
     with pytest.raises(ProcessLookupError):
         os.kill(killed["pid"], 0)  # that worker is gone

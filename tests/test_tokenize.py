@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import numpy as np
+import packed_io
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -54,13 +55,8 @@ def _ids(text: str) -> list[int]:
 
 
 def _sequences(path) -> list[list[int]]:
-    """The packed sequences of prepare's output (segments of attention_mask)."""
-    t = pq.read_table(path)
-    out = []
-    for ids, att in zip(t.column("input_ids").to_pylist(), t.column("attention_mask").to_pylist()):
-        for s in sorted(set(att)):
-            out.append([i for i, a in zip(ids, att) if a == s])
-    return out
+    """The packed sequences of prepare's output (tests/packed_io.py checks the layout)."""
+    return [list(ids) for ids, _ in packed_io.sequences(path)[1]]
 
 
 @pytest.fixture

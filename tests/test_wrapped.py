@@ -23,7 +23,8 @@ I32 = pa.list_(pa.int32())
 def _reference(docs, labels, L, window):
     """Plain Python: per window of ``window`` documents, the tokens back to back cut every L;
     positions and segment ids restart at each document and at each row."""
-    rows = {"input_ids": [], "labels": [], "position_ids": [], "attention_mask": []}
+    rows = {"input_ids": [], "labels": [], "position_ids": [], "attention_mask": [],
+            "seq_lengths": [], "standard_labels": []}
     cut = pieces = 0
     for w in range(0, len(docs), window):
         stream = []  # (token, label, document)
@@ -44,6 +45,10 @@ def _reference(docs, labels, L, window):
                 last = d
             rows["position_ids"].append(pos)
             rows["attention_mask"].append(seg)
+            rows["seq_lengths"].append([seg.count(k) for k in range(1, seg[-1] + 1)])
+            # the standard layout: -100 on each segment's first token
+            rows["standard_labels"].append([-100 if p == 0 else lab
+                                            for p, (_, lab, _) in zip(pos, row)])
         start = 0
         for d in range(w, min(w + window, len(docs))):
             inside = sum(1 for b in range(L, len(stream), L) if start < b < start + len(docs[d]))
@@ -61,17 +66,23 @@ def _docs(lengths, seed):
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.integers(1, 40), min_size=1, max_size=60), st.integers(1, 16),
-       st.integers(1, 25), st.integers(0, 2**31))
-def test_wrapped_equals_the_reference(tmp_path_factory, lengths, L, window, seed):
+       st.integers(1, 25), st.integers(0, 2**31), st.sampled_from(["standard", "axolotl"]))
+def test_wrapped_equals_the_reference(tmp_path_factory, lengths, L, window, seed, layout):
     tmp = tmp_path_factory.mktemp("w")
     docs, labels = _docs(lengths, seed)
     pq.write_table(pa.table({"input_ids": pa.array(docs, I32), "labels": pa.array(labels, I32)}),
                    tmp / "in.parquet", row_group_size=7)
     rep = fastaxo.prepare(str(tmp / "in.parquet"), str(tmp / "out.parquet"), L,
                           strategy="wrapped", pack_window=window, dedupe=False, batch_rows=5,
-                          progress=False)
+                          progress=False, layout=layout)
     got = pq.read_table(tmp / "out.parquet")
     want, cut, pieces = _reference(docs, labels, L, window)
+    if layout == "standard":
+        want["labels"] = want.pop("standard_labels")
+        del want["attention_mask"]
+    else:
+        del want["standard_labels"], want["seq_lengths"]
+    assert got.column_names == list(want)
     for name, rows in want.items():
         assert got.column(name).to_pylist() == rows, name
     total = sum(lengths)

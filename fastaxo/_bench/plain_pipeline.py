@@ -5,7 +5,8 @@ pyarrow reads the file batch by batch, ``hashlib.sha256`` of each row's bytes in
 drops duplicates, a first-fit-decreasing packer over Python lists (the linear scan over open
 bins, as Axolotl's non-numba ``ffd`` is written) packs windows of ``window`` rows, and each bin
 is built with ``np.concatenate`` of its rows and written with pyarrow. It produces the same
-kind of file (unpadded bins, position_ids, segment ids) so both sides do the same work.
+kind of file as prepare's standard layout (unpadded bins; labels with -100 on each sequence's
+first token, position_ids, seq_lengths; int32) so both sides do the same work.
 """
 
 from __future__ import annotations
@@ -24,6 +25,14 @@ def _row_digest(ids: np.ndarray, labels: np.ndarray | None) -> bytes:
     if labels is not None:
         h.update(labels.tobytes())
     return h.digest()
+
+
+def _packed_digest(ids: np.ndarray, labels: np.ndarray) -> bytes:
+    """A sequence as the standard layout holds it: int32 values, its first label -100."""
+    lab = labels.astype(np.int32)
+    if len(lab):
+        lab[0] = -100
+    return _row_digest(ids.astype(np.int32, copy=False), lab)
 
 
 def _ffd(lengths: list[int], capacity: int) -> list[list[int]]:
@@ -62,22 +71,19 @@ def plain_prepare(path: str, output: str, max_length: int, window: int = 100_000
         ta = time.perf_counter()
         bins = _ffd([len(r) for r in pend_ids], max_length)
         tb = time.perf_counter()
-        ids_rows, lab_rows, pos_rows, seg_rows = [], [], [], []
+        ids_rows, lab_rows, pos_rows, len_rows = [], [], [], []
         for b in bins:
+            lens = [len(pend_ids[i]) for i in b]
             ids_rows.append(np.concatenate([pend_ids[i] for i in b]))
-            lab_rows.append(np.concatenate([pend_lab[i] for i in b]))
-            pos_rows.append(
-                np.concatenate([np.arange(len(pend_ids[i]), dtype=np.int32) for i in b])
-            )
-            seg_rows.append(
-                np.concatenate(
-                    [np.full(len(pend_ids[i]), k + 1, np.int32) for k, i in enumerate(b)]
-                )
-            )
+            lab = np.concatenate([pend_lab[i] for i in b])
+            lab[np.cumsum([0] + lens[:-1])] = -100  # each sequence's first token
+            lab_rows.append(lab)
+            pos_rows.append(np.concatenate([np.arange(n, dtype=np.int32) for n in lens]))
+            len_rows.append(np.array(lens, np.int32))
         table = pa.table({"input_ids": pa.array(ids_rows, pa.list_(pa.int32())),
                           "labels": pa.array(lab_rows, pa.list_(pa.int32())),
                           "position_ids": pa.array(pos_rows, pa.list_(pa.int32())),
-                          "attention_mask": pa.array(seg_rows, pa.list_(pa.int32()))})
+                          "seq_lengths": pa.array(len_rows, pa.list_(pa.int32()))})
         tc = time.perf_counter()
         if writer is None:
             writer = pq.ParquetWriter(output, table.schema)
@@ -108,7 +114,7 @@ def plain_prepare(path: str, output: str, max_length: int, window: int = 100_000
                 dups += 1
                 continue
             seen.add(d)
-            kept.append(d)
+            kept.append(_packed_digest(iv[a:b], lv[a:b]))
             pend_ids.append(iv[a:b])
             pend_lab.append(lv[a:b])
             if len(pend_ids) == window:
@@ -134,9 +140,10 @@ def plain_prepare(path: str, output: str, max_length: int, window: int = 100_000
 
 
 def check_packed(path: str, max_length: int, expected: list[bytes]) -> dict[str, Any]:
-    """Read a packed file back: every sequence (split at position_ids == 0) hashed as plain_prepare
-    hashes a row. OK iff the sequences are exactly the expected rows, each once, no bin holds more
-    than ``max_length`` tokens, and the columns are aligned."""
+    """Read a packed file back (the standard layout): every sequence (split at position_ids ==
+    0, which must agree with seq_lengths) hashed as plain_prepare hashes a kept row. OK iff the
+    sequences are exactly the expected rows, each once, no bin holds more than ``max_length``
+    tokens, and the columns are aligned."""
     import pyarrow.parquet as pq
 
     got: Counter[bytes] = Counter()
@@ -144,8 +151,10 @@ def check_packed(path: str, max_length: int, expected: list[bytes]) -> dict[str,
     for batch in pq.ParquetFile(path).iter_batches(batch_size=8192):
         ids = batch.column("input_ids")
         offs = np.asarray(ids.offsets)
-        iv, lv = np.asarray(ids.values), np.asarray(batch.column("labels").values)
+        iv = np.asarray(ids.values).astype(np.int32, copy=False)
+        lv = np.asarray(batch.column("labels").values).astype(np.int32, copy=False)
         pv = np.asarray(batch.column("position_ids").values)
+        sl = np.asarray(batch.column("seq_lengths").values)
         misaligned += int(len(lv) != len(iv) or len(pv) != len(iv))
         lens = np.diff(offs)
         bins += len(lens)
@@ -153,6 +162,7 @@ def check_packed(path: str, max_length: int, expected: list[bytes]) -> dict[str,
         over += int(np.count_nonzero(lens > max_length))
         starts = np.flatnonzero(pv == 0)
         ends = np.append(starts[1:], len(pv))
+        misaligned += int(not np.array_equal(ends - starts, sl))
         for a, b in zip(starts.tolist(), ends.tolist()):
             got[_row_digest(iv[a:b], lv[a:b])] += 1
     want = Counter(expected)

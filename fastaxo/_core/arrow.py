@@ -106,6 +106,18 @@ def fixed_view(arr: pa.Array) -> np.ndarray:
     return np.frombuffer(buf, dtype=dtype, count=arr.offset + len(arr))[arr.offset :]
 
 
+def spanned_values(col: pa.Array | pa.ChunkedArray) -> list[np.ndarray]:
+    """The values a list<number> column's rows span (the slice its offsets cover, not the
+    whole child array), one NumPy view per chunk; a column known to hold no null."""
+    out = []
+    for c in col.chunks if isinstance(col, pa.ChunkedArray) else [col]:
+        if not len(c):
+            continue
+        offs = offsets_of(c, pa.types.is_large_list(c.type))
+        out.append(fixed_view(c.values)[int(offs[0]):int(offs[-1])])
+    return out
+
+
 def require_no_nulls(arr: pa.Array, what: str, base: int) -> None:
     """Raw-bytes digests have no representation for a null row: refuse it, naming the row
     (``base`` is the global index of the array's first row, for chunked data)."""

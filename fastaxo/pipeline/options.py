@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from fastaxo._core.checks import MAX_ROW_BYTES, choice, positive_int
-from fastaxo._core.choices import ATTENTION, OVERFLOW_MODES, PREPARE_STRATEGIES
+from fastaxo._core.choices import ATTENTION, OVERFLOW_MODES, PREPARE_LAYOUTS, PREPARE_STRATEGIES
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 from fastaxo.pipeline.columns import chat_tokenizer, is_tokenizer_object, text_tokenizer
 
@@ -21,6 +21,7 @@ __all__ = ["ATTENTION_LAYOUTS", "DEFAULT_PACK_WINDOW", "OVERFLOW", "PrepareOptio
            "check_prepare_options", "options_of_call"]
 
 ATTENTION_LAYOUTS = (*ATTENTION, "none")  # pack's values, and "none" for no column
+ATTENTION_AUTO = "auto"  # the layout's own: "segments" for "axolotl", none for "standard"
 OVERFLOW = tuple(m for m in OVERFLOW_MODES if m != "isolate")  # (a bin over max_length)
 
 DEFAULT_PACK_WINDOW = 100_000  # Axolotl's pack_parallel group size
@@ -28,12 +29,14 @@ DEFAULT_PACK_WINDOW = 100_000  # Axolotl's pack_parallel group size
 
 @dataclass(frozen=True)
 class PrepareOptions:
-    """What a prepare run was asked for, checked. ``attention`` is ``"none"`` for no column;
-    ``dedupe_columns`` None for the default key (the output's columns)."""
+    """What a prepare run was asked for, checked. ``attention`` is ``"none"`` for no column
+    (always with the standard layout); ``dedupe_columns`` None for the default key (the
+    output's columns)."""
 
     max_length: int
     strategy: str
     overflow: str
+    layout: str
     attention: str
     dedupe: bool
     dedupe_columns: tuple[str, ...] | None
@@ -84,11 +87,12 @@ class PrepareOptions:
         return {"max_length": self.max_length, "strategy": self.strategy,
                 "overflow": self.overflow, "attention": self.attention, "dedupe": self.dedupe,
                 "dedupe_columns": key_cols if self.dedupe else None,
-                "pack_window": self.pack_window, "layout": "flat (unpadded bins)"}
+                "pack_window": self.pack_window, "layout": self.layout}
 
 
 def check_prepare_options(*, max_length: Any, strategy: Any = "bfd", overflow: Any = "error",
-                          attention: Any = "segments", dedupe: Any = True,
+                          layout: Any = "standard", attention: Any = ATTENTION_AUTO,
+                          dedupe: Any = True,
                           dedupe_columns: Sequence[str] | None = None,
                           pack_window: Any = DEFAULT_PACK_WINDOW, batch_rows: Any = 8192,
                           tokenizer: Any = None, text_column: str = "text",
@@ -120,20 +124,37 @@ def check_prepare_options(*, max_length: Any, strategy: Any = "bfd", overflow: A
             f"{type(tokenizer).__name__}")
     if isinstance(tokenizer, os.PathLike):
         tokenizer = os.fspath(tokenizer)
+    layout = choice(layout, "layout", PREPARE_LAYOUTS)
+    attention = _attention(layout, attention)
     if (messages_column is not None or chat is not None) and tokenizer is None:
         raise InvalidInputError("messages_column / chat: chat data needs tokenizer= (a tokenizer "
                                 "directory with its chat template)")
     return PrepareOptions(
         max_length=positive_int(max_length, "max_length"),
-        strategy=strategy, overflow=overflow,
-        attention="none" if attention is None else choice(attention, "attention",
-                                                          ATTENTION_LAYOUTS),
+        strategy=strategy, overflow=overflow, layout=layout, attention=attention,
         dedupe=bool(dedupe), dedupe_columns=dedupe_columns,
         pack_window=positive_int(pack_window, "pack_window"),
         batch_rows=positive_int(batch_rows, "batch_rows"), tokenizer=tokenizer,
         text_column=text_column, messages_column=messages_column, chat=chat,
         add_special_tokens=add_special_tokens, append_eos=append_eos, eos_token=eos_token,
         max_row_bytes=max_row_bytes)
+
+
+def _attention(layout: str, attention: Any) -> str:
+    """The attention_mask column of ``layout``: "segments", "ones" or "none". The standard
+    layout has none: a stock model reads any attention_mask as padding, so segment ids there
+    would let every sequence of a row attend to the others."""
+    if attention == ATTENTION_AUTO:
+        return "segments" if layout == "axolotl" else "none"
+    attention = "none" if attention is None else choice(attention, "attention",
+                                                        (*ATTENTION_LAYOUTS, ATTENTION_AUTO))
+    if layout == "standard" and attention != "none":
+        raise InvalidInputError(
+            f"attention: the standard layout has no attention_mask (a stock model would read "
+            f"{attention!r} as 'attend across the whole row'; sequences are told apart by "
+            "position_ids and seq_lengths); pass layout='axolotl' (--layout axolotl) for "
+            f"Axolotl's attention_mask, got attention={attention!r}")
+    return attention
 
 
 def options_of_call(arguments: Mapping[str, Any]) -> PrepareOptions:

@@ -6,10 +6,11 @@ Pipeline (one pass, never the whole dataset in memory)::
     and row) -> exact dedupe (one Seen across all files) -> windows of pack_window kept rows
     -> pack_bins + materialise (iter_pack, chunks of bins) -> Parquet row groups -> rename
 
-Output rows are bins: ``input_ids`` (and ``labels`` when the input has them) with the bin's
-sequences back to back and no padding (a row holds at most ``max_length`` tokens; the collator
-pads), ``position_ids`` restarting at 0 for every sequence, and ``attention_mask`` as segment
-ids 1..k (``"segments"``), all ones (``"ones"``) or left out (``"none"``). Every token of every
+Output rows are bins: ``input_ids`` and ``labels`` with the bin's sequences back to back and
+no padding (a row holds at most ``max_length`` tokens; the collator pads), ``position_ids``
+restarting at 0 for every sequence and ``seq_lengths``, in the narrowest integer types (the
+standard layout); or Axolotl's layout, with ``attention_mask`` as segment ids 1..k
+(``"segments"``), all ones (``"ones"``) or left out (``"none"``). Every token of every
 kept row is in exactly one output row, in order; the only exceptions are the explicit
 ``overflow`` modes, counted in the report. Rows with no tokens carry nothing to pack: they are
 counted (``empty_rows``) and left out.
@@ -42,10 +43,14 @@ from fastaxo.pipeline.provenance import provenance
 from fastaxo.pipeline.report import PrepareReport
 from fastaxo.pipeline.stages import (
     ATTENTION_MODES,
+    Bounds,
+    add_bounds,
     check_batch,
     first_columns,
     input_columns,
     output_schema,
+    output_types,
+    retyped,
     write_packed_window,
 )
 from fastaxo.pipeline.unpad import MASK
@@ -69,7 +74,8 @@ def _schema_of(path: str, fmt: str, comp: str | None, batch_rows: int,
 
 
 def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
-            overflow: str = "error", attention: str | None = "segments", dedupe: bool = True,
+            overflow: str = "error", layout: str = "standard", attention: str | None = "auto",
+            dedupe: bool = True,
             dedupe_columns: Sequence[str] | None = None, pack_window: int = DEFAULT_PACK_WINDOW,
             tokenizer: Any = None, text_column: str = "text", batch_rows: int = 8192,
             format: str | None = None, progress: bool | None = None,
@@ -114,10 +120,22 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         tokenizer, in UTF-8 bytes (default 16 MiB; HF's tokenizer needs ~100x a text's size in
         memory). A larger row raises :class:`~fastaxo.errors.RowTooLargeError` naming the file
         and row, or with ``overflow="drop"`` is left out, counted (``rows_too_large``).
-    attention : {"segments", "ones", None}
-        ``attention_mask`` as segment ids 1..k per row, all ones, or no column (None or
-        ``"none"``); the values of :func:`fastaxo.pack`. For a stock transformers model, train
-        through :class:`fastaxo.integrations.transformers.PackedCollator`.
+    layout : {"standard", "axolotl"}
+        The output's columns. ``"standard"`` (default): ``input_ids``; ``labels`` (the
+        input's, or its input_ids), -100 on each sequence's first token, as transformers'
+        ``DataCollatorWithFlattening`` does; ``position_ids`` restarting at 0 for every
+        sequence; ``seq_lengths`` (TRL's name: the lengths of the row's sequences); each in
+        the narrowest of int8/int16/int32 that holds its values. A stock transformers model
+        trains on these rows with no custom collator and ``use_cache=False`` (it tells the
+        sequences apart by the restarting position ids), or through
+        :class:`fastaxo.integrations.transformers.PackedCollator`. ``"axolotl"``: Axolotl's
+        layout, int32: ``input_ids``, ``labels`` when the input has them, ``position_ids``
+        and ``attention_mask`` as ``attention`` says.
+    attention : {"auto", "segments", "ones", None}
+        With ``layout="axolotl"``: ``attention_mask`` as segment ids 1..k per row ("auto",
+        the default), all ones, or no column (None or ``"none"``). The standard layout has no
+        attention_mask (a stock model reads one as "attend across the row"), so only "auto"
+        or None go with it.
     dedupe : bool
         Drop rows equal to an earlier row (any file) on ``dedupe_columns``; exact (SHA-256 of
         the canonical row encoding, one :class:`fastaxo.Seen`: 32 bytes per distinct row).
@@ -214,9 +232,10 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     # stage 3, the output and the report
     options = o.schema_options(key_cols)
     prov = provenance([p for p, _, _ in files], tok, options)
-    out_schema = output_schema(has_labels, o.attention, options, prov)
+    out_schema = output_schema(o.layout, has_labels, o.attention, options, prov)
     rep = PrepareReport(inputs=[p for p, _, _ in files], output=output, max_length=o.max_length,
                         strategy=o.strategy, overflow=o.overflow, attention=o.attention,
+                        layout=o.layout,
                         pack_window=o.pack_window, dedupe=o.dedupe,
                         dedupe_columns=key_cols if o.dedupe else None, labels=has_labels,
                         tokenizer=tokenizer_label(o.tokenizer), files=len(files),
@@ -228,7 +247,8 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
                 has_labels=has_labels, key_cols=key_cols if o.dedupe else None,
                 max_length=o.max_length, strategy=o.strategy, overflow=o.overflow,
                 att_mode=ATTENTION_MODES[o.attention], pack_window=o.pack_window, nt=nt, bar=bar,
-                cancel=cancel, has_mask=has_mask)
+                cancel=cancel, has_mask=has_mask, layout=o.layout, schema=out_schema,
+                bounds={} if o.layout == "standard" else None)
 
     # stage 4, the pass: read, tokenize, check, dedupe, pack windows, write
     try:
@@ -303,6 +323,9 @@ class _Pass:
     bar: Any
     cancel: Any
     has_mask: bool = False  # the input's attention_mask marks padding to drop
+    layout: str = "standard"
+    schema: pa.Schema | None = None  # the output's, every column int32 until commit
+    bounds: Bounds | None = None  # the input's token values so far (the standard layout's)
     seen: Seen | None = None
     window: list[pa.Table] = field(default_factory=list)
     window_rows: int = 0
@@ -334,8 +357,11 @@ class _Pass:
         cb = check_batch(
             batch, path, row0, tok=self.tok, text_column=self.text_column,
             has_labels=self.has_labels, max_length=self.max_length, overflow=self.overflow,
-            has_mask=self.has_mask)
+            has_mask=self.has_mask, bounds=self.bounds is not None)
         work, lens, too_large = cb.work, cb.lens, cb.too_large
+        if cb.bounds:
+            assert self.bounds is not None
+            add_bounds(self.bounds, cb.bounds)
         rep.tokenize_seconds += cb.tokenize_seconds
         rep.rows_too_large += too_large
         rep.pad_tokens_dropped += cb.pad_tokens
@@ -404,5 +430,9 @@ class _Pass:
             self.window, self.window_rows = [], 0
         if self.cancel is not None and self.cancel.is_set():  # set during the last window
             raise KeyboardInterrupt
-        self.rep.output_bytes = self.writer.commit()
+        assert self.schema is not None
+        final = retyped(self.schema, output_types(self.layout, self.max_length,
+                                                  self.has_labels, self.bounds))
+        self.rep.columns = {f.name: str(f.type.value_type) for f in final}
+        self.rep.output_bytes = self.writer.commit(final)
         self.rep.write_seconds = self.writer.seconds

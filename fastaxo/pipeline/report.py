@@ -28,6 +28,9 @@ class ReportCounts:
     dedupe_columns: list[str] | None
     labels: bool
     tokenizer: str | None = None
+    #: the output's layout ("standard" or "axolotl") and its columns' value types
+    layout: str = "standard"
+    columns: dict[str, str] | None = None
 
     #: with a tokenizer: what it did (TextTokenizer.settings: special tokens, EOS, the
     #: truncation/padding stored in tokenizer.json that was not applied, and the encoder:
@@ -76,6 +79,17 @@ class ReportCounts:
             return []
         return [f"  input padding      {self.pad_tokens_dropped:,} pad tokens dropped from "
                 f"{self.padded_rows:,} rows (the input's attention_mask)"]
+
+    def _columns_lines(self) -> list[str]:
+        """The output's layout and its columns' value types."""
+        if not self.columns:
+            return []
+        cols = ", ".join(f"{k} {v}" for k, v in self.columns.items())
+        how = ("a stock transformers model trains on it with use_cache=False; sequences by "
+               "position_ids and seq_lengths" if self.layout == "standard"
+               else "Axolotl's: sequences by the segment ids in attention_mask"
+               if "attention_mask" in self.columns else "Axolotl's")
+        return [f"  output columns     {cols} ({self.layout} layout: {how})"]
 
     def _build_lines(self) -> list[str]:
         """The build that wrote the output (a fallback or serial build said)."""
@@ -199,6 +213,7 @@ class PrepareReport(ReportCounts):
             f"({self.strategy}, windows of {self.pack_window:,} rows)",
             f"  efficiency         {self.efficiency:.4%} of the bins' tokens used; lower bound "
             f"{self.lower_bound:,} bins (+{extra_bins:,}, {pct(extra_bins, self.lower_bound)})",
+            *self._columns_lines(),
             *self._build_lines(),
             f"  time               {self.seconds:.2f} s: {self.rows_per_s:,.0f} rows/s, "
             f"{self.tokens_per_s:,.0f} tokens/s",

@@ -30,10 +30,11 @@ from fastaxo.pipeline.columns import (
 )
 from fastaxo.pipeline.provenance import KEY as PROVENANCE
 from fastaxo.pipeline.unpad import MASK, strip_padding
-from fastaxo.pipeline.wrapped import write_wrapped_window
+from fastaxo.pipeline.wrapped import IGNORE_INDEX, SEQ_LENGTHS, write_wrapped_window
 
-__all__ = ["ATTENTION_MODES", "ROW_GROUP_TOKENS", "CheckedBatch", "check_batch",
-           "first_columns", "input_columns", "output_schema", "write_packed_window"]
+__all__ = ["ATTENTION_MODES", "ROW_GROUP_TOKENS", "SEQ_LENGTHS", "Bounds", "CheckedBatch",
+           "add_bounds", "check_batch", "column_bounds", "first_columns", "input_columns",
+           "narrowest", "output_schema", "output_types", "retyped", "write_packed_window"]
 
 ROW_GROUP_TOKENS = 1 << 22  # bins per output row group: ~4M tokens (16 MiB per int32 column)
 _I32 = pa.int32()
@@ -45,21 +46,83 @@ FIX_PREPARE = ("Pass --overflow truncate, split or drop (overflow= in prepare())
                "rows (each is counted in the report), or filter them out first")
 
 
-def output_schema(has_labels: bool, attention: str, options: dict[str, Any],
-                  provenance: dict[str, Any] | None = None) -> pa.Schema:
-    """The packed output's columns (list<int32>: input_ids, labels if the input has them,
-    position_ids, attention_mask unless attention is "none"), the options in its metadata and,
-    under ``fastaxo.provenance``, where it came from (:mod:`fastaxo.pipeline.provenance`)."""
-    fields = [pa.field("input_ids", pa.list_(_I32))]
-    if has_labels:
-        fields.append(pa.field("labels", pa.list_(_I32)))
-    fields.append(pa.field("position_ids", pa.list_(_I32)))
-    if ATTENTION_MODES[attention] is not None:
-        fields.append(pa.field("attention_mask", pa.list_(_I32)))
+def narrowest(lo: int | None, hi: int | None) -> pa.DataType:
+    """The narrowest of int8, int16 and int32 that holds every value in [lo, hi] (int32 when
+    there is no value: nothing narrower is proven)."""
+    if lo is None or hi is None:
+        return _I32
+    for t, bits in ((pa.int8(), 8), (pa.int16(), 16)):
+        if -(1 << (bits - 1)) <= lo and hi < (1 << (bits - 1)):
+            return t
+    return _I32
+
+
+Bounds = dict[str, tuple[int, int]]  # per token column: its smallest and largest value
+
+
+def add_bounds(total: Bounds, more: Bounds) -> Bounds:
+    """``total`` widened by ``more``, column by column (in place; returned)."""
+    for k, (lo, hi) in more.items():
+        a, b = total.get(k, (lo, hi))
+        total[k] = (min(a, lo), max(b, hi))
+    return total
+
+
+def column_bounds(work: dict[str, pa.Array | pa.ChunkedArray]) -> Bounds:
+    """The smallest and largest value of each token column (columns without a value left out)."""
+    out: Bounds = {}
+    for name, col in work.items():
+        parts = [v for v in arrow.spanned_values(col) if len(v)]
+        if parts:
+            out[name] = (min(int(v.min()) for v in parts), max(int(v.max()) for v in parts))
+    return out
+
+
+def output_types(layout: str, max_length: int, has_labels: bool,
+                 bounds: Bounds | None) -> dict[str, pa.DataType]:
+    """The standard layout's value types: the narrowest that hold the input's token values
+    (``bounds``; int32 where unknown), -100 in labels, position ids below max_length and
+    sequence lengths up to it. The axolotl layout is int32 throughout, as before."""
+    if layout != "standard":
+        return {}
+    ids = (bounds or {}).get("input_ids")
+    lab = (bounds or {}).get("labels" if has_labels else "input_ids")
+    return {"input_ids": narrowest(*ids) if ids else _I32,
+            "labels": narrowest(min(lab[0], IGNORE_INDEX), max(lab[1], IGNORE_INDEX))
+            if lab else _I32,
+            "position_ids": narrowest(0, max_length - 1),
+            SEQ_LENGTHS: narrowest(1, max_length)}
+
+
+def output_schema(layout: str, has_labels: bool, attention: str, options: dict[str, Any],
+                  provenance: dict[str, Any] | None = None,
+                  types: dict[str, pa.DataType] | None = None) -> pa.Schema:
+    """The packed output's columns, the options in its metadata and, under
+    ``fastaxo.provenance``, where it came from (:mod:`fastaxo.pipeline.provenance`).
+
+    ``"standard"``: input_ids, labels (always: -100 on each sequence's first token),
+    position_ids, seq_lengths. ``"axolotl"``: input_ids, labels if the input has them,
+    position_ids, attention_mask unless attention is "none". Lists of int32 unless ``types``
+    (the final types: :func:`output_types`) says narrower: a file is written as int32 and
+    its types are set when it is closed."""
+    if layout == "standard":
+        names = ["input_ids", "labels", "position_ids", SEQ_LENGTHS]
+    else:
+        names = ["input_ids"] + (["labels"] if has_labels else []) + ["position_ids"]
+        if ATTENTION_MODES[attention] is not None:
+            names.append("attention_mask")
+    types = types or {}
+    fields = [pa.field(n, pa.list_(types.get(n, _I32))) for n in names]
     meta = {"fastaxo.prepare": json.dumps(options)}
     if provenance is not None:
         meta[PROVENANCE] = json.dumps(provenance)
     return pa.schema(fields, metadata=meta)
+
+
+def retyped(schema: pa.Schema, types: dict[str, pa.DataType]) -> pa.Schema:
+    """``schema`` with the value types ``types`` gives (the others kept), metadata kept."""
+    return pa.schema([pa.field(f.name, pa.list_(types.get(f.name, f.type.value_type)))
+                      for f in schema], metadata=schema.metadata)
 
 
 def first_columns(schema: pa.Schema, where: str, tokenizing: bool, text_column: str,
@@ -127,16 +190,19 @@ class CheckedBatch(NamedTuple):
     too_large: int
     pad_tokens: int = 0
     padded_rows: int = 0
+    bounds: Bounds | None = None  # the token columns' value bounds, when asked for
 
 
 def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
                 has_labels: bool, max_length: int, overflow: str,
-                has_mask: bool = False) -> CheckedBatch:
+                has_mask: bool = False, bounds: bool = False) -> CheckedBatch:
     """The token columns of a batch whose first row is row ``row0`` of ``path``, checked (errors
     name the file and row) and as list<int32>. With ``tok``, ``text_column`` is tokenized
     instead; a row over the tokenizer's max_row_bytes is refused, or with ``overflow="drop"``
     given no tokens and counted. ``has_mask``: the positions the batch's attention_mask marks
-    as padding are dropped first (:func:`~fastaxo.pipeline.unpad.strip_padding`), counted."""
+    as padding are dropped first (:func:`~fastaxo.pipeline.unpad.strip_padding`), counted.
+    ``bounds``: find each token column's smallest and largest value (the standard layout's
+    types are the narrowest that hold them)."""
     tsec = 0.0
     too_large = 0
     unpadded = None
@@ -175,9 +241,10 @@ def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
             raise SequenceTooLongError.of(
                 f"{row_where(path, row0 + i)}: input_ids", row0 + i, int(lens[i]), max_length,
                 longer=len(over), fix=FIX_PREPARE)
-    if unpadded is not None:
-        return CheckedBatch(work, lens, tsec, too_large, unpadded.pad_tokens, unpadded.padded_rows)
-    return CheckedBatch(work, lens, tsec, too_large)
+    return CheckedBatch(work, lens, tsec, too_large,
+                        unpadded.pad_tokens if unpadded is not None else 0,
+                        unpadded.padded_rows if unpadded is not None else 0,
+                        column_bounds(work) if bounds else None)
 
 
 def write_packed_window(table: pa.Table, writer: Any, fields: list[pa.Field], *, max_length: int,
@@ -185,7 +252,11 @@ def write_packed_window(table: pa.Table, writer: Any, fields: list[pa.Field], *,
                         num_threads: int) -> Any:
     """Pack one window (a table of kept rows: input_ids [+ labels]) and write its bins to
     ``writer`` as row groups of about ROW_GROUP_TOKENS tokens; returns its PackStats. Strategy
-    "wrapped": the rows back to back, cut every max_length tokens (pipeline/wrapped.py)."""
+    "wrapped": the rows back to back, cut every max_length tokens (pipeline/wrapped.py).
+    ``fields`` name the columns written (:func:`output_schema`); every column is written as
+    int32 values. The standard layout's labels (the input's, or its input_ids) get -100 on
+    each sequence's first token, and its seq_lengths are the bins' entries."""
+    standard = SEQ_LENGTHS in [f.name for f in fields]
     if strategy == "wrapped":
         return write_wrapped_window(table, writer, fields, max_length=max_length,
                                     att_mode=att_mode, has_labels=has_labels,
@@ -195,9 +266,26 @@ def write_packed_window(table: pa.Table, writer: Any, fields: list[pa.Field], *,
                    attention=att_mode, dtype=np.int32, strategy=strategy, overflow=overflow,
                    labels=None if has_labels else False, reuse_buffers=True,
                    num_threads=num_threads)
+    spare = np.zeros(0, np.int32)  # the standard layout's labels made from input_ids
     for chunk in it:  # reuse_buffers: each chunk is written before the next one is filled
         # a chunk holds <= max(2**22, max_length) tokens: int32 offsets
         offs = arrow.from_numpy(chunk["bin_offsets"].astype(np.int32))
-        writer.write([pa.ListArray.from_arrays(offs, arrow.from_numpy(chunk[f.name]))
-                      for f in fields])
+        cols = dict(chunk.items())
+        if standard:
+            if not has_labels:
+                n = len(chunk["input_ids"])
+                if len(spare) < n:
+                    spare = np.empty(n, np.int32)
+                cols["labels"] = spare[:n]
+                np.copyto(cols["labels"], chunk["input_ids"])
+            cols["labels"][chunk["cu_seqlens"][:-1]] = IGNORE_INDEX
+        out = []
+        for f in fields:
+            if f.name == SEQ_LENGTHS:  # one entry per sequence: the bins' own entries
+                out.append(pa.ListArray.from_arrays(
+                    arrow.from_numpy(chunk.bins.offsets.astype(np.int32)),
+                    arrow.from_numpy(chunk.bins.lengths.astype(np.int32))))
+            else:
+                out.append(pa.ListArray.from_arrays(offs, arrow.from_numpy(cols[f.name])))
+        writer.write(out)
     return it.stats

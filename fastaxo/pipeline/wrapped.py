@@ -1,7 +1,8 @@
 """prepare's ``wrapped`` strategy (TRL's, for pretraining text): a window's documents back to
 back, cut every ``max_length`` tokens. Every row is full but a window's last; a document may
 run on into the next row, where it continues as a new segment (its positions restart, as a
-packed segment's do). Nothing is dropped or padded; the documents cut are counted."""
+packed segment's do, and in the standard layout its first label is -100). Nothing is dropped
+or padded; the documents cut are counted."""
 
 from __future__ import annotations
 
@@ -14,16 +15,15 @@ from fastaxo._core import arrow
 from fastaxo.packing.bins import PackStats
 from fastaxo.pipeline.columns import list_lengths
 
-__all__ = ["write_wrapped_window"]
+__all__ = ["IGNORE_INDEX", "SEQ_LENGTHS", "write_wrapped_window"]
+
+SEQ_LENGTHS = "seq_lengths"  # the standard layout's sequence lengths per row (TRL's name)
+IGNORE_INDEX = -100  # a label no loss is taken on (transformers' and Axolotl's)
 
 
 def _values(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """The int32 values of a list<int32> column, its rows back to back."""
-    chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]
-    parts = []
-    for c in chunks:
-        offs = arrow.offsets_of(c, pa.types.is_large_list(c.type))
-        parts.append(arrow.fixed_view(c.values.slice(int(offs[0]), int(offs[-1] - offs[0]))))
+    parts = arrow.spanned_values(col)
     return np.concatenate(parts) if parts else np.zeros(0, np.int32)
 
 
@@ -33,6 +33,7 @@ def write_wrapped_window(table: pa.Table, writer: Any, fields: list[pa.Field], *
     """Write one window's documents (``table``: input_ids [+ labels], no empty row) back to
     back in rows of ``max_length`` tokens, ``rows_per_group`` rows a row group; its stats."""
     L = max_length
+    standard = SEQ_LENGTHS in [f.name for f in fields]
     lens = list_lengths(table.column("input_ids"))
     cols = {"input_ids": _values(table.column("input_ids"))}
     if has_labels:
@@ -54,17 +55,24 @@ def write_wrapped_window(table: pa.Table, writer: Any, fields: list[pa.Field], *
         out = {"input_ids": cols["input_ids"][t0:t1], "position_ids": pos}
         if has_labels:
             out["labels"] = cols["labels"][t0:t1]
+        first_seg = np.searchsorted(segs, rs)  # each row's first segment
+        seq_offs = np.append(first_seg, len(segs)).astype(np.int32)
+        if standard:  # labels always, -100 on each segment's first token; segment lengths
+            lab = (out["labels"] if has_labels else out["input_ids"]).copy()
+            lab[segs - t0] = IGNORE_INDEX
+            out["labels"] = lab
+            out[SEQ_LENGTHS] = seg_len.astype(np.int32)
         if att_mode is not None:
             if att_mode == "segments":  # 1.. within each row: the segment's rank in its row
-                first_seg = np.searchsorted(segs, rs)
                 seg_no = np.arange(len(segs)) - np.repeat(first_seg, np.diff(np.append(
                     first_seg, len(segs))))
                 out["attention_mask"] = np.repeat(seg_no + 1, seg_len).astype(np.int32)
             else:
                 out["attention_mask"] = np.ones(t1 - t0, np.int32)
-        o = arrow.from_numpy(offs)
-        writer.write([pa.ListArray.from_arrays(o, arrow.from_numpy(np.ascontiguousarray(
-            out[f.name]))) for f in fields])
+        o, so = arrow.from_numpy(offs), arrow.from_numpy(seq_offs)
+        writer.write([pa.ListArray.from_arrays(so if f.name == SEQ_LENGTHS else o,
+                                               arrow.from_numpy(np.ascontiguousarray(
+                                                   out[f.name]))) for f in fields])
     # a document is cut where a row starts strictly inside it
     ends = doc_starts + lens
     inside = (np.searchsorted(row_starts, ends, side="left")

@@ -4,6 +4,7 @@ manifest (:func:`prepare`, :class:`RayPrepareReport`)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import time
@@ -41,7 +42,14 @@ from fastaxo.pipeline.columns import ChatTokenizer
 from fastaxo.pipeline.options import DEFAULT_PACK_WINDOW, options_of_call
 from fastaxo.pipeline.provenance import provenance
 from fastaxo.pipeline.report import ReportCounts
-from fastaxo.pipeline.stages import first_columns, input_columns
+from fastaxo.pipeline.stages import (
+    Bounds,
+    first_columns,
+    input_columns,
+    output_schema,
+    output_types,
+    retyped,
+)
 from fastaxo.pipeline.unpad import MASK
 
 __all__ = ["prepare", "RayPrepareReport", "DEFAULT_UNIT_ROWS", "MANIFEST"]
@@ -103,6 +111,7 @@ class RayPrepareReport(ReportCounts):
             f"  efficiency         {self.efficiency:.4%} of the bins' tokens used; lower bound "
             f"{self.lower_bound:,} bins (+{extra:,}, {pct(extra, self.lower_bound)}); worst "
             f"window +{worst:.2%} over its own bound",
+            *self._columns_lines(),
             *self._build_lines(),
             f"  time               {self.seconds:.2f} s: {self.rows_per_s:,.0f} rows/s, "
             f"{self.tokens_per_s:,.0f} "
@@ -191,7 +200,8 @@ def _check_workers_fastaxo() -> None:
 
 
 def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
-            overflow: str = "error", attention: str | None = "segments", dedupe: bool = True,
+            overflow: str = "error", layout: str = "standard", attention: str | None = "auto",
+            dedupe: bool = True,
             dedupe_columns: list[str] | None = None, pack_window: int = DEFAULT_PACK_WINDOW,
             tokenizer: str | None = None, text_column: str = "text", format: str | None = None,
             unit_rows: int = DEFAULT_UNIT_ROWS, partitions: int | None = None,
@@ -212,9 +222,9 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         A directory (created if missing; it must not hold shards already) for
         ``part-NNNNN.parquet`` and the manifest ``_fastaxo_ray.json``. On a cluster, a path every
         node can write (a shared file system).
-    max_length, strategy, overflow, attention, dedupe, dedupe_columns, pack_window, tokenizer, \
-text_column, format, add_special_tokens, append_eos, eos_token, max_row_bytes, messages_column, \
-chat
+    max_length, strategy, overflow, layout, attention, dedupe, dedupe_columns, pack_window, \
+tokenizer, text_column, format, add_special_tokens, append_eos, eos_token, max_row_bytes, \
+messages_column, chat
         As for :func:`fastaxo.prepare` (chat data too: the same input_ids and labels; a
         ``chat_template`` given travels to the workers as the text the driver resolved);
         ``pack_window`` kept rows are packed together (a window is a shard, and the unit of
@@ -292,13 +302,13 @@ chat
               None if text is None else text.encoder,
               MAX_ROW_BYTES if text is None else text.max_row_bytes,
               chat_options(tok) if chat_mode else None, o.batch_rows, has_mask,
-              json.dumps(prov))
+              json.dumps(prov), o.layout)
     os.makedirs(output, exist_ok=True)
     stage["plan"] = time.perf_counter() - t
 
     rep = RayPrepareReport(inputs=names, output=output, max_length=o.max_length,
                            strategy=o.strategy, overflow=o.overflow, attention=o.attention,
-                           pack_window=o.pack_window, dedupe=o.dedupe,
+                           layout=o.layout, pack_window=o.pack_window, dedupe=o.dedupe,
                            dedupe_columns=key_cols if o.dedupe else None, labels=has_labels,
                            tokenizer=tok_dir,
                            tokenizer_settings=None if tok is None else tok.settings(),
@@ -310,7 +320,12 @@ chat
         scan_refs = _scan(units, refs, cfg, task_opts)  # ---- 2. scan
         stage["scan"] = time.perf_counter() - t
         t = time.perf_counter()
-        per_unit = _count(rep, scan_refs, tok, len(units))
+        per_unit, bounds = _count(rep, scan_refs, tok, len(units))
+        # the output's value types, from every unit's values: each shard is written with them
+        types = output_types(o.layout, o.max_length, has_labels, bounds)
+        rep.columns = {f.name: str(f.type.value_type) for f in retyped(
+            output_schema(o.layout, has_labels, o.attention, options), types)}
+        cfg = dataclasses.replace(cfg, types=json.dumps({k: str(v) for k, v in types.items()}))
         stage["count"] = time.perf_counter() - t
         t = time.perf_counter()
         buckets, counts, bucket_of_unit = _dedupe(  # ---- 3. dedupe
@@ -401,7 +416,6 @@ def _units(inputs: Any, format: str | None, unit_rows: int, output: str
 def _scan(units: list[Unit], refs: list[Any] | None, cfg: Cfg, task_opts: dict[str, Any]
           ) -> list[Any]:
     """map_batches over the units (each checked, tokenized, hashed): the scan's blocks."""
-    import dataclasses
     import pickle
 
     # one row a unit, with its descriptor: each scan task carries its own unit, not the list
@@ -417,9 +431,10 @@ def _scan(units: list[Unit], refs: list[Any] | None, cfg: Cfg, task_opts: dict[s
     return scanned.to_arrow_refs()
 
 
-def _count(rep: RayPrepareReport, scan_refs: list[Any], tok: Any, n_units: int) -> np.ndarray:
+def _count(rep: RayPrepareReport, scan_refs: list[Any], tok: Any, n_units: int
+           ) -> tuple[np.ndarray, Bounds]:
     """The scan's totals into the report (a task's error raised here); the non-empty rows of
-    each unit."""
+    each unit, and the token columns' value bounds (the standard layout's; else empty)."""
     import pickle
 
     totals = ray.get([block_totals.remote(r) for r in scan_refs])
@@ -446,7 +461,8 @@ def _count(rep: RayPrepareReport, scan_refs: list[Any], tok: Any, n_units: int) 
         for u, c in x["nonempty"].items():
             per_unit[u] += c
     rep.empty_rows = rep.rows_in - int(per_unit.sum()) - rep.rows_too_large
-    return per_unit
+    bounds = {c: (int(b[0]), int(b[1])) for c, b in scan_counts.get("bounds", {}).items()}
+    return per_unit, bounds
 
 
 def _dedupe(rep: RayPrepareReport, scan_refs: list[Any], per_unit: np.ndarray, *,

@@ -25,7 +25,12 @@ from fastaxo.integrations.ray.units import (
     checked_unit,
 )
 from fastaxo.pipeline.columns import compact
-from fastaxo.pipeline.stages import ATTENTION_MODES, output_schema, write_packed_window
+from fastaxo.pipeline.stages import (
+    ATTENTION_MODES,
+    output_schema,
+    retyped,
+    write_packed_window,
+)
 from fastaxo.pipeline.writer import Writer
 
 __all__ = ["ERROR_PART", "SCAN_SCHEMA", "block_totals", "count_keys", "first_keys_fn",
@@ -55,7 +60,8 @@ def scan_batch(batch: pa.Table, cfg: Cfg, block_refs: list[Any] | None) -> pa.Ta
             assert block_refs is not None  # a dataset's units come with its blocks' refs
             u = dataclasses.replace(u, ref=block_refs[u.block])
         try:
-            raw, work, lens, unit_counts = checked_unit(u, cfg)
+            raw, work, lens, unit_counts = checked_unit(u, cfg,
+                                                        bounds=cfg.layout == "standard")
         except FastaxoError as exc:
             # Returned as data, not raised: Ray keeps only the text of a task's exception chain, and
             # the driver reports the error of the first bad unit in the global order, as the
@@ -254,8 +260,12 @@ def pack_task(w: int, lo: int, hi: int, bucket_base: int, u_lo: int, units: list
         work = checked_unit(u, cfg).work
         parts.append(compact(pa.table(work), rows[a:b]))  # rows are increasing (keys sorted)
     table = pa.concat_tables([p.cast(parts[0].schema) for p in parts]) if parts else None
-    schema = output_schema(cfg.has_labels, cfg.attention, json.loads(cfg.schema_options),
+    schema = output_schema(cfg.layout, cfg.has_labels, cfg.attention,
+                           json.loads(cfg.schema_options),
                            json.loads(cfg.provenance) if cfg.provenance else None)
+    # (int32 while written; the types the driver found from every unit's values at the end)
+    final = retyped(schema, {k: pa.type_for_alias(v)
+                             for k, v in json.loads(cfg.types or "{}").items()})
     name = f"part-{w:05d}.parquet"
     writer = Writer(os.path.join(out_dir, name), schema, num_threads=cfg.threads)
     try:
@@ -263,7 +273,7 @@ def pack_task(w: int, lo: int, hi: int, bucket_base: int, u_lo: int, units: list
                                  strategy=cfg.strategy, overflow=cfg.overflow,
                                  att_mode=ATTENTION_MODES[cfg.attention],
                                  has_labels=cfg.has_labels, num_threads=cfg.threads)
-        nbytes = writer.commit()
+        nbytes = writer.commit(final)
     except BaseException:
         writer.abort()
         raise

@@ -16,7 +16,7 @@ import fastaxo
 from fastaxo._core.checks import MAX_ROW_BYTES
 from fastaxo.errors import SchemaMismatchError
 from fastaxo.pipeline.columns import ChatTokenizer, load_tokenizer
-from fastaxo.pipeline.stages import check_batch
+from fastaxo.pipeline.stages import Bounds, add_bounds, check_batch
 from fastaxo.pipeline.unpad import MASK
 
 __all__ = ["KEY_SHIFT", "ROW_MASK", "Cfg", "CheckedUnit", "Unit", "add_counts", "chat_options",
@@ -156,6 +156,10 @@ class Cfg:
     has_mask: bool = False
     #: json of the output's provenance (fastaxo.pipeline.provenance), as the driver made it
     provenance: str = ""
+    #: the output's layout ("standard" or "axolotl", as prepare's)
+    layout: str = "standard"
+    #: json of the output's final value types ({column: type name}), known after the scan
+    types: str = ""
 
 
 def read_columns(cfg: Cfg) -> list[str]:
@@ -223,18 +227,22 @@ class CheckedUnit(NamedTuple):
 
 
 def add_counts(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
-    """``total`` plus ``more`` (counts, or dicts of counts by reason), key by key."""
+    """``total`` plus ``more`` (counts, or dicts of counts by reason), key by key; ``bounds``
+    (the token columns' smallest and largest values) widened instead."""
     for k, v in more.items():
-        if isinstance(v, dict):
+        if k == "bounds":
+            add_bounds(total.setdefault(k, {}), {c: tuple(b) for c, b in v.items()})
+        elif isinstance(v, dict):
             add_counts(total.setdefault(k, {}), v)
         else:
             total[k] = total.get(k, 0) + v
     return total
 
 
-def checked_unit(u: Unit, cfg: Cfg) -> CheckedUnit:
+def checked_unit(u: Unit, cfg: Cfg, bounds: bool = False) -> CheckedUnit:
     """The unit read, checked and tokenized with the checks and errors of ``fastaxo prepare``
-    (the file and row named). A tokenizer takes ``cfg.batch_rows`` rows at a time, as
+    (the file and row named); with ``bounds``, the token columns' value bounds go into its
+    counts (``bounds``). A tokenizer takes ``cfg.batch_rows`` rows at a time, as
     ``fastaxo prepare``'s batches: HF's and the chat path make Python objects of the rows they
     tokenize, and a unit can be a whole JSON Lines file."""
     raw = read_unit(u, read_columns(cfg)).combine_chunks()
@@ -254,13 +262,18 @@ def checked_unit(u: Unit, cfg: Cfg) -> CheckedUnit:
         parts.append(check_batch(batch.slice(s, step), path, row0 + s, tok=tok,
                                  text_column=cfg.text_column, has_labels=cfg.has_labels,
                                  max_length=cfg.max_length, overflow=cfg.overflow,
-                                 has_mask=cfg.has_mask))
+                                 has_mask=cfg.has_mask, bounds=bounds))
     counts: dict[str, Any] = {}
     for name, n_ in (("rows_too_large", sum(p.too_large for p in parts)),
                      ("pad_tokens_dropped", sum(p.pad_tokens for p in parts)),
                      ("padded_rows", sum(p.padded_rows for p in parts))):
         if n_:
             counts[name] = n_
+    found: Bounds = {}
+    for p in parts:
+        add_bounds(found, p.bounds or {})
+    if found:
+        counts["bounds"] = found
     if before is not None:
         for name, now, was in (("fallback_rows", tok.fallbacks, before[0]),
                                ("fallback_turns", tok.turn_fallbacks, before[1])):
