@@ -57,6 +57,10 @@ def workdir(tmp_path_factory):
                               max_len=120)
     rep = fastaxo.prepare(src["path"], str(root / "packed.parquet"), SEQ, dedupe=False)
     assert rep.sequences_out == 60
+    # Axolotl's layout, as files written before the standard one are
+    rep = fastaxo.prepare(src["path"], str(root / "packed_axolotl.parquet"), SEQ, dedupe=False,
+                          layout="axolotl")
+    assert rep.sequences_out == 60
     return root
 
 
@@ -75,12 +79,13 @@ def run_recipe(marker: str, cwd: Path) -> dict:
     return ns
 
 
-def finite_losses(trainer) -> list[float]:
+def finite_losses(trainer, collator: bool = True) -> list[float]:
     from fastaxo.integrations.transformers import PackedCollator
 
-    # the rows reached the model through the collator, position ids and segment ids intact
-    assert isinstance(trainer.data_collator, PackedCollator)
-    assert {"position_ids", "attention_mask"} <= set(trainer.train_dataset.column_names)
+    # the rows reached the model through the collator (or the Trainer's default one, with the
+    # stock recipe), position ids and sequence lengths intact
+    assert isinstance(trainer.data_collator, PackedCollator) == collator
+    assert {"position_ids", "seq_lengths"} <= set(trainer.train_dataset.column_names)
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     assert losses and all(math.isfinite(x) for x in losses), trainer.state.log_history
     return losses
@@ -90,6 +95,16 @@ def test_hf_trainer_recipe(workdir):
     ns = run_recipe("hf-trainer", workdir)
     losses = finite_losses(ns["trainer"])
     assert ns["trainer"].state.global_step >= 2 and len(losses) >= 2
+
+
+def test_stock_trainer_recipe(workdir):
+    """No custom collator: the Trainer's default one, one row per batch, use_cache=False (the
+    logits of this path are checked against unpacked runs in test_stock_trainer.py)."""
+    ns = run_recipe("stock-trainer", workdir)
+    trainer = ns["trainer"]
+    assert trainer.model.config.use_cache is False
+    losses = finite_losses(trainer, collator=False)
+    assert trainer.state.global_step >= 2 and len(losses) >= 2
 
 
 def test_trl_sft_recipe(workdir):
@@ -121,20 +136,28 @@ def test_axolotl_trains_on_the_packed_file_with_on_the_fly_losses(workdir, tmp_p
     fly = H.write_config(tmp_path / "fly", model_dir=model_dir,
                          datasets=[{"path": str(workdir / "rows.parquet"), "ds_type": "parquet"}],
                          **common)
-    leak = H.write_config(tmp_path / "leak", model_dir=model_dir,
-                          datasets=[{**recipe["datasets"][0],
-                                     "path": str(workdir / "packed.parquet")}],
+    axo = [{**recipe["datasets"][0], "path": str(workdir / "packed_axolotl.parquet")}]
+    old = H.write_config(tmp_path / "old", model_dir=model_dir, datasets=axo,
+                         sample_packing=False, pad_to_sequence_len=False,
+                         plugins=recipe["plugins"], **common)
+    leak = H.write_config(tmp_path / "leak", model_dir=model_dir, datasets=axo,
                           sample_packing=False, pad_to_sequence_len=False, **common)
     a = H.run_axolotl("train", ours, timeout=600, check=True)
     b = H.run_axolotl("train", fly, timeout=600, check=True)
+    d = H.run_axolotl("train", old, timeout=600, check=True)
     c = H.run_axolotl("train", leak, timeout=600, check=True)
-    la, lb, lc = (H.parse_losses(r.stdout) for r in (a, b, c))
-    print(f"packed by fastaxo: {la}\non the fly: {lb}\nno plugin: {lc}")
-    assert len(la) == len(lb) == STEPS, (la, lb)
+    la, lb, lc, ld = (H.parse_losses(r.stdout) for r in (a, b, c, d))
+    print(f"packed by fastaxo: {la}\non the fly: {lb}\naxolotl layout: {ld}\n"
+          f"no plugin: {lc}")
+    assert len(la) == len(lb) == len(ld) == STEPS, (la, lb, ld)
     # the trainer logs 3 decimals; the two runs differ in float summation order (4-D mask
-    # against Axolotl's layout), which the high learning rate amplifies to ~2e-3 by step 8
+    # against Axolotl's layout), which the high learning rate amplifies to ~2e-3 by step 8.
+    # The standard layout (Axolotl takes it as tokenized through the plugin's `prepacked`
+    # part) and Axolotl's (a file written before it) train alike.
     assert np.allclose(la, lb, rtol=0, atol=6e-3), (la, lb)
-    assert "fastaxo-packed dataset; sequences kept apart for sdpa" in a.stdout + a.stderr
+    assert np.allclose(ld, lb, rtol=0, atol=6e-3), (ld, lb)
+    for r in (a, d):
+        assert "fastaxo-packed dataset; sequences kept apart for sdpa" in r.stdout + r.stderr
     # without the plugin Axolotl hands the segment ids over as a 2-D mask: the sequences mix
     assert np.abs(np.subtract(lc, lb)).max() > 5e-2, (lc, lb)
 
@@ -152,5 +175,7 @@ def test_axolotl_refuses_sample_packing_on_a_packed_file(workdir, tmp_path):
 
 def test_the_packed_file_is_what_the_recipes_read(workdir):
     table = pq.read_table(workdir / "packed.parquet")
-    assert table.column_names == ["input_ids", "labels", "position_ids", "attention_mask"]
+    assert table.column_names == ["input_ids", "labels", "position_ids", "seq_lengths"]
     assert b"fastaxo.prepare" in table.schema.metadata
+    old = pq.read_table(workdir / "packed_axolotl.parquet")
+    assert old.column_names == ["input_ids", "labels", "position_ids", "attention_mask"]

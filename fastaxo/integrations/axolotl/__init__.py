@@ -199,12 +199,14 @@ class FastaxoPlugin(BasePlugin):
         check_axolotl_version()
         from fastaxo.integrations.axolotl.prepacked import check_prepacked
 
-        check_prepacked(cfg)  # before anything is patched: a refused config changes nothing
+        # before anything is patched: a refused config changes nothing
+        prepacked = check_prepacked(cfg)
         self.settings = Settings.from_cfg(cfg)
         use(self.settings)
         names = ("dedupe", "packing", "chat_template", "completion", "length_filter")
         parts = [p for p in names if getattr(self.settings, p)]
-        done = patch_axolotl(parts)
+        # a packed file in prepare's standard layout: Axolotl must take it as tokenized
+        done = patch_axolotl(parts + (["prepacked"] if prepacked else []))
         LOG.info("fastaxo %s: plugin active (%s)", fastaxo.__version__, ", ".join(
             [f"{p}={'on' if p in done else 'off'}" for p in names]
             + [f"collator={'on' if self.settings.collator else 'off'}",

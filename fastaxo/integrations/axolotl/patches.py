@@ -12,6 +12,7 @@ from fastaxo.integrations.axolotl.chat_queue import make_tokenize_with_work_queu
 from fastaxo.integrations.axolotl.dedupe import make_deduplicate_dataset
 from fastaxo.integrations.axolotl.filters import make_drop_outside_range
 from fastaxo.integrations.axolotl.packer import make_generate_batches, make_pack_parallel
+from fastaxo.integrations.axolotl.prepacked import make_is_tokenized
 from fastaxo.integrations.axolotl.settings import Settings, say_once, use
 from fastaxo.integrations.axolotl.text import (
     make_completion_tokenize_prompt,
@@ -44,6 +45,9 @@ _TARGETS: dict[str, list[tuple[str, str, Any, tuple[str, ...]]]] = {
                     ("examples", "tokenizer", "max_tokens", "text_column", "concatenate"))],
     "length_filter": [("axolotl.utils.data.utils", "_drop_outside_range", make_drop_outside_range,
                        ("dataset", "max_len", "min_len", "raise_on_long", "filter_kwargs"))],
+    # (on when the config lists a dataset fastaxo prepare packed)
+    "prepacked": [("axolotl.utils.data.wrappers", "_is_dataset_already_tokenized",
+                   make_is_tokenized, ("dataset",))],
 }
 # Methods wrapped on one object, not on their class (a plugin hook hands fastaxo the object):
 # part -> (module, Class.method, the parameters the wrapper takes). The loader-health callback

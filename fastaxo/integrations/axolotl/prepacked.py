@@ -1,7 +1,10 @@
 """Training on ``fastaxo prepare``'s packed Parquet in Axolotl.
 
-Axolotl reads such a file as a pretokenized dataset (it has ``input_ids``, ``labels`` and
-``attention_mask``). Left alone it would leak: with ``sample_packing: false`` its collator
+Axolotl takes a dataset as pretokenized when it has ``input_ids``, ``labels`` and
+``attention_mask``: prepare's axolotl layout. Its standard layout (``seq_lengths`` instead of
+a mask) Axolotl would take for raw prompts and fail on; the plugin's ``prepacked`` part makes
+Axolotl's check take it too (:func:`make_is_tokenized`). Left alone the axolotl layout would
+leak: with ``sample_packing: false`` its collator
 pads the rows and hands the segment ids to the model as a 2-D mask (each sequence then attends
 to the ones before it in its row), and with ``sample_packing: true`` it renumbers
 ``position_ids`` per row and packs the packed rows again. The plugin collates such datasets
@@ -21,8 +24,12 @@ from fastaxo.integrations.transformers.collator import (
     layout_for,
 )
 
-__all__ = ["AxolotlPackedCollator", "attn_implementation", "check_prepacked",
-           "collator_for_prepacked", "is_prepacked", "prepacked_paths"]
+__all__ = ["STANDARD_COLUMNS", "AxolotlPackedCollator", "attn_implementation", "check_prepacked",
+           "collator_for_prepacked", "is_prepacked", "make_is_tokenized", "prepacked_paths"]
+
+#: the columns of prepare's standard layout (the axolotl layout has attention_mask instead of
+#: seq_lengths, which Axolotl's own check already takes)
+STANDARD_COLUMNS = ("input_ids", "labels", "position_ids", "seq_lengths")
 
 #: the schema metadata key fastaxo prepare writes
 METADATA_KEY = b"fastaxo.prepare"
@@ -91,6 +98,24 @@ def check_prepacked(cfg: Any) -> list[str]:
         raise InvalidInputError(f"datasets: {paths[0]} was packed by fastaxo prepare; {e}") \
             from None
     return paths
+
+
+def make_is_tokenized(original: Any) -> Any:
+    """Axolotl's ``_is_dataset_already_tokenized(dataset)``, also true for a dataset with the
+    standard layout's columns (prepare's, or any packed rows that name their sequences'
+    lengths): such rows are tokenized, and go to the collator as they are."""
+    import functools
+
+    @functools.wraps(original)
+    def _is_dataset_already_tokenized(dataset: Any) -> bool:
+        if original(dataset):
+            return True
+        import datasets
+
+        return (isinstance(dataset, datasets.Dataset)
+                and all(c in dataset.features for c in STANDARD_COLUMNS))
+
+    return _is_dataset_already_tokenized
 
 
 class AxolotlPackedCollator:
