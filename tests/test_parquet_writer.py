@@ -342,3 +342,18 @@ def test_the_prepare_writer_narrows_with_and_without_the_extension(tmp_path, mon
             w.abort()
             raise
     assert sorted(os.listdir(tmp_path)) == ["o.parquet"]
+
+
+@pytest.mark.skipif(not EXT, reason="the compiled bounds kernel")
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-(2**31), 2**31 - 1), max_size=50), st.integers(0, 3),
+       st.integers(1, 3))
+def test_int32_bounds_equal_numpys(values, blocks, threads):
+    """``_pack.int32_bounds`` (the standard layout's type decision) against NumPy: any values,
+    across its blocks of PAR_MIN_ELEMS (the values repeated past them)."""
+    a = np.array(values, np.int32)
+    if blocks and len(a):
+        a = np.resize(a, (1 << 18) * blocks + len(values))
+        a[-1] = -(2**31) if blocks % 2 else 2**31 - 1  # an extreme in the last, short block
+    got = backend.pack_ext.int32_bounds(a, threads)
+    assert got == ((int(a.min()), int(a.max())) if len(a) else None)

@@ -191,9 +191,9 @@ class ListTableWriter:
         return buf
 
     def _page(self, task: tuple[np.ndarray, np.ndarray, _Column]
-              ) -> tuple[bytes, int, int, int | None, int | None]:
-        """(page header + compressed body, its size before compression, its levels, its
-        smallest and largest value)."""
+              ) -> tuple[bytes, Any, int, int, int | None, int | None]:
+        """(page header, compressed body (a pa.Buffer, written as it is), its size before
+        compression, its levels, its smallest and largest value)."""
         offsets, values, col = task
         body: Any
         if backend.pack_ext is not None:
@@ -218,7 +218,7 @@ class ListTableWriter:
             (5, _STRUCT, [(1, _I32, levels), (2, _I32, _PLAIN), (3, _I32, _RLE),
                           (4, _I32, _RLE)]),
         ])
-        return header + packed.to_pybytes(), len(header) + n, levels, lo, hi
+        return header, packed, len(header) + n, levels, lo, hi
 
     def _tasks(self, chunk: pa.ListArray, col: _Column):
         """One page's (offsets, values, column) per ~PAGE_VALUE_BYTES of values, whole rows."""
@@ -266,9 +266,10 @@ class ListTableWriter:
             # (no rows: one empty page keeps the chunk readable)
             pages = self._map(tasks) if tasks else [self._page(
                 (np.zeros(1, np.int32), np.zeros(0, np.uint8), col))]
-            for page, size, n, lo, hi in pages:
-                self._f.write(page)
-                self._pos += len(page)
+            for header, body, size, n, lo, hi in pages:
+                self._f.write(header)
+                self._f.write(memoryview(body))  # (no copy of the compressed bytes)
+                self._pos += len(header) + body.size
                 raw += size
                 levels += n
                 if lo is not None and hi is not None:

@@ -36,7 +36,7 @@ from fastaxo._core.threads import resolve_num_threads
 from fastaxo.errors import InvalidTypeError
 from fastaxo.hashing import Seen
 from fastaxo.hashing import dedupe as dedupe_rows
-from fastaxo.pipeline.columns import compact, tokenizer_label
+from fastaxo.pipeline.columns import tokenizer_label
 from fastaxo.pipeline.memory import memory_source
 from fastaxo.pipeline.options import DEFAULT_PACK_WINDOW, options_of_call
 from fastaxo.pipeline.provenance import provenance
@@ -44,6 +44,7 @@ from fastaxo.pipeline.report import PrepareReport
 from fastaxo.pipeline.stages import (
     ATTENTION_MODES,
     Bounds,
+    Kept,
     add_bounds,
     check_batch,
     first_columns,
@@ -51,6 +52,8 @@ from fastaxo.pipeline.stages import (
     output_schema,
     output_types,
     retyped,
+    split_kept,
+    window_data,
     write_packed_window,
 )
 from fastaxo.pipeline.unpad import MASK
@@ -327,7 +330,7 @@ class _Pass:
     schema: pa.Schema | None = None  # the output's, every column int32 until commit
     bounds: Bounds | None = None  # the input's token values so far (the standard layout's)
     seen: Seen | None = None
-    window: list[pa.Table] = field(default_factory=list)
+    window: list[Kept] = field(default_factory=list)
     window_rows: int = 0
 
     def __post_init__(self) -> None:
@@ -357,7 +360,7 @@ class _Pass:
         cb = check_batch(
             batch, path, row0, tok=self.tok, text_column=self.text_column,
             has_labels=self.has_labels, max_length=self.max_length, overflow=self.overflow,
-            has_mask=self.has_mask, bounds=self.bounds is not None)
+            has_mask=self.has_mask, bounds=self.bounds is not None, num_threads=self.nt)
         work, lens, too_large = cb.work, cb.lens, cb.too_large
         if cb.bounds:
             assert self.bounds is not None
@@ -378,20 +381,17 @@ class _Pass:
             keep = np.flatnonzero(nonempty)
         if self.key_cols is not None:
             keep = self.dedupe(work, batch, keep)
-        if keep is not None:
-            table = compact(table, keep)
         if self.bar is not None:
             self.bar.update(n)
-        if table.num_rows:
-            self.window.append(table)
-            self.window_rows += table.num_rows
+        piece = Kept(table, keep)  # (no compacted copy: the packer reads the kept rows)
+        if piece.rows:
+            self.window.append(piece)
+            self.window_rows += piece.rows
         while self.window_rows >= self.pack_window:
-            whole = pa.concat_tables(self.window) if len(self.window) > 1 else self.window[0]
-            self.flush([whole.slice(0, self.pack_window)])
-            rest = whole.slice(self.pack_window)
-            del whole  # or the packed window stays alive until the next one
-            self.window = [rest] if rest.num_rows else []
-            self.window_rows = rest.num_rows
+            full, self.window = split_kept(self.window, self.pack_window)
+            self.window_rows -= self.pack_window
+            self.flush(full)
+            del full  # (or the packed window stays alive until the next one)
 
     def dedupe(self, work: dict[str, Any], batch: Any, keep: np.ndarray | None
                ) -> np.ndarray | None:
@@ -409,12 +409,13 @@ class _Pass:
         self.rep.dedupe_seconds += time.perf_counter() - td
         return keep
 
-    def flush(self, tables: list[pa.Table]) -> None:
+    def flush(self, pieces: list[Kept]) -> None:
         """Pack one window and write its bins."""
         t0 = time.perf_counter()
-        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        data = window_data(pieces, ["input_ids"] + (["labels"] if self.has_labels else []),
+                           self.strategy)
         w0 = self.writer.seconds
-        st = write_packed_window(table, self.writer, self.fields, max_length=self.max_length,
+        st = write_packed_window(data, self.writer, self.fields, max_length=self.max_length,
                                  strategy=self.strategy, overflow=self.overflow,
                                  att_mode=self.att_mode, has_labels=self.has_labels,
                                  num_threads=self.nt)

@@ -11,7 +11,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from fastaxo._core import arrow
+from fastaxo._core import arrow, backend
+from fastaxo._core.ragged import Ragged
 from fastaxo.errors import (
     ColumnNotFoundError,
     InvalidInputError,
@@ -23,6 +24,7 @@ from fastaxo.packing.rows import ATTENTION
 from fastaxo.pipeline.columns import (
     ChatTokenizer,
     chat_tokenize,
+    compact,
     list_lengths,
     row_where,
     token_column,
@@ -32,9 +34,10 @@ from fastaxo.pipeline.provenance import KEY as PROVENANCE
 from fastaxo.pipeline.unpad import MASK, strip_padding
 from fastaxo.pipeline.wrapped import IGNORE_INDEX, SEQ_LENGTHS, write_wrapped_window
 
-__all__ = ["ATTENTION_MODES", "ROW_GROUP_TOKENS", "SEQ_LENGTHS", "Bounds", "CheckedBatch",
+__all__ = ["ATTENTION_MODES", "ROW_GROUP_TOKENS", "SEQ_LENGTHS", "Bounds", "CheckedBatch", "Kept",
            "add_bounds", "check_batch", "column_bounds", "first_columns", "input_columns",
-           "narrowest", "output_schema", "output_types", "retyped", "write_packed_window"]
+           "narrowest", "output_schema", "output_types", "retyped", "split_kept", "window_data",
+           "write_packed_window"]
 
 ROW_GROUP_TOKENS = 1 << 22  # bins per output row group: ~4M tokens (16 MiB per int32 column)
 _I32 = pa.int32()
@@ -68,13 +71,17 @@ def add_bounds(total: Bounds, more: Bounds) -> Bounds:
     return total
 
 
-def column_bounds(work: dict[str, pa.Array | pa.ChunkedArray]) -> Bounds:
-    """The smallest and largest value of each token column (columns without a value left out)."""
+def column_bounds(work: dict[str, pa.Array | pa.ChunkedArray], num_threads: int = 1) -> Bounds:
+    """The smallest and largest value of each token column (list<int32>; columns without a
+    value left out): one pass over the values (``_pack.int32_bounds``), NumPy's two without
+    the extension."""
+    ext = backend.pack_ext
     out: Bounds = {}
     for name, col in work.items():
-        parts = [v for v in arrow.spanned_values(col) if len(v)]
-        if parts:
-            out[name] = (min(int(v.min()) for v in parts), max(int(v.max()) for v in parts))
+        found = [ext.int32_bounds(np.ascontiguousarray(v), num_threads) if ext is not None
+                 else (int(v.min()), int(v.max())) for v in arrow.spanned_values(col) if len(v)]
+        if found:
+            out[name] = (min(b[0] for b in found), max(b[1] for b in found))
     return out
 
 
@@ -195,7 +202,8 @@ class CheckedBatch(NamedTuple):
 
 def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
                 has_labels: bool, max_length: int, overflow: str,
-                has_mask: bool = False, bounds: bool = False) -> CheckedBatch:
+                has_mask: bool = False, bounds: bool = False,
+                num_threads: int = 1) -> CheckedBatch:
     """The token columns of a batch whose first row is row ``row0`` of ``path``, checked (errors
     name the file and row) and as list<int32>. With ``tok``, ``text_column`` is tokenized
     instead; a row over the tokenizer's max_row_bytes is refused, or with ``overflow="drop"``
@@ -244,13 +252,66 @@ def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
     return CheckedBatch(work, lens, tsec, too_large,
                         unpadded.pad_tokens if unpadded is not None else 0,
                         unpadded.padded_rows if unpadded is not None else 0,
-                        column_bounds(work) if bounds else None)
+                        column_bounds(work, num_threads) if bounds else None)
 
 
-def write_packed_window(table: pa.Table, writer: Any, fields: list[pa.Field], *, max_length: int,
+class Kept(NamedTuple):
+    """A batch's token columns (list<int32>) and the rows of it a window keeps: sorted row
+    numbers, or None for all. A window is a list of them, packed without a compacted copy."""
+
+    table: pa.Table
+    keep: np.ndarray | None
+
+    @property
+    def rows(self) -> int:
+        return self.table.num_rows if self.keep is None else len(self.keep)
+
+
+def split_kept(pieces: list[Kept], n: int) -> tuple[list[Kept], list[Kept]]:
+    """(the pieces holding the first ``n`` kept rows, the pieces holding the rest): a piece
+    cut between the two shares its table."""
+    first: list[Kept] = []
+    for i, p in enumerate(pieces):
+        if p.rows <= n:
+            first.append(p)
+            n -= p.rows
+            continue
+        keep = np.arange(p.table.num_rows) if p.keep is None else p.keep
+        rest = [Kept(p.table, keep[n:])] + pieces[i + 1:]
+        return (first + [Kept(p.table, keep[:n])] if n else first), rest
+    return first, []
+
+
+def window_data(pieces: list[Kept], names: list[str], strategy: str) -> Any:
+    """A window's kept rows as :func:`write_packed_window` takes them: a mapping of ragged
+    columns reading the batches' own buffers through a row map (the packer copies each kept
+    row once, into its bin), or for "wrapped" a table of the rows back to back."""
+    if strategy == "wrapped":
+        tables = [p.table if p.keep is None else compact(p.table, p.keep) for p in pieces]
+        # (a batch may hold large_list columns where another holds list ones)
+        return pa.concat_tables([t.cast(tables[0].schema) for t in tables])
+    index, base = [], 0
+    for p in pieces:
+        index.append(base + (np.arange(p.table.num_rows) if p.keep is None else p.keep))
+        base += p.table.num_rows
+    idx = np.concatenate(index) if index else np.zeros(0, np.int64)
+    out = {}
+    for name in names:
+        chunks, at = [], 0
+        for p in pieces:
+            for c in p.table.column(name).chunks:
+                if len(c):
+                    chunks.append(arrow.list_view(c, name, at))
+                    at += len(c)
+        out[name] = Ragged(name, chunks, np.dtype(np.int32), index=idx)
+    return out
+
+
+def write_packed_window(table: Any, writer: Any, fields: list[pa.Field], *, max_length: int,
                         strategy: str, overflow: str, att_mode: str | None, has_labels: bool,
                         num_threads: int) -> Any:
-    """Pack one window (a table of kept rows: input_ids [+ labels]) and write its bins to
+    """Pack one window (its kept rows, :func:`window_data`: input_ids [+ labels]) and write its
+    bins to
     ``writer`` as row groups of about ROW_GROUP_TOKENS tokens; returns its PackStats. Strategy
     "wrapped": the rows back to back, cut every max_length tokens (pipeline/wrapped.py).
     ``fields`` name the columns written (:func:`output_schema`); every column is written as

@@ -24,11 +24,12 @@ from fastaxo.integrations.ray.units import (
     add_counts,
     checked_unit,
 )
-from fastaxo.pipeline.columns import compact
 from fastaxo.pipeline.stages import (
     ATTENTION_MODES,
+    Kept,
     output_schema,
     retyped,
+    window_data,
     write_packed_window,
 )
 from fastaxo.pipeline.writer import Writer
@@ -251,15 +252,16 @@ def pack_task(w: int, lo: int, hi: int, bucket_base: int, u_lo: int, units: list
     keys = np.concatenate(bucket_keys)[lo - bucket_base: hi - bucket_base]
     unit_of = keys >> KEY_SHIFT
     rows = keys & ROW_MASK
-    parts: list[pa.Table] = []
+    parts: list[Kept] = []
     bounds = np.flatnonzero(np.diff(unit_of)) + 1
     for a, b in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(keys)]])):
         if a == b:
             continue
         u = units[int(unit_of[a]) - u_lo]
         work = checked_unit(u, cfg).work
-        parts.append(compact(pa.table(work), rows[a:b]))  # rows are increasing (keys sorted)
-    table = pa.concat_tables([p.cast(parts[0].schema) for p in parts]) if parts else None
+        parts.append(Kept(pa.table(work), rows[a:b]))  # rows are increasing (keys sorted)
+    table = window_data(parts, ["input_ids"] + (["labels"] if cfg.has_labels else []),
+                        cfg.strategy) if parts else None
     schema = output_schema(cfg.layout, cfg.has_labels, cfg.attention,
                            json.loads(cfg.schema_options),
                            json.loads(cfg.provenance) if cfg.provenance else None)

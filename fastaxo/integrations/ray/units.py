@@ -262,7 +262,8 @@ def checked_unit(u: Unit, cfg: Cfg, bounds: bool = False) -> CheckedUnit:
         parts.append(check_batch(batch.slice(s, step), path, row0 + s, tok=tok,
                                  text_column=cfg.text_column, has_labels=cfg.has_labels,
                                  max_length=cfg.max_length, overflow=cfg.overflow,
-                                 has_mask=cfg.has_mask, bounds=bounds))
+                                 has_mask=cfg.has_mask, bounds=bounds,
+                                 num_threads=cfg.threads))
     counts: dict[str, Any] = {}
     for name, n_ in (("rows_too_large", sum(p.too_large for p in parts)),
                      ("pad_tokens_dropped", sum(p.pad_tokens for p in parts)),
