@@ -73,7 +73,8 @@ def test_prepare_progress_default_follows_the_session(tmp_path, monkeypatch, cap
     pq.write_table(pa.table({"input_ids": [[1, 2, 3]] * 100}), src)
     mod = sys.modules["fastaxo.pipeline.prepare"]  # (the package's name is the function)
     made = []
-    monkeypatch.setattr(mod, "Progress", lambda *a, **k: made.append(a) or P.Progress(*a, **k))
+    monkeypatch.setattr(sys.modules["fastaxo.pipeline.meter"], "Progress",
+                        lambda *a, **k: made.append(a) or P.Progress(*a, **k))
     monkeypatch.setattr(mod, "interactive", lambda: False)
     fastaxo.prepare(str(src), str(tmp_path / "a.parquet"), 8)
     assert made == []
@@ -125,3 +126,73 @@ def test_a_multi_million_row_prepare_redirected_shows_progress_in_its_first_half
     assert "\r" not in "".join(s for _, s in stamps)
     assert f"/{n:,} rows (" in lines[0][1]
     assert lines[0][0] < total / 2, (lines, total)
+
+
+def test_a_stage_shows_on_time_while_nothing_is_counted():
+    """The ticker writes the line on time during a long stage (a batch being tokenized), with
+    the stage named, though update() is not called."""
+    s = Stream(tty=False)
+    p = P.Progress("job", 10, "rows", stream=s, first=0.0, every=0.2)
+    p.stage("tokenizing 3/8 rows of the batch")
+    deadline = time.monotonic() + 10
+    while "tokenizing 3/8" not in s.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    p.close()
+    assert "tokenizing 3/8 rows of the batch" in s.getvalue()
+    assert not p._ticker.is_alive()
+
+
+def test_bytes_are_shown_in_megabytes():
+    s = Stream(tty=False)
+    p = P.Progress("job", 272_135_161, "bytes", stream=s, first=0.0, every=3600)
+    p.update(96_500_000)
+    p.close()
+    assert s.getvalue().startswith("job: 96.5 MB/272.1 MB (35.5%), ")
+
+
+def test_jsonl_progress_has_a_total_in_bytes_and_names_tokenization(tmp_path, monkeypatch):
+    """Text inputs give no row count: prepare's total is the files' bytes, each file's share
+    from its reader's position, ending at 100%; a tokenizing run names its stage as the
+    batch's parts are done."""
+    from fastaxo.pipeline import meter
+
+    shown = []
+
+    class Spy(P.Progress):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            shown.append(self)
+
+        def stage(self, text):
+            self.stages = [*getattr(self, "stages", []), text]
+            super().stage(text)
+
+    monkeypatch.setattr(meter, "Progress", Spy)
+    rng = np.random.default_rng(0)
+    with open(tmp_path / "a.jsonl", "w") as fh:
+        for _ in range(30_000):
+            fh.write('{"input_ids": %s}\n' % rng.integers(0, 999, int(rng.integers(1, 60))).tolist())
+    (tmp_path / "b.jsonl").write_text('{"input_ids": [1, 2]}\n' * 10)
+    size = os.path.getsize(tmp_path / "a.jsonl") + os.path.getsize(tmp_path / "b.jsonl")
+    fastaxo.prepare([str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")],
+                    str(tmp_path / "o.parquet"), 64, progress=True, batch_rows=4096,
+                    reader_options={"block_bytes": 1 << 16})
+    bar = shown[-1]
+    assert (bar.unit, bar.total, bar.done) == ("bytes", size, size)
+    assert any("packing and writing window 1" in t for t in bar.stages)
+    # a tokenizer: the stage counts the batch's rows as they are done
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1, "b": 2}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    (tmp_path / "tok").mkdir()
+    tok.save(str(tmp_path / "tok" / "tokenizer.json"))
+    with open(tmp_path / "t.jsonl", "w") as fh:
+        for i in range(5000):
+            fh.write('{"text": "%s"}\n' % " ".join("ab"[(i >> k) & 1] for k in range(12)))
+    fastaxo.prepare(str(tmp_path / "t.jsonl"), str(tmp_path / "t.parquet"), 64, progress=True,
+                    tokenizer=str(tmp_path / "tok"), batch_rows=2048)
+    stages = shown[-1].stages
+    assert "tokenizing 2,048 rows" in stages
+    assert "tokenizing 2,048/2,048 rows of the batch" in stages
+    assert shown[-1].done == os.path.getsize(tmp_path / "t.jsonl")

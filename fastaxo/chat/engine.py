@@ -45,7 +45,7 @@ from __future__ import annotations
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -120,7 +120,8 @@ class ChatEngine:
         self._frames: _Frames = spec.__dict__.setdefault("_frames", _Frames())
 
     # -- the pass ---------------------------------------------------------------------------
-    def run(self, conversations: Sequence[list[dict[str, Any]]]) -> list[Row | Fallback]:
+    def run(self, conversations: Sequence[list[dict[str, Any]]],
+            on_rows: Callable[[int], None] | None = None) -> list[Row | Fallback]:
         """One result per conversation: ``{"input_ids", "labels", "attention_mask"}`` or a
         :class:`Fallback`. Raises :class:`~fastaxo.errors.TemplateLimitError` (naming the
         row, 0-based in ``conversations``) for a template past its bounds.
@@ -128,22 +129,29 @@ class ChatEngine:
         Rows go in parts of :data:`PART_ROWS` (the first a quarter of that: the encoder
         waits for it): while one part's texts are tokenized (C, no GIL) on a thread of its
         own, the next part is rendered and placed; the thread is joined before the next part's
-        tokenization starts. The last part is tokenized here, with the encoder's threads."""
+        tokenization starts. The last part is tokenized here, with the encoder's threads.
+        ``on_rows(k)`` is told each part's rows as the part is done (prepare's progress)."""
         out: list[Row | Fallback | None] = [None] * len(conversations)
         parts = _parts(len(out))
         if len(parts) > 1:  # not built by two threads at once
             self.spec.build_tables()
         pending: _Pending | None = None
+        last = 0  # rows of the part being tokenized on its thread
         try:
             for part in parts:
                 work = self._front(conversations, part, out)
                 if pending is not None:
                     pending.wait()
                     pending = None
+                    if on_rows is not None:
+                        on_rows(last)
                 if part is parts[-1]:  # nothing left to render: every thread encodes
                     self._tokenize(*work, out)
+                    if on_rows is not None:
+                        on_rows(len(part))
                 else:  # one encoder thread: the other core renders the next part
                     pending = _Pending(self._tokenize, *work, out, threads=1)
+                    last = len(part)
         finally:
             if pending is not None:
                 pending.join()

@@ -163,14 +163,14 @@ def tokenize_chat(conversations: Iterable[Any], tokenizer: Any = None, *,
 
 def tokenize_turns(turns: Sequence[list[dict[str, Any]]], spec: ChatSpec,
                    too_large: str = "error", *, arrays: bool = False,
-                   sized: bool = False) -> ChatResult:
+                   sized: bool = False, on_rows: Any = None) -> ChatResult:
     """:func:`tokenize_chat` of conversations already as :func:`normalize_messages` gives them
     (``prepare`` makes them from Arrow columns), with a spec for a fast tokenizer. With
     ``arrays``, rows made by fastaxo's encoder hold int32 arrays and no attention mask
     (``ChatEngine(arrays=True)``; ``prepare`` writes columns from them). ``sized``: the
     caller found no conversation whose messages hold more than ``max_row_bytes`` (prepare
     reads that from the Arrow buffers), so they are not measured again (nor read before the
-    engine reads them)."""
+    engine reads them). ``on_rows(k)``: told as each part of ``k`` rows is done."""
     result = ChatResult()
     limit = spec.max_row_bytes
     # a conversation whose messages alone are over the bound is not rendered at all
@@ -188,7 +188,7 @@ def tokenize_turns(turns: Sequence[list[dict[str, Any]]], spec: ChatSpec,
     if problem is None:
         engine = ChatEngine(spec, arrays=arrays)
         try:
-            rows = engine.run(todo)
+            rows = engine.run(todo, on_rows=on_rows)
         except TemplateLimitError as e:
             raise TemplateLimitError(f"messages: {e}") from None
         result.turn_fallbacks.update(engine.turn_counts)

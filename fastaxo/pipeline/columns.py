@@ -301,12 +301,13 @@ _ENCODE_BYTES = 8 << 20
 
 
 def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int,
-             overflow: str = "error") -> tuple[pa.Array, int]:
+             overflow: str = "error", on_rows: Any = None) -> tuple[pa.Array, int]:
     """The text column ``arr`` tokenized with ``tt`` (whole rows) as list<int32>, and how many
     rows were larger than ``tt.max_row_bytes``: refused
     (:class:`~fastaxo.errors.RowTooLargeError`) unless ``overflow`` is "drop", which gives them
     no tokens. fastaxo's encoder reads the Arrow column in place; HF's gets the texts as Python
-    strings in calls of about 8 MiB."""
+    strings in calls of about 8 MiB. ``on_rows(k)``: told as rows are done (prepare's
+    progress)."""
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         raise InvalidTypeError(
             f"{path}: text column {column!r} must be strings to tokenize, got {arr.type}")
@@ -320,7 +321,10 @@ def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int
         raise too_large_error(path, row0 + i, f"{column} is", int(sizes[i]), tt.max_row_bytes)
     _check_utf8(arr, big, column, path, row0)
     if tt.fast is not None:
-        return _fast_ids(tt, arr, big), len(big)
+        ids = _fast_ids(tt, arr, big)
+        if on_rows is not None:
+            on_rows(len(arr))
+        return ids, len(big)
     texts = pylist_without(arr, big)
     rows: list[list[int]] = [[] for _ in texts]
     eos = [] if tt.eos_id is None else [tt.eos_id]
@@ -329,6 +333,8 @@ def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int
                                    add_special_tokens=tt.add_special_tokens)
         for i, e in zip(chunk, encs, strict=True):
             rows[i] = e.ids + eos if eos else e.ids
+        if on_rows is not None:
+            on_rows(len(chunk))
     return _int32_lists(rows), len(big)
 
 
@@ -557,12 +563,12 @@ def _template_text(value: str) -> tuple[str, str]:
 
 
 def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0: int,
-                  overflow: str = "error"
+                  overflow: str = "error", on_rows: Any = None
                   ) -> tuple[pa.Array | pa.ChunkedArray, pa.Array | pa.ChunkedArray, int]:
     """The ``messages`` column ``arr`` as ``(input_ids, labels)`` list<int32> columns, and how
     many conversations were larger than ``max_row_bytes``: refused
     (:class:`~fastaxo.errors.RowTooLargeError`) unless ``overflow`` is "drop", which gives them
-    no tokens."""
+    no tokens. ``on_rows(k)``: told as rows are done (prepare's progress)."""
     from fastaxo.chat import tokenize_chat
     from fastaxo.chat.tokenize import tokenize_turns
     from fastaxo.errors import FastaxoError
@@ -598,7 +604,8 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
         try:
             res = (tokenize_chat(convs[a:b], spec=ct.spec, too_large=too)
                    if turns is None  # (turns: no row was too big, so a, b = 0, len)
-                   else tokenize_turns(turns, ct.spec, too, arrays=True, sized=True))
+                   else tokenize_turns(turns, ct.spec, too, arrays=True, sized=True,
+                                       on_rows=on_rows))
         except RowTooLargeError as e:
             raise too_large_error(path, row0 + a + e.row, "the conversation is at least",
                                   e.length, e.max_row_bytes) from None

@@ -31,13 +31,14 @@ from fastaxo._core import arrow
 from fastaxo._core.checks import MAX_ROW_BYTES
 from fastaxo._core.files import check_not_an_input, check_output
 from fastaxo._core.proc import io_counters, reset_peak, status_kib
-from fastaxo._core.progress import Progress, interactive
+from fastaxo._core.progress import interactive
 from fastaxo._core.threads import resolve_num_threads
 from fastaxo.errors import InvalidTypeError
 from fastaxo.hashing import Seen
 from fastaxo.hashing import dedupe as dedupe_rows
 from fastaxo.pipeline.columns import tokenizer_label
 from fastaxo.pipeline.memory import memory_source
+from fastaxo.pipeline.meter import Meter
 from fastaxo.pipeline.options import DEFAULT_PACK_WINDOW, options_of_call
 from fastaxo.pipeline.provenance import provenance
 from fastaxo.pipeline.report import PrepareReport
@@ -262,7 +263,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
             cols = input_columns(schema, path, files[0][0], tokenizing=tok is not None,
                                  text_column=column, has_labels=has_labels, dedupe=o.dedupe,
                                  key_cols=key_cols, chat=chat_mode, has_mask=has_mask)
-            run.read_file(make_reader(cols), path)
+            run.read_file(make_reader(cols), path, fi)
         run.finish()
     except BaseException:
         run.writer.abort()
@@ -277,17 +278,17 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
 
 
 def _progress(files: list[tuple[str, str, str | None]], opened: list[Any], batch_rows: int,
-              ropts: dict[str, Any], progress: bool | None) -> Progress | None:
-    """The progress display (None: off), with the rows of all inputs as its total when every
-    input is Parquet (their footers are read here, once, and kept in ``opened``)."""
+              ropts: dict[str, Any], progress: bool | None) -> Meter | None:
+    """The progress display (None: off), with a total for every input (:class:`Meter`): the
+    Parquet footers are read here, once, and kept in ``opened``."""
     if not (interactive() if progress is None else progress):
         return None
-    total = None
-    if all(f in ("parquet", "memory") for _, f, _ in files):
-        for fi in range(1, len(files)):
-            opened[fi] = _schema_of(*files[fi], batch_rows, ropts)
-        total = sum(o[2] or 0 for o in opened if o is not None)
-    return Progress("fastaxo prepare", total, "rows")
+    rows: list[int | None] = []
+    for fi, (path, fmt, comp) in enumerate(files):
+        if fmt == "parquet" and opened[fi] is None:
+            opened[fi] = _schema_of(path, fmt, comp, batch_rows, ropts)
+        rows.append(opened[fi][2] if fmt in ("parquet", "memory") else None)
+    return Meter(files, rows)
 
 
 def _finish_report(rep: PrepareReport, writer: Writer, tok: Any, t_start: float,
@@ -337,9 +338,11 @@ class _Pass:
         if self.key_cols is not None:
             self.seen = Seen()
 
-    def read_file(self, reader: Any, path: str) -> None:
-        """Every batch of one input file."""
+    def read_file(self, reader: Any, path: str, fi: int = 0) -> None:
+        """Every batch of one input file (the ``fi``-th)."""
         row0 = 0
+        if self.bar is not None:
+            self.bar.start_file(fi)
         try:
             for batch in reader:
                 if self.cancel is not None and self.cancel.is_set():
@@ -347,6 +350,10 @@ class _Pass:
                 if batch.num_rows:
                     self.take(batch, path, row0)
                     row0 += batch.num_rows
+                    if self.bar is not None:
+                        self.bar.batch(batch.num_rows, reader, row0)
+            if self.bar is not None:
+                self.bar.end_file()
         finally:
             st = reader.stats
             self.rep.reader_wait_seconds += st.stall_seconds
@@ -357,10 +364,21 @@ class _Pass:
         """One batch (its first row is row ``row0`` of ``path``): checked, its kept rows added
         to the window; full windows packed."""
         rep, n = self.rep, batch.num_rows
+        on_rows = None
+        if self.bar is not None and self.tok is not None:
+            bar, done = self.bar, [0]
+            bar.stage(f"tokenizing {n:,} rows")
+
+            def on_rows(k: int) -> None:  # (rows of the batch tokenized so far)
+                done[0] += k
+                bar.stage(f"tokenizing {done[0]:,}/{n:,} rows of the batch")
         cb = check_batch(
             batch, path, row0, tok=self.tok, text_column=self.text_column,
             has_labels=self.has_labels, max_length=self.max_length, overflow=self.overflow,
-            has_mask=self.has_mask, bounds=self.bounds is not None, num_threads=self.nt)
+            has_mask=self.has_mask, bounds=self.bounds is not None, num_threads=self.nt,
+            on_rows=on_rows)
+        if self.bar is not None:
+            self.bar.stage("")
         work, lens, too_large = cb.work, cb.lens, cb.too_large
         if cb.bounds:
             assert self.bounds is not None
@@ -381,8 +399,6 @@ class _Pass:
             keep = np.flatnonzero(nonempty)
         if self.key_cols is not None:
             keep = self.dedupe(work, batch, keep)
-        if self.bar is not None:
-            self.bar.update(n)
         piece = Kept(table, keep)  # (no compacted copy: the packer reads the kept rows)
         if piece.rows:
             self.window.append(piece)
@@ -412,6 +428,9 @@ class _Pass:
     def flush(self, pieces: list[Kept]) -> None:
         """Pack one window and write its bins."""
         t0 = time.perf_counter()
+        if self.bar is not None:
+            self.bar.stage(f"packing and writing window {self.rep.windows + 1:,} "
+                           f"({sum(p.rows for p in pieces):,} rows)")
         data = window_data(pieces, ["input_ids"] + (["labels"] if self.has_labels else []),
                            self.strategy)
         w0 = self.writer.seconds
@@ -422,6 +441,7 @@ class _Pass:
         self.rep.pack_seconds += time.perf_counter() - t0 - (self.writer.seconds - w0)
         self.rep.add_pack_stats(st)
         if self.bar is not None:
+            self.bar.stage("")
             self.bar.update(0, f"{self.rep.bins:,} bins")
 
     def finish(self) -> None:

@@ -203,27 +203,27 @@ class CheckedBatch(NamedTuple):
 def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
                 has_labels: bool, max_length: int, overflow: str,
                 has_mask: bool = False, bounds: bool = False,
-                num_threads: int = 1) -> CheckedBatch:
+                num_threads: int = 1, on_rows: Any = None) -> CheckedBatch:
     """The token columns of a batch whose first row is row ``row0`` of ``path``, checked (errors
     name the file and row) and as list<int32>. With ``tok``, ``text_column`` is tokenized
     instead; a row over the tokenizer's max_row_bytes is refused, or with ``overflow="drop"``
     given no tokens and counted. ``has_mask``: the positions the batch's attention_mask marks
     as padding are dropped first (:func:`~fastaxo.pipeline.unpad.strip_padding`), counted.
     ``bounds``: find each token column's smallest and largest value (the standard layout's
-    types are the narrowest that hold them)."""
+    types are the narrowest that hold them). ``on_rows(k)``: told as rows are tokenized."""
     tsec = 0.0
     too_large = 0
     unpadded = None
     if isinstance(tok, ChatTokenizer):
         tt = time.perf_counter()
         ids, labels, too_large = chat_tokenize(tok, batch.column(text_column), text_column, path,
-                                               row0, overflow)
+                                               row0, overflow, on_rows)
         work = {"input_ids": ids, "labels": labels}
         tsec = time.perf_counter() - tt
     elif tok is not None:
         tt = time.perf_counter()
         ids, too_large = tokenize(tok, batch.column(text_column), text_column, path, row0,
-                                  overflow)
+                                  overflow, on_rows)
         work = {"input_ids": ids}
         tsec = time.perf_counter() - tt
     else:

@@ -271,6 +271,13 @@ class BatchReader:
             "decode_rows": self.opts.decode_rows if self.format == "parquet" else None,
         }
 
+    @property
+    def position(self) -> dict[str, Any]:
+        """Where the consumer is, as :meth:`state_dict`'s ``position`` (no digests made):
+        ``file``, ``unit`` (a row group, a batch, a text block's first byte), ``offset``,
+        ``row``, ``done``."""
+        return dict(self._state)
+
     def state_dict(self) -> dict[str, Any]:
         """Where the consumer is: load it into a reader over the same source and options to go
         on after the last batch returned (prefetched batches do not count). A JSON-able dict:
