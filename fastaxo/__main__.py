@@ -386,6 +386,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
             overflow=args.overflow,
             layout=args.layout,
             attention=args.attention,
+            pad_token_id=args.pad_token_id,
             dedupe=not args.no_dedupe,
             dedupe_columns=args.dedupe_columns.split(",") if args.dedupe_columns else None,
             pack_window=args.pack_window,

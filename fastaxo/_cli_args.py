@@ -97,6 +97,9 @@ def _prepare_parser(sub: Any, commands: Commands) -> None:
         help="with --layout axolotl: attention_mask as segment ids 1..k per row (auto, the "
         "default), all ones, or no column; the standard layout has none",
     )
+    p_p.add_argument("--pad-token-id", type=int, metavar="ID",
+                     help="tokenized input padded with ID and no attention_mask: the run of ID "
+                     "that ends a row is dropped (where labels are -100), counted")
     p_p.add_argument("--no-dedupe", action="store_true", help="keep duplicate rows")
     p_p.add_argument("--dedupe-columns", help="comma-separated columns that define a duplicate "
                      "(default: the columns written: input_ids, and labels when present)")

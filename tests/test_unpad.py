@@ -165,3 +165,81 @@ def test_strip_padding_equals_the_reference(shape, cut, large):
     assert got.work["labels"].to_pylist() == want_labs
     assert got.pad_tokens == sum(ms.count(0) for ms in mask[cut:])
     assert got.padded_rows == sum(1 for ms in mask[cut:] if 0 in ms)
+
+
+def _pad_run_reference(ids, labs, pad_id):
+    """Plain Python: drop the trailing run of pad_id (labels -100 there, when given)."""
+    out_ids, out_labs, dropped, rows = [], [], 0, 0
+    for i, row in enumerate(ids):
+        lab = labs[i] if labs is not None else None
+        n = len(row)
+        while n and row[n - 1] == pad_id and (lab is None or lab[n - 1] == -100):
+            n -= 1
+        dropped += len(row) - n
+        rows += n != len(row)
+        out_ids.append(row[:n])
+        out_labs.append(lab[:n] if lab is not None else None)
+    return out_ids, out_labs, dropped, rows
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 3), max_size=12), max_size=12), st.booleans(),
+       st.integers(0, 3), st.booleans())
+def test_strip_pad_run_equals_the_reference(rows, with_labels, pad_id, labels_mark):
+    """Rows of small ids (so runs of the pad id, inside and at the ends, are common), with or
+    without labels (-100 where the reference draws them): the C-free NumPy pass against plain
+    Python, sliced and chunked inputs included."""
+    from fastaxo.pipeline.unpad import strip_pad_run
+
+    labs = None
+    if with_labels:
+        labs = [[-100 if (t == pad_id) == labels_mark or k % 3 == 0 else t
+                 for k, t in enumerate(r)] for r in rows]
+    want_ids, want_labs, dropped, n_rows = _pad_run_reference(rows, labs, pad_id)
+    extra = [[pad_id, 1]]  # a row before the slice: offsets must not start at 0
+    work = {"input_ids": pa.array(extra + rows, I32).slice(1)}
+    if labs is not None:
+        work["labels"] = pa.array(extra + labs, I32).slice(1)
+    got = strip_pad_run(work, pad_id)
+    assert got.work["input_ids"].to_pylist() == want_ids
+    if labs is not None:
+        assert got.work["labels"].to_pylist() == want_labs
+    assert (got.pad_tokens, got.padded_rows) == (dropped, n_rows)
+
+
+def test_a_trailing_pad_id_run_is_dropped_without_a_mask(tmp_path):
+    """The issue's case again, with the pad id instead of the mask (pad id 0, right padding):
+    the output equals the unpadded rows'; with the pad id also the EOS, an EOS the row trains
+    on (label not -100) stays; the CLI flag does the same; a tokenizer refuses the option."""
+    ids, labs, _, bare, bare_labs = _padded(500, 512, seed=4, pad_id=0)
+    pq.write_table(_table(ids, labs), tmp_path / "padded.parquet", row_group_size=128)
+    pq.write_table(_table(bare, bare_labs), tmp_path / "bare.parquet", row_group_size=128)
+    rep = fastaxo.prepare(str(tmp_path / "padded.parquet"), str(tmp_path / "a.parquet"), 2048,
+                          progress=False, pad_token_id=0)
+    fastaxo.prepare(str(tmp_path / "bare.parquet"), str(tmp_path / "b.parquet"), 2048,
+                    progress=False)
+    assert pq.read_table(tmp_path / "a.parquet").equals(pq.read_table(tmp_path / "b.parquet"))
+    pads = sum(len(a) - len(b) for a, b in zip(ids, bare))
+    assert rep.pad_tokens_dropped == pads > 0.3 * sum(map(len, ids))
+    assert "a run of pad id 0 ending a row" in str(rep)
+    # pad id == EOS id (2): a trained EOS (label 2) ends each row before the padding
+    eos_rows = [[5, 6, 2, 2, 2], [7, 2]]
+    eos_labs = [[-100, 6, 2, -100, -100], [7, 2]]
+    pq.write_table(_table(eos_rows, eos_labs), tmp_path / "eos.parquet")
+    rep = fastaxo.prepare(str(tmp_path / "eos.parquet"), str(tmp_path / "e.parquet"), 8,
+                          progress=False, pad_token_id=2, dedupe=False, strategy="nf")
+    assert pq.read_table(tmp_path / "e.parquet").column("input_ids").to_pylist() == [
+        [5, 6, 2, 7, 2]]
+    assert (rep.pad_tokens_dropped, rep.padded_rows) == (2, 1)
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "fastaxo", "prepare", str(tmp_path / "eos.parquet"),
+                        "-o", str(tmp_path / "c.parquet"), "--max-length", "8",
+                        "--pad-token-id", "2", "--no-dedupe", "--strategy", "nf"],
+                       capture_output=True, text=True, cwd="/", timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "2 pad tokens dropped from 1 rows" in r.stdout
+    with pytest.raises(InvalidInputError, match="pad_token_id: it names the padding"):
+        fastaxo.prepare(str(tmp_path / "eos.parquet"), str(tmp_path / "x.parquet"), 8,
+                        tokenizer=str(tmp_path), pad_token_id=2)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from fastaxo._core.checks import MAX_ROW_BYTES, choice, positive_int
+from fastaxo._core.checks import MAX_ROW_BYTES, choice, int_arg, positive_int
 from fastaxo._core.choices import ATTENTION, OVERFLOW_MODES, PREPARE_LAYOUTS, PREPARE_STRATEGIES
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 from fastaxo.pipeline.columns import chat_tokenizer, is_tokenizer_object, text_tokenizer
@@ -50,6 +50,7 @@ class PrepareOptions:
     append_eos: bool
     eos_token: str | None
     max_row_bytes: int
+    pad_token_id: int | None = None
 
     @property
     def chat_asked(self) -> bool:
@@ -87,7 +88,8 @@ class PrepareOptions:
         return {"max_length": self.max_length, "strategy": self.strategy,
                 "overflow": self.overflow, "attention": self.attention, "dedupe": self.dedupe,
                 "dedupe_columns": key_cols if self.dedupe else None,
-                "pack_window": self.pack_window, "layout": self.layout}
+                "pack_window": self.pack_window, "layout": self.layout,
+                "pad_token_id": self.pad_token_id}
 
 
 def check_prepare_options(*, max_length: Any, strategy: Any = "bfd", overflow: Any = "error",
@@ -99,7 +101,8 @@ def check_prepare_options(*, max_length: Any, strategy: Any = "bfd", overflow: A
                           messages_column: str | None = None,
                           chat: Mapping[str, Any] | None = None, add_special_tokens: bool = True,
                           append_eos: bool = False, eos_token: str | None = None,
-                          max_row_bytes: Any = MAX_ROW_BYTES) -> PrepareOptions:
+                          max_row_bytes: Any = MAX_ROW_BYTES,
+                          pad_token_id: Any = None) -> PrepareOptions:
     """The options of :func:`fastaxo.prepare` and of its Ray form, checked (an error names the
     argument, what it expects and what came)."""
     if dedupe_columns is not None:
@@ -124,6 +127,12 @@ def check_prepare_options(*, max_length: Any, strategy: Any = "bfd", overflow: A
             f"{type(tokenizer).__name__}")
     if isinstance(tokenizer, os.PathLike):
         tokenizer = os.fspath(tokenizer)
+    if pad_token_id is not None:
+        pad_token_id = int_arg(pad_token_id, "pad_token_id", lo=-(2**31), hi=2**31 - 1)
+        if tokenizer is not None:
+            raise InvalidInputError(
+                "pad_token_id: it names the padding of tokenized input (input_ids); text and "
+                "chat data are tokenized here, without padding")
     layout = choice(layout, "layout", PREPARE_LAYOUTS)
     attention = _attention(layout, attention)
     if (messages_column is not None or chat is not None) and tokenizer is None:
@@ -137,7 +146,7 @@ def check_prepare_options(*, max_length: Any, strategy: Any = "bfd", overflow: A
         batch_rows=positive_int(batch_rows, "batch_rows"), tokenizer=tokenizer,
         text_column=text_column, messages_column=messages_column, chat=chat,
         add_special_tokens=add_special_tokens, append_eos=append_eos, eos_token=eos_token,
-        max_row_bytes=max_row_bytes)
+        max_row_bytes=max_row_bytes, pad_token_id=pad_token_id)
 
 
 def _attention(layout: str, attention: Any) -> str:

@@ -88,7 +88,8 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
             add_special_tokens: bool = True, append_eos: bool = False,
             eos_token: str | None = None, messages_column: str | None = None,
             chat: Mapping[str, Any] | None = None,
-            max_row_bytes: int = MAX_ROW_BYTES) -> PrepareReport:
+            max_row_bytes: int = MAX_ROW_BYTES,
+            pad_token_id: int | None = None) -> PrepareReport:
     """Dedupe and pack tokenized rows from files into a packed Parquet file, in bounded memory.
 
     Parameters
@@ -101,7 +102,8 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         ``tokenizer``, a text column. Files are read in order, one after another. An
         ``attention_mask`` column marks padding (a run of 0s at a row's start or end, as
         ``padding="max_length"`` leaves): those tokens are dropped, counted
-        (``pad_tokens_dropped``); a 0 between 1s is an error naming the row.
+        (``pad_tokens_dropped``); a 0 between 1s is an error naming the row. Without a
+        mask, ``pad_token_id`` names the padding.
     output : str
         The Parquet file to write. It is written under a temporary name in the same directory,
         flushed to disk (fsync) and renamed at the end: an error or Ctrl-C leaves no file at
@@ -124,6 +126,13 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         tokenizer, in UTF-8 bytes (default 16 MiB; HF's tokenizer needs ~100x a text's size in
         memory). A larger row raises :class:`~fastaxo.errors.RowTooLargeError` naming the file
         and row, or with ``overflow="drop"`` is left out, counted (``rows_too_large``).
+    pad_token_id : int, optional
+        Tokenized input padded with this id (``padding="max_length"`` without an
+        attention_mask): the run of it that ends a row is dropped before anything else,
+        counted (``pad_tokens_dropped``, ``padded_rows``). Where the input has labels, only
+        positions labelled -100 are padding, so a pad id that is also the EOS keeps an EOS
+        the row trains on; without labels such an EOS at a row's end cannot be told from
+        padding and is dropped with it (give the attention_mask instead).
     layout : {"standard", "axolotl"}
         The output's columns. ``"standard"`` (default): ``input_ids``; ``labels`` (the
         input's, or its input_ids), -100 on each sequence's first token, as transformers'
@@ -239,7 +248,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     out_schema = output_schema(o.layout, has_labels, o.attention, options, prov)
     rep = PrepareReport(inputs=[p for p, _, _ in files], output=output, max_length=o.max_length,
                         strategy=o.strategy, overflow=o.overflow, attention=o.attention,
-                        layout=o.layout,
+                        layout=o.layout, pad_token_id=o.pad_token_id,
                         pack_window=o.pack_window, dedupe=o.dedupe,
                         dedupe_columns=key_cols if o.dedupe else None, labels=has_labels,
                         tokenizer=tokenizer_label(o.tokenizer), files=len(files),
@@ -251,7 +260,8 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
                 has_labels=has_labels, key_cols=key_cols if o.dedupe else None,
                 max_length=o.max_length, strategy=o.strategy, overflow=o.overflow,
                 att_mode=ATTENTION_MODES[o.attention], pack_window=o.pack_window, nt=nt, bar=bar,
-                cancel=cancel, has_mask=has_mask, layout=o.layout, schema=out_schema,
+                cancel=cancel, has_mask=has_mask, pad_id=o.pad_token_id, layout=o.layout,
+                schema=out_schema,
                 bounds={} if o.layout == "standard" else None)
 
     # stage 4, the pass: read, tokenize, check, dedupe, pack windows, write
@@ -327,6 +337,7 @@ class _Pass:
     bar: Any
     cancel: Any
     has_mask: bool = False  # the input's attention_mask marks padding to drop
+    pad_id: int | None = None  # a run of it ends a row: padding to drop
     layout: str = "standard"
     schema: pa.Schema | None = None  # the output's, every column int32 until commit
     bounds: Bounds | None = None  # the input's token values so far (the standard layout's)
@@ -376,7 +387,7 @@ class _Pass:
             batch, path, row0, tok=self.tok, text_column=self.text_column,
             has_labels=self.has_labels, max_length=self.max_length, overflow=self.overflow,
             has_mask=self.has_mask, bounds=self.bounds is not None, num_threads=self.nt,
-            on_rows=on_rows)
+            on_rows=on_rows, pad_id=self.pad_id)
         if self.bar is not None:
             self.bar.stage("")
         work, lens, too_large = cb.work, cb.lens, cb.too_large

@@ -31,6 +31,8 @@ class ReportCounts:
     #: the output's layout ("standard" or "axolotl") and its columns' value types
     layout: str = "standard"
     columns: dict[str, str] | None = None
+    #: the pad id whose run ends a row, dropped as padding (None: only an attention_mask's)
+    pad_token_id: int | None = None
 
     #: with a tokenizer: what it did (TextTokenizer.settings: special tokens, EOS, the
     #: truncation/padding stored in tokenizer.json that was not applied, and the encoder:
@@ -77,8 +79,10 @@ class ReportCounts:
         """The input's padding dropped, when there was any."""
         if not self.padded_rows:
             return []
+        how = ("the input's attention_mask" if self.pad_token_id is None else
+               f"the attention_mask, or a run of pad id {self.pad_token_id} ending a row")
         return [f"  input padding      {self.pad_tokens_dropped:,} pad tokens dropped from "
-                f"{self.padded_rows:,} rows (the input's attention_mask)"]
+                f"{self.padded_rows:,} rows ({how})"]
 
     def _columns_lines(self) -> list[str]:
         """The output's layout and its columns' value types."""

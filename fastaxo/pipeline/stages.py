@@ -31,7 +31,7 @@ from fastaxo.pipeline.columns import (
     tokenize,
 )
 from fastaxo.pipeline.provenance import KEY as PROVENANCE
-from fastaxo.pipeline.unpad import MASK, strip_padding
+from fastaxo.pipeline.unpad import MASK, strip_pad_run, strip_padding
 from fastaxo.pipeline.wrapped import IGNORE_INDEX, SEQ_LENGTHS, write_wrapped_window
 
 __all__ = ["ATTENTION_MODES", "ROW_GROUP_TOKENS", "SEQ_LENGTHS", "Bounds", "CheckedBatch", "Kept",
@@ -203,14 +203,17 @@ class CheckedBatch(NamedTuple):
 def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
                 has_labels: bool, max_length: int, overflow: str,
                 has_mask: bool = False, bounds: bool = False,
-                num_threads: int = 1, on_rows: Any = None) -> CheckedBatch:
+                num_threads: int = 1, on_rows: Any = None,
+                pad_id: int | None = None) -> CheckedBatch:
     """The token columns of a batch whose first row is row ``row0`` of ``path``, checked (errors
     name the file and row) and as list<int32>. With ``tok``, ``text_column`` is tokenized
     instead; a row over the tokenizer's max_row_bytes is refused, or with ``overflow="drop"``
     given no tokens and counted. ``has_mask``: the positions the batch's attention_mask marks
     as padding are dropped first (:func:`~fastaxo.pipeline.unpad.strip_padding`), counted.
     ``bounds``: find each token column's smallest and largest value (the standard layout's
-    types are the narrowest that hold them). ``on_rows(k)``: told as rows are tokenized."""
+    types are the narrowest that hold them). ``on_rows(k)``: told as rows are tokenized.
+    ``pad_id``: the run of it that ends a row is padding, dropped and counted
+    (:func:`~fastaxo.pipeline.unpad.strip_pad_run`)."""
     tsec = 0.0
     too_large = 0
     unpadded = None
@@ -241,6 +244,12 @@ def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
         if has_mask:
             unpadded = strip_padding(work, batch.column(MASK), path, row0)
             work = unpadded.work
+        if pad_id is not None:
+            run = strip_pad_run(work, pad_id)
+            work = run.work
+            unpadded = run if unpadded is None else unpadded._replace(
+                work=work, pad_tokens=unpadded.pad_tokens + run.pad_tokens,
+                padded_rows=unpadded.padded_rows + run.padded_rows)
     lens = list_lengths(work["input_ids"])
     if overflow == "error":
         over = np.flatnonzero(lens > max_length)

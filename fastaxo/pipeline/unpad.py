@@ -1,8 +1,10 @@
 """Padding in the input, dropped before packing: rows tokenized with ``padding="max_length"``
 carry pad tokens that packing would otherwise pack as data. The input's ``attention_mask``
 says where they are: zeros at the start of a row (left padding) or at its end (right
-padding). A zero between ones is not padding but a hole, and refused naming the row; nothing
-is dropped silently: the report counts the tokens and the rows."""
+padding). A zero between ones is not padding but a hole, and refused naming the row. Without
+a mask, ``pad_token_id`` names the padding: the run of it that ends a row (right padding),
+where the labels, when the input has them, are -100 (a pad id that is also the EOS keeps a
+trained EOS). Nothing is dropped silently: the report counts the tokens and the rows."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from fastaxo._core import arrow
 from fastaxo.errors import InvalidInputError, InvalidTypeError, NullValueError
 from fastaxo.pipeline.columns import list_lengths, row_where
 
-__all__ = ["MASK", "Unpadded", "strip_padding"]
+__all__ = ["MASK", "Unpadded", "strip_pad_run", "strip_padding"]
 
 MASK = "attention_mask"
 
@@ -98,3 +100,36 @@ def _strip(col: Any, keep: np.ndarray, new_offs: np.ndarray) -> pa.Array:
     if large:
         return pa.LargeListArray.from_arrays(arrow.from_numpy(new_offs), kept)
     return pa.ListArray.from_arrays(arrow.from_numpy(new_offs.astype(np.int32)), kept)
+
+
+def strip_pad_run(work: dict[str, pa.Array], pad_id: int) -> Unpadded:
+    """``work``'s token columns (list<int32>) without the run of ``pad_id`` that ends each
+    row's input_ids: the longest suffix of ``pad_id`` whose labels (when ``work`` has them)
+    are all -100. A row of padding only becomes empty."""
+    ids = work["input_ids"]
+    large = pa.types.is_large_list(ids.type)
+    offs = arrow.offsets_of(ids, large).astype(np.int64)
+    offs = offs - offs[0]
+    (v,) = arrow.spanned_values(ids) or [np.zeros(0, np.int32)]
+    pad = v == pad_id
+    if "labels" in work:
+        (lab,) = arrow.spanned_values(work["labels"]) or [np.zeros(0, np.int32)]
+        pad &= lab == -100
+    if not pad.any():
+        return Unpadded(work, 0, 0)
+    lens = np.diff(offs)
+    # the last position that is not padding at or before each position (-1: none)
+    last_real = np.maximum.accumulate(np.where(pad, -1, np.arange(len(v))))
+    ends = offs[1:] - 1
+    nonempty = lens > 0
+    tail = np.zeros(len(lens), np.int64)
+    lr = np.maximum(last_real[ends[nonempty]], offs[:-1][nonempty] - 1)
+    tail[nonempty] = ends[nonempty] - lr
+    if not tail.any():
+        return Unpadded(work, 0, 0)
+    kept = lens - tail
+    keep = (np.arange(len(v)) - np.repeat(offs[:-1], lens)) < np.repeat(kept, lens)
+    new_offs = np.zeros(len(kept) + 1, np.int64)
+    np.cumsum(kept, out=new_offs[1:])
+    out = {name: _strip(col, keep, new_offs) for name, col in work.items()}
+    return Unpadded(out, int(tail.sum()), int(np.count_nonzero(tail)))

@@ -209,7 +209,8 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
             address: str | None = None, add_special_tokens: bool = True,
             append_eos: bool = False, eos_token: str | None = None,
             max_row_bytes: int = MAX_ROW_BYTES, messages_column: str | None = None,
-            chat: Mapping[str, Any] | None = None, batch_rows: int = 8192) -> RayPrepareReport:
+            chat: Mapping[str, Any] | None = None, batch_rows: int = 8192,
+            pad_token_id: int | None = None) -> RayPrepareReport:
     """Dedupe and pack tokenized rows on a Ray cluster: ``fastaxo prepare`` across machines.
 
     Parameters
@@ -224,7 +225,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
         node can write (a shared file system).
     max_length, strategy, overflow, layout, attention, dedupe, dedupe_columns, pack_window, \
 tokenizer, text_column, format, add_special_tokens, append_eos, eos_token, max_row_bytes, \
-messages_column, chat
+messages_column, chat, pad_token_id
         As for :func:`fastaxo.prepare` (chat data too: the same input_ids and labels; a
         ``chat_template`` given travels to the workers as the text the driver resolved);
         ``pack_window`` kept rows are packed together (a window is a shard, and the unit of
@@ -302,13 +303,14 @@ messages_column, chat
               None if text is None else text.encoder,
               MAX_ROW_BYTES if text is None else text.max_row_bytes,
               chat_options(tok) if chat_mode else None, o.batch_rows, has_mask,
-              json.dumps(prov), o.layout)
+              json.dumps(prov), o.layout, pad_token_id=o.pad_token_id)
     os.makedirs(output, exist_ok=True)
     stage["plan"] = time.perf_counter() - t
 
     rep = RayPrepareReport(inputs=names, output=output, max_length=o.max_length,
                            strategy=o.strategy, overflow=o.overflow, attention=o.attention,
-                           layout=o.layout, pack_window=o.pack_window, dedupe=o.dedupe,
+                           layout=o.layout, pad_token_id=o.pad_token_id,
+                           pack_window=o.pack_window, dedupe=o.dedupe,
                            dedupe_columns=key_cols if o.dedupe else None, labels=has_labels,
                            tokenizer=tok_dir,
                            tokenizer_settings=None if tok is None else tok.settings(),

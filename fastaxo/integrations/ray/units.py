@@ -160,6 +160,8 @@ class Cfg:
     layout: str = "standard"
     #: json of the output's final value types ({column: type name}), known after the scan
     types: str = ""
+    #: a run of it ending a row is padding, dropped (prepare's pad_token_id)
+    pad_token_id: int | None = None
 
 
 def read_columns(cfg: Cfg) -> list[str]:
@@ -263,7 +265,7 @@ def checked_unit(u: Unit, cfg: Cfg, bounds: bool = False) -> CheckedUnit:
                                  text_column=cfg.text_column, has_labels=cfg.has_labels,
                                  max_length=cfg.max_length, overflow=cfg.overflow,
                                  has_mask=cfg.has_mask, bounds=bounds,
-                                 num_threads=cfg.threads))
+                                 num_threads=cfg.threads, pad_id=cfg.pad_token_id))
     counts: dict[str, Any] = {}
     for name, n_ in (("rows_too_large", sum(p.too_large for p in parts)),
                      ("pad_tokens_dropped", sum(p.pad_tokens for p in parts)),
