@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
@@ -71,3 +72,13 @@ def release_freed_memory() -> None:
     """Return freed heap memory to the OS (glibc malloc_trim), so a peak measured from the
     current RSS is not hidden by memory freed earlier and reused without raising RSS."""
     malloc_trim()
+
+
+def rows_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of a bench over input sizes: --rows, --max-length, --reps, --json."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--rows", default="20000,200000", help="input rows, comma-separated")
+    ap.add_argument("--max-length", type=int, default=4096)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--json", default=None, help="append one JSON record per cell")
+    return ap

@@ -29,7 +29,7 @@ import tempfile
 
 import _common as mem
 import pyarrow.parquet as pq
-from _common import JsonRecorder, fmt_table, machine, median
+from _common import JsonRecorder, fmt_table, machine, median, rows_parser
 
 import fastaxo
 from fastaxo._bench.demo import tokenized_table
@@ -63,11 +63,7 @@ def run_prepare(data: str, out: str, max_length: int, rj: str) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", default="20000,200000", help="input rows, comma-separated")
-    ap.add_argument("--max-length", type=int, default=4096)
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--json", default=None, help="append one JSON record per cell")
+    ap = rows_parser(__doc__)
     ap.add_argument("--child", nargs=5, metavar=("DATA", "PACKED", "LAYOUT", "OUT", "LEN"),
                     help=argparse.SUPPRESS)
     args = ap.parse_args()

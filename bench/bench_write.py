@@ -17,7 +17,6 @@ with pyarrow and compared to the table; the run says so.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -25,7 +24,7 @@ import tempfile
 import _common as mem
 import pyarrow as pa
 import pyarrow.parquet as pq
-from _common import JsonRecorder, fmt_table, interleaved, machine, median
+from _common import JsonRecorder, fmt_table, interleaved, machine, median, rows_parser
 
 import fastaxo
 from fastaxo._bench.demo import tokenized_table
@@ -48,11 +47,7 @@ def row_groups(table: pa.Table, max_length: int) -> list[list[pa.Array]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", default="20000,200000", help="input rows, comma-separated")
-    ap.add_argument("--max-length", type=int, default=4096)
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--json", default=None, help="append one JSON record per cell")
+    ap = rows_parser(__doc__)
     args = ap.parse_args()
     rec = JsonRecorder(args.json)
     threads = resolve_num_threads(None)

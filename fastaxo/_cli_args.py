@@ -40,6 +40,29 @@ def build_parser(argv: list[str], commands: Commands) -> argparse.ArgumentParser
     return parser
 
 
+def _layout_arguments(p_p: Any) -> None:
+    """prepare's output layout, and the input padding named by a pad id."""
+    p_p.add_argument(
+        "--layout",
+        choices=PREPARE_LAYOUTS,
+        default="standard",
+        help="the output's columns: standard (default: input_ids, labels with -100 on each "
+        "sequence's first token, position_ids restarting per sequence, seq_lengths; the "
+        "narrowest integer types; a stock transformers model trains on it) or axolotl "
+        "(Axolotl's: segment ids 1..k in attention_mask, int32)",
+    )
+    p_p.add_argument(
+        "--attention",
+        choices=(*ATTENTION, "none", "auto"),
+        default="auto",
+        help="with --layout axolotl: attention_mask as segment ids 1..k per row (auto, the "
+        "default), all ones, or no column; the standard layout has none",
+    )
+    p_p.add_argument("--pad-token-id", type=int, metavar="ID",
+                     help="tokenized input padded with ID and no attention_mask: the run of ID "
+                     "that ends a row is dropped (where labels are -100), counted")
+
+
 def _prepare_parser(sub: Any, commands: Commands) -> None:
     """fastaxo prepare."""
     p_p = sub.add_parser(
@@ -81,25 +104,7 @@ def _prepare_parser(sub: Any, commands: Commands) -> None:
         help="rows longer than --max-length: error (default; names file and row), truncate, split, "
         "drop",
     )
-    p_p.add_argument(
-        "--layout",
-        choices=PREPARE_LAYOUTS,
-        default="standard",
-        help="the output's columns: standard (default: input_ids, labels with -100 on each "
-        "sequence's first token, position_ids restarting per sequence, seq_lengths; the "
-        "narrowest integer types; a stock transformers model trains on it) or axolotl "
-        "(Axolotl's: segment ids 1..k in attention_mask, int32)",
-    )
-    p_p.add_argument(
-        "--attention",
-        choices=(*ATTENTION, "none", "auto"),
-        default="auto",
-        help="with --layout axolotl: attention_mask as segment ids 1..k per row (auto, the "
-        "default), all ones, or no column; the standard layout has none",
-    )
-    p_p.add_argument("--pad-token-id", type=int, metavar="ID",
-                     help="tokenized input padded with ID and no attention_mask: the run of ID "
-                     "that ends a row is dropped (where labels are -100), counted")
+    _layout_arguments(p_p)
     p_p.add_argument("--no-dedupe", action="store_true", help="keep duplicate rows")
     p_p.add_argument("--dedupe-columns", help="comma-separated columns that define a duplicate "
                      "(default: the columns written: input_ids, and labels when present)")

@@ -34,7 +34,8 @@ EXT = _backend.ext
 # everything.
 QUICK_LEAVES_OUT_FILES = ("test_axolotl.py", "test_axolotl_inprocess.py", "test_axolotl_text.py",
                           "test_chat_axolotl.py", "test_collator.py", "test_ray.py",
-                          "test_transformers.py", "test_train_recipes.py")
+                          "test_stock_trainer.py", "test_transformers.py",
+                          "test_train_recipes.py")
 COMPAT_LEAVES_OUT_FILES = QUICK_LEAVES_OUT_FILES + (
     # the same on any Python: the repository's own gates, benchmarks' CLIs, docs, the C build
     # with a second compiler, the generated tables and the chat engine's pure-Python proofs

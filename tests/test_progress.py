@@ -4,6 +4,7 @@ seconds otherwise, with or without tqdm); prepare() shows it in interactive sess
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -171,7 +172,8 @@ def test_jsonl_progress_has_a_total_in_bytes_and_names_tokenization(tmp_path, mo
     rng = np.random.default_rng(0)
     with open(tmp_path / "a.jsonl", "w") as fh:
         for _ in range(30_000):
-            fh.write('{"input_ids": %s}\n' % rng.integers(0, 999, int(rng.integers(1, 60))).tolist())
+            ids = rng.integers(0, 999, int(rng.integers(1, 60))).tolist()
+            fh.write(json.dumps({"input_ids": ids}) + "\n")
     (tmp_path / "b.jsonl").write_text('{"input_ids": [1, 2]}\n' * 10)
     size = os.path.getsize(tmp_path / "a.jsonl") + os.path.getsize(tmp_path / "b.jsonl")
     fastaxo.prepare([str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")],
@@ -189,7 +191,7 @@ def test_jsonl_progress_has_a_total_in_bytes_and_names_tokenization(tmp_path, mo
     tok.save(str(tmp_path / "tok" / "tokenizer.json"))
     with open(tmp_path / "t.jsonl", "w") as fh:
         for i in range(5000):
-            fh.write('{"text": "%s"}\n' % " ".join("ab"[(i >> k) & 1] for k in range(12)))
+            fh.write(json.dumps({"text": " ".join("ab"[(i >> k) & 1] for k in range(12))}) + "\n")
     fastaxo.prepare(str(tmp_path / "t.jsonl"), str(tmp_path / "t.parquet"), 64, progress=True,
                     tokenizer=str(tmp_path / "tok"), batch_rows=2048)
     stages = shown[-1].stages

@@ -323,11 +323,7 @@ messages_column, chat, pad_token_id
         stage["scan"] = time.perf_counter() - t
         t = time.perf_counter()
         per_unit, bounds = _count(rep, scan_refs, tok, len(units))
-        # the output's value types, from every unit's values: each shard is written with them
-        types = output_types(o.layout, o.max_length, has_labels, bounds)
-        rep.columns = {f.name: str(f.type.value_type) for f in retyped(
-            output_schema(o.layout, has_labels, o.attention, options), types)}
-        cfg = dataclasses.replace(cfg, types=json.dumps({k: str(v) for k, v in types.items()}))
+        cfg = _typed(rep, cfg, o, has_labels, bounds)
         stage["count"] = time.perf_counter() - t
         t = time.perf_counter()
         buckets, counts, bucket_of_unit = _dedupe(  # ---- 3. dedupe
@@ -431,6 +427,16 @@ def _scan(units: list[Unit], refs: list[Any] | None, cfg: Cfg, task_opts: dict[s
                                    zero_copy_batch=True, fn_kwargs=scan_kwargs,
                                    **task_opts).materialize()
     return scanned.to_arrow_refs()
+
+
+def _typed(rep: RayPrepareReport, cfg: Cfg, o: Any, has_labels: bool, bounds: Bounds) -> Cfg:
+    """``cfg`` with the output's value types, decided from every unit's values (each shard is
+    written with them, so all agree), and the report's columns."""
+    types = output_types(o.layout, o.max_length, has_labels, bounds)
+    options = json.loads(cfg.schema_options)
+    rep.columns = {f.name: str(f.type.value_type) for f in retyped(
+        output_schema(o.layout, has_labels, o.attention, options), types)}
+    return dataclasses.replace(cfg, types=json.dumps({k: str(v) for k, v in types.items()}))
 
 
 def _count(rep: RayPrepareReport, scan_refs: list[Any], tok: Any, n_units: int
