@@ -267,6 +267,28 @@ def test_dataset_input_and_no_dedupe(cluster, tmp_path):
         assert (rep.duplicates > 0) == dedupe
 
 
+def test_a_pad_id_run_is_dropped_on_ray_as_on_one_machine(cluster, tmp_path):
+    """pad_token_id on Ray: the workers drop each row's trailing run of the pad id (labels
+    -100 there) as one machine does; the files and the counts are equal."""
+    rng = np.random.default_rng(11)
+    ids, labs = [], []
+    for i in range(900):
+        n = int(rng.integers(1, 60))
+        row = rng.integers(1, 900, n).tolist()
+        pad = 0 if i % 7 == 0 else 64 - n
+        ids.append(row + [0] * pad)
+        labs.append([t if k % 2 else -100 for k, t in enumerate(row)] + [-100] * pad)
+    src = _write_parquet(tmp_path / "padded.parquet", ids, labs, 200)
+    single = fastaxo.prepare(src, str(tmp_path / "single.parquet"), SEQ, pack_window=400,
+                             pad_token_id=0, progress=False)
+    rep = fxray.prepare(src, str(tmp_path / "out"), SEQ, pack_window=400, unit_rows=200,
+                        pad_token_id=0, address=cluster["address"])
+    _same_as_single(tmp_path / "out", tmp_path / "single.parquet")
+    assert (rep.pad_tokens_dropped, rep.padded_rows) == (single.pad_tokens_dropped,
+                                                         single.padded_rows)
+    assert single.pad_tokens_dropped == sum(len(r) for r in ids) - single.tokens_in > 0
+
+
 def test_raw_text_with_a_local_tokenizer(cluster, tmp_path):
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
