@@ -29,12 +29,14 @@ from fastaxo.pipeline.messages import (
     rename_message_fields,
 )
 
-__all__ = ["ChatTokenizer", "TextTokenizer", "chat_tokenize", "chat_tokenizer", "compact",
-           "describe_encoder",
+__all__ = ["IGNORE_INDEX", "SEQ_LENGTHS", "ChatTokenizer", "TextTokenizer", "chat_tokenize",
+           "chat_tokenizer", "compact", "describe_encoder",
            "list_lengths", "load_tokenizer", "row_where",
            "text_tokenizer", "token_column", "tokenize", "too_large_error"]
 
 _I32 = pa.int32()
+IGNORE_INDEX = -100  # a label no loss is taken on (transformers' and Axolotl's)
+SEQ_LENGTHS = "seq_lengths"  # the standard layout's sequence lengths per row (TRL's name)
 
 
 def row_where(path: str, row: int) -> str:

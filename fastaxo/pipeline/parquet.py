@@ -32,7 +32,7 @@ from fastaxo._core.threads import forked_child
 from fastaxo._reference import parquet as reference
 from fastaxo._version import __version__
 
-__all__ = ["ListTableWriter"]
+__all__ = ["ListTableWriter", "int_holds"]
 
 MAGIC = b"PAR1"
 PAGE_VALUE_BYTES = 1 << 20  # pyarrow's default data page size
@@ -106,6 +106,11 @@ def _struct(fields: list[tuple[int, int, Any]]) -> bytes:
     return bytes(out)
 
 
+def int_holds(bits: int, lo: int, hi: int) -> bool:
+    """Whether a signed integer of ``bits`` bits holds every value in [lo, hi]."""
+    return -(1 << (bits - 1)) <= lo and hi < (1 << (bits - 1))
+
+
 class _Column:
     """One list column's place in the Parquet schema."""
 
@@ -134,9 +139,7 @@ class _Column:
 
     def holds(self, lo: int | None, hi: int | None) -> bool:
         """Whether this column's type holds every value in [lo, hi] (None: no value)."""
-        if lo is None or hi is None:
-            return True
-        return -(1 << (self.bits - 1)) <= lo and hi < (1 << (self.bits - 1))
+        return lo is None or hi is None or int_holds(self.bits, lo, hi)
 
 
 def _list_chunks(column: pa.Array | pa.ChunkedArray, name: str) -> list[pa.ListArray]:
@@ -291,12 +294,6 @@ class ListTableWriter:
             (5, _I64, first), (6, _I64, self._pos - first), (7, _I16, len(self._row_groups)),
         ]))
         self._rows += rows
-
-    @property
-    def bounds(self) -> dict[str, tuple[int | None, int | None]]:
-        """Per column, the smallest and the largest value written so far (None, None before
-        the first)."""
-        return {c.name: (b[0], b[1]) for c, b in zip(self._cols, self._bounds)}
 
     def _final_columns(self, schema: pa.Schema | None) -> list[_Column]:
         """The columns the footer describes: ``schema``'s (same names, same Parquet types:

@@ -388,7 +388,7 @@ class _Pass:
             has_labels=self.has_labels, max_length=self.max_length, overflow=self.overflow,
             has_mask=self.has_mask, bounds=self.bounds is not None, num_threads=self.nt,
             on_rows=on_rows, pad_id=self.pad_id)
-        if self.bar is not None:
+        if on_rows is not None:  # (the tokenizing stage is over)
             self.bar.stage("")
         work, lens, too_large = cb.work, cb.lens, cb.too_large
         if cb.bounds:

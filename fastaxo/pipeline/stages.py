@@ -22,6 +22,8 @@ from fastaxo.errors import (
 from fastaxo.packing import iter_pack
 from fastaxo.packing.rows import ATTENTION
 from fastaxo.pipeline.columns import (
+    IGNORE_INDEX,
+    SEQ_LENGTHS,
     ChatTokenizer,
     chat_tokenize,
     compact,
@@ -30,11 +32,13 @@ from fastaxo.pipeline.columns import (
     token_column,
     tokenize,
 )
+from fastaxo.pipeline.parquet import int_holds
 from fastaxo.pipeline.provenance import KEY as PROVENANCE
 from fastaxo.pipeline.unpad import MASK, strip_pad_run, strip_padding
-from fastaxo.pipeline.wrapped import IGNORE_INDEX, SEQ_LENGTHS, write_wrapped_window
+from fastaxo.pipeline.wrapped import write_wrapped_window
 
-__all__ = ["ATTENTION_MODES", "ROW_GROUP_TOKENS", "SEQ_LENGTHS", "Bounds", "CheckedBatch", "Kept",
+__all__ = ["ATTENTION_MODES", "ROW_GROUP_TOKENS", "STANDARD_COLUMNS", "Bounds", "CheckedBatch",
+           "Kept",
            "add_bounds", "check_batch", "column_bounds", "first_columns", "input_columns",
            "narrowest", "output_schema", "output_types", "retyped", "split_kept", "window_data",
            "write_packed_window"]
@@ -43,6 +47,8 @@ ROW_GROUP_TOKENS = 1 << 22  # bins per output row group: ~4M tokens (16 MiB per 
 _I32 = pa.int32()
 
 ATTENTION_MODES: dict[str, str | None] = {**{a: a for a in ATTENTION}, "none": None}
+#: the standard layout's columns, in order
+STANDARD_COLUMNS = ("input_ids", "labels", "position_ids", SEQ_LENGTHS)
 
 # What a SequenceTooLongError from prepare tells the caller to do.
 FIX_PREPARE = ("Pass --overflow truncate, split or drop (overflow= in prepare()) to handle such "
@@ -54,8 +60,8 @@ def narrowest(lo: int | None, hi: int | None) -> pa.DataType:
     there is no value: nothing narrower is proven)."""
     if lo is None or hi is None:
         return _I32
-    for t, bits in ((pa.int8(), 8), (pa.int16(), 16)):
-        if -(1 << (bits - 1)) <= lo and hi < (1 << (bits - 1)):
+    for t in (pa.int8(), pa.int16()):
+        if int_holds(t.bit_width, lo, hi):
             return t
     return _I32
 
@@ -113,7 +119,7 @@ def output_schema(layout: str, has_labels: bool, attention: str, options: dict[s
     (the final types: :func:`output_types`) says narrower: a file is written as int32 and
     its types are set when it is closed."""
     if layout == "standard":
-        names = ["input_ids", "labels", "position_ids", SEQ_LENGTHS]
+        names = list(STANDARD_COLUMNS)
     else:
         names = ["input_ids"] + (["labels"] if has_labels else []) + ["position_ids"]
         if ATTENTION_MODES[attention] is not None:

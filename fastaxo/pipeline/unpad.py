@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from fastaxo._core import arrow
 from fastaxo.errors import InvalidInputError, InvalidTypeError, NullValueError
-from fastaxo.pipeline.columns import list_lengths, row_where
+from fastaxo.pipeline.columns import IGNORE_INDEX, list_lengths, row_where
 
 __all__ = ["MASK", "Unpadded", "strip_pad_run", "strip_padding"]
 
@@ -114,7 +114,7 @@ def strip_pad_run(work: dict[str, pa.Array], pad_id: int) -> Unpadded:
     pad = v == pad_id
     if "labels" in work:
         (lab,) = arrow.spanned_values(work["labels"]) or [np.zeros(0, np.int32)]
-        pad &= lab == -100
+        pad &= lab == IGNORE_INDEX
     if not pad.any():
         return Unpadded(work, 0, 0)
     lens = np.diff(offs)

@@ -13,12 +13,9 @@ import pyarrow as pa
 
 from fastaxo._core import arrow
 from fastaxo.packing.bins import PackStats
-from fastaxo.pipeline.columns import list_lengths
+from fastaxo.pipeline.columns import IGNORE_INDEX, SEQ_LENGTHS, list_lengths
 
-__all__ = ["IGNORE_INDEX", "SEQ_LENGTHS", "write_wrapped_window"]
-
-SEQ_LENGTHS = "seq_lengths"  # the standard layout's sequence lengths per row (TRL's name)
-IGNORE_INDEX = -100  # a label no loss is taken on (transformers' and Axolotl's)
+__all__ = ["write_wrapped_window"]
 
 
 def _values(col: pa.Array | pa.ChunkedArray) -> np.ndarray:

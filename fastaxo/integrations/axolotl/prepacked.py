@@ -23,13 +23,10 @@ from fastaxo.integrations.transformers.collator import (
     PackedCollator,
     layout_for,
 )
+from fastaxo.pipeline.stages import STANDARD_COLUMNS
 
-__all__ = ["STANDARD_COLUMNS", "AxolotlPackedCollator", "attn_implementation", "check_prepacked",
+__all__ = ["AxolotlPackedCollator", "attn_implementation", "check_prepacked",
            "collator_for_prepacked", "is_prepacked", "make_is_tokenized", "prepacked_paths"]
-
-#: the columns of prepare's standard layout (the axolotl layout has attention_mask instead of
-#: seq_lengths, which Axolotl's own check already takes)
-STANDARD_COLUMNS = ("input_ids", "labels", "position_ids", "seq_lengths")
 
 #: the schema metadata key fastaxo prepare writes
 METADATA_KEY = b"fastaxo.prepare"
@@ -112,6 +109,7 @@ def make_is_tokenized(original: Any) -> Any:
             return True
         import datasets
 
+        # (the axolotl layout has attention_mask instead of seq_lengths: Axolotl's own check)
         return (isinstance(dataset, datasets.Dataset)
                 and all(c in dataset.features for c in STANDARD_COLUMNS))
 
