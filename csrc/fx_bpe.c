@@ -231,14 +231,14 @@ void fx_bpe_free(fx_bpe *m)
     free(m);
 }
 
-int fx_bpe_set_scan(fx_bpe *m, int level)
+int fx_bpe_set_probe(fx_bpe *m, int level)
 {
-    level = fx_bpe_scan_built(level);
+    level = fx_bpe_probe_built(level);
 #if FX_GNUC && (defined(__x86_64__) || defined(__i386__))
-    if (level == FX_BPE_SCAN_AVX2 && !__builtin_cpu_supports("avx2"))
-        level = fx_bpe_scan_built(FX_BPE_SCAN_SSE2);
+    if (level == FX_BPE_PROBE_AVX2 && !__builtin_cpu_supports("avx2"))
+        level = FX_BPE_PROBE_PLAIN;
 #endif
-    m->scan = level;
+    m->probe = level;
     return level;
 }
 
@@ -275,7 +275,7 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
     m->ignore_merges = sp->ignore_merges != 0;
     m->nfc = sp->nfc != 0;
     m->bos_id = sp->bos_id;
-    fx_bpe_set_scan(m, FX_BPE_SCAN_AVX2);
+    fx_bpe_set_probe(m, FX_BPE_PROBE_AVX2);
     for (size_t i = 0; i < nv; i++) {
         if (sp->tok_off[i + 1] < sp->tok_off[i]) {
             *what = "vocabulary offsets decrease";
@@ -549,12 +549,15 @@ static int64_t cached_short(const fx_bpe *m, fx_bpe_cache *c, const uint8_t *p, 
         hit = word_way((cache_slot *)t->slots + fx_alt_index(h, t->bits), n, k, dst);
     if (hit >= 0)
         return hit;
-    const long_slot *ls = fx_long_hit(c, p, n, h);
+    size_t bit = fx_short_long_bit(h);
+    const uint64_t word = c->short_long[bit >> 6], mask = UINT64_C(1) << (bit & 63);
+    const long_slot *ls = word & mask ? fx_long_hit(c, p, n, h) : NULL;
     if (ls)
         return fx_long_copy(ls, dst);
     c->merged++;
     int64_t got = merge_piece(m, p, n, dst);
     if (got > CACHE_IDS) {
+        c->short_long[bit >> 6] |= mask;
         fx_long_put(c, p, n, h, dst, got);
     } else if (got > 0) {
         fx_cache_put(c, k, n, h, dst, got);

@@ -83,14 +83,14 @@ void fx_bpe_free(fx_bpe *m);
 /* n_vocab of the spec the model was built from. */
 int32_t fx_bpe_vocab_size(const fx_bpe *m);
 
-/* How merging scans a short piece's ranks: the plain scan (any C compiler; what builds without
- * SSE2 run, ARM's among them), SSE2 (x86-64) or AVX2 (where the processor has it).
- * fx_bpe_new takes the best the build and the processor have. */
-enum { FX_BPE_SCAN_PLAIN = 0, FX_BPE_SCAN_SSE2 = 1, FX_BPE_SCAN_AVX2 = 2 };
+/* How merging looks up a pair's rank: slot by slot (any C compiler; what builds for other
+ * processors run, ARM's among them) or a bucket of slots at once with AVX2 (where the
+ * processor has it). fx_bpe_new takes the best the build and the processor have. */
+enum { FX_BPE_PROBE_PLAIN = 0, FX_BPE_PROBE_AVX2 = 1 };
 
-/* A test hook: scan with `level` (FX_BPE_SCAN_*), or the best below it that the build and the
- * processor have. Returns the level in effect. Not while encoding. */
-int fx_bpe_set_scan(fx_bpe *m, int level);
+/* A test hook: look up with `level` (FX_BPE_PROBE_*), or the best below it that the build and
+ * the processor have. Returns the level in effect. Not while encoding. */
+int fx_bpe_set_probe(fx_bpe *m, int level);
 
 /* A word cache, and the scratch the NFC step needs: one per thread (two threads never share
  * one). NULL from fx_bpe_cache_new when out of memory. It begins at 5 MB and grows once to

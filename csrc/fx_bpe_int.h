@@ -83,7 +83,7 @@ struct fx_bpe {
     uint8_t *added_flags;
     trie added, added_norm; /* the added tokens matched on the raw text; on normalized text */
     int32_t pretok, ignore_merges, nfc, bos_id;
-    int scan; /* FX_BPE_SCAN_*: how fx_bpe_merge.c scans ranks (fx_bpe_set_scan) */
+    int probe; /* FX_BPE_PROBE_*: how fx_bpe_merge.c looks up ranks (fx_bpe_set_probe) */
     /* the sizes of the tables fx_big_calloc made (fx_mem.h: huge pages; freed by size) */
     size_t vocab_bytes, merges_bytes, direct_bytes, direct8_bytes;
 };
@@ -95,10 +95,15 @@ static inline uint64_t merge_key(int32_t a, int32_t b)
 }
 
 /* The first slot to probe for key k (merge_key): Fibonacci hashing (the key's bits are
- * spread by one multiply; its top bits index), one multiply where mix64 takes two. */
+ * spread by one multiply; its top bits index), one multiply where mix64 takes two. The home
+ * is the first slot of a bucket of MERGE_BUCKET slots, 64 bytes (a cache line: fx_big_calloc
+ * aligns the table to one): linear probing from there keeps a key in its home bucket unless
+ * that bucket is full, so a lookup can compare the bucket's slots at once (fx_bpe_merge.c)
+ * and stop at a bucket with an empty slot. */
+#define MERGE_BUCKET 8
 static inline size_t merge_home(const fx_bpe *m, uint64_t k)
 {
-    return (size_t)((k * 0x9e3779b97f4a7c15ull) >> m->merge_shift);
+    return (size_t)((k * 0x9e3779b97f4a7c15ull) >> m->merge_shift) & ~(size_t)(MERGE_BUCKET - 1);
 }
 
 /* The rank of the merge whose key is k (merge_key), or INT32_MAX when there is none. */
@@ -122,9 +127,9 @@ static inline int32_t merge_rank(const fx_bpe *m, int32_t a, int32_t b)
 /* Pieces up to this many bytes merge by a scan of their pairs, longer ones through a heap. */
 #define SHORT_PIECE 64
 
-/* The best scan (FX_BPE_SCAN_*) at most `level` that this build has (fx_bpe_merge.c); the
+/* The best lookup (FX_BPE_PROBE_*) at most `level` that this build has (fx_bpe_merge.c); the
  * processor's AVX2 is the caller's to check. */
-int fx_bpe_scan_built(int level);
+int fx_bpe_probe_built(int level);
 
 /* The BPE of the bytes p[0..n) (n >= 1) into out (room for n ids; ids: room for n, scratch):
  * FX_OK with the count in *n_out, or FX_ENOMEM. */
@@ -193,8 +198,15 @@ static inline int64_t fx_long_copy(const long_slot *s, int32_t *dst)
     return s->nids;
 }
 
+/* A bit per class of hashes (SHORT_LONG_BITS of a piece's hash): set when a short piece of
+ * that class went to the long table (more than CACHE_IDS ids: a few percent of pieces). A
+ * short piece the word table misses reads the long table only when its bit is set: the
+ * table's slots, past the core's caches, are otherwise a second miss for every new piece. */
+#define SHORT_LONG_BITS 16
+
 struct fx_bpe_cache {
     fx_ctab words, longs; /* cache_slot and long_slot */
+    uint64_t short_long[((size_t)1 << SHORT_LONG_BITS) / 64];
     uint64_t merged; /* pieces merged because neither table held them (a test hook's count) */
     uint8_t *norm; /* NFC scratch: the normalized segment and its source offsets */
     int64_t *norm_src;
@@ -231,6 +243,13 @@ static inline int fx_spilled(const fx_ctab *t, size_t i)
 static inline void fx_spill(fx_ctab *t, size_t i)
 {
     t->spilled[i >> 4] |= (uint8_t)(1u << ((i >> 1) & 7));
+}
+
+/* The short_long bit of a hash: bits below the ones that pick sets, so that the pieces of a
+ * set spread over the bits. */
+static inline size_t fx_short_long_bit(uint64_t h)
+{
+    return (size_t)(h >> 8) & (((size_t)1 << SHORT_LONG_BITS) - 1);
 }
 
 /* The two-way set of the word cache for a piece of hash h. */

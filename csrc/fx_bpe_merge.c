@@ -6,90 +6,78 @@
 #include "fx_bpe_int.h"
 #include "fx_compat.h"
 
-/* The index of the first lowest of rank[0..n4) (n4 a multiple of 4, at least 4), and that
- * rank in *low. SSE2 (part of x86-64 itself) compares four ranks at a time: the minimum, then
- * the first lane equal to it; first_lowest_plain (below) is a scan with conditional moves. */
-#if !defined(FX_BPE_NO_SSE2) && FX_HAVE_CTZ64 && (defined(__SSE2__) || defined(_M_X64))
-#include <emmintrin.h>
-
-static inline __m128i min4(__m128i a, __m128i b)
-{
-    __m128i gt = _mm_cmpgt_epi32(a, b); /* (SSE2 has no pminsd) */
-    return _mm_or_si128(_mm_and_si128(gt, b), _mm_andnot_si128(gt, a));
-}
-
-static inline size_t first_lowest(const int32_t *rank, size_t n4, int32_t *low)
-{
-    __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)rank);
-    for (size_t i = 4; i < n4; i += 4)
-        lo = min4(lo, _mm_loadu_si128((const __m128i *)(const void *)(rank + i)));
-    lo = min4(lo, _mm_shuffle_epi32(lo, _MM_SHUFFLE(1, 0, 3, 2)));
-    lo = min4(lo, _mm_shuffle_epi32(lo, _MM_SHUFFLE(2, 3, 0, 1)));
-    *low = _mm_cvtsi128_si32(lo);
-    for (size_t i = 0;; i += 4) { /* found by i == n4 - 4 at the latest */
-        __m128i eq = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(rank + i)),
-                                     lo);
-        unsigned mask = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(eq));
-        if (mask)
-            return i + FX_CTZ64(mask);
-    }
-}
-/* The same with AVX2, eight ranks at a time (n8 a multiple of 8), where the processor has it
- * (fx_bpe_new asks: m->scan): gcc and clang compile it for AVX2 alone. */
-#if FX_GNUC && (defined(__x86_64__) || defined(__i386__)) && !defined(FX_BPE_NO_AVX2)
+/* The rank lookup with AVX2 (fx_bpe_new picks it where the processor has it: m->probe): the
+ * eight slots of a key's home bucket (one cache line) compared at once, and the rank chosen
+ * without a branch on whether the pair merges (the data's to say, so a branch on it is often
+ * mispredicted). Only a full bucket sends the lookup on to the next. gcc and clang compile it
+ * for AVX2 alone. */
+#if FX_GNUC && FX_HAVE_CTZ64 && (defined(__x86_64__) || defined(__i386__)) && \
+    !defined(FX_BPE_NO_AVX2)
 #define FX_BPE_AVX2 1
 #include <immintrin.h>
 
-__attribute__((target("avx2"))) static inline size_t first_lowest8(const int32_t *rank,
-                                                                     size_t n8, int32_t *low)
+__attribute__((target("avx2"))) static inline int32_t merge_rank8(const fx_bpe *m, uint64_t k)
 {
-    __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)rank);
-    for (size_t i = 8; i < n8; i += 8)
-        lo = _mm256_min_epi32(lo, _mm256_loadu_si256((const __m256i *)(const void *)(rank + i)));
-    __m128i m = _mm_min_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
-    m = _mm_min_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
-    m = _mm_min_epi32(m, _mm_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
-    *low = _mm_cvtsi128_si32(m);
-    __m256i all = _mm256_broadcastd_epi32(m);
-    for (size_t i = 0;; i += 8) { /* found by i == n8 - 8 at the latest */
-        __m256i eq = _mm256_cmpeq_epi32(
-            _mm256_loadu_si256((const __m256i *)(const void *)(rank + i)), all);
-        unsigned mask = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(eq));
-        if (mask)
-            return i + FX_CTZ64(mask);
+    const __m256i key_bits = _mm256_set1_epi64x((long long)~MERGE_RANK_MASK);
+    const __m256i key = _mm256_set1_epi64x((long long)k), zero = _mm256_setzero_si256();
+    for (size_t i = merge_home(m, k);; i = (i + MERGE_BUCKET) & m->merge_mask) {
+        const __m256i *b = (const __m256i *)(const void *)(m->merges + i);
+        __m256i v0 = _mm256_loadu_si256(b), v1 = _mm256_loadu_si256(b + 1);
+        unsigned hit = (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(
+                           _mm256_cmpeq_epi64(_mm256_and_si256(v0, key_bits), key))) |
+                       (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(
+                           _mm256_cmpeq_epi64(_mm256_and_si256(v1, key_bits), key)))
+                           << 4;
+        unsigned empty =
+            (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(v0, zero))) |
+            (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(v1, zero)))
+                << 4;
+        hit &= ~empty; /* an empty slot's key bits equal the key of ids 0 and 0 */
+        if (__builtin_expect((hit | empty) != 0, 1)) {
+            uint64_t e = m->merges[i + (FX_CTZ64(hit | 0x100u) & 7)];
+            int32_t r = (int32_t)(e & MERGE_RANK_MASK) - 1;
+            return hit ? r : INT32_MAX;
+        }
     }
 }
 #endif
-#define FX_BPE_SSE2 1
-#endif
 
-/* The plain scan, conditional moves: what builds without SSE2 run (ARM's), and a test's
- * choice elsewhere (fx_bpe_set_scan). */
-static inline size_t first_lowest_plain(const int32_t *rank, size_t n4, int32_t *low)
+/* The rank of the merge of key k (merge_rank_of) by the lookup `probe` names. */
+static FX_FORCE_INLINE int32_t merge_rank_by(const fx_bpe *m, uint64_t k, int probe)
+{
+#ifdef FX_BPE_AVX2
+    if (probe == FX_BPE_PROBE_AVX2)
+        return merge_rank8(m, k);
+#endif
+    (void)probe;
+    return merge_rank_of(m, k);
+}
+
+int fx_bpe_probe_built(int level)
+{
+#ifdef FX_BPE_AVX2
+    if (level >= FX_BPE_PROBE_AVX2)
+        return FX_BPE_PROBE_AVX2;
+#endif
+    (void)level;
+    return FX_BPE_PROBE_PLAIN;
+}
+
+/* The index of the first lowest of rank[0..n) (n >= 1), and that rank in *low: a scan with
+ * conditional moves. (SSE2 and AVX2 scans of 4 and 8 ranks were slower on the pieces merging
+ * meets, 2 to 24 bytes: each step's three rank stores, then a vector load across them, stall
+ * the load until the stores complete.) */
+static inline size_t first_lowest(const int32_t *rank, size_t n, int32_t *low)
 {
     size_t best = 0;
     int32_t lo = rank[0];
-    for (size_t i = 1; i < n4; i++) {
+    for (size_t i = 1; i < n; i++) {
         int32_t r = rank[i];
         best = r < lo ? i : best;
         lo = r < lo ? r : lo;
     }
     *low = lo;
     return best;
-}
-
-int fx_bpe_scan_built(int level)
-{
-#ifdef FX_BPE_AVX2
-    if (level >= FX_BPE_SCAN_AVX2)
-        return FX_BPE_SCAN_AVX2;
-#endif
-#ifdef FX_BPE_SSE2
-    if (level >= FX_BPE_SCAN_SSE2)
-        return FX_BPE_SCAN_SSE2;
-#endif
-    (void)level;
-    return FX_BPE_SCAN_PLAIN;
 }
 
 /* Start fetching the id the merge of rank r makes (INT32_MAX: none), so that it is at hand
@@ -103,38 +91,26 @@ static FX_FORCE_INLINE void fetch_result(const fx_bpe *m, int32_t r)
 /* Short pieces (up to SHORT_PIECE bytes): repeatedly merge the adjacent pair of lowest rank,
  * leftmost first (HF's heap order). rank[i] is the rank of symbol i's pair with the next
  * symbol still there (INT32_MAX: none, or symbol i merged away); symbols stay where they
- * started, linked by next/prev, so a merge moves nothing and re-probes two pairs. Each step
- * scans all n ranks (four at a time), with no branch that depends on them. The first ranks,
- * pairs of bytes, come from byte_rank. */
+ * started, linked by next/prev, so a merge moves nothing and looks up two pairs. Each step
+ * scans the n - 1 ranks with no branch that depends on them. The first ranks, pairs of bytes,
+ * come from byte_rank. */
 static FX_FORCE_INLINE void merge_short_with(const fx_bpe *m, const uint8_t *p, int32_t *ids,
-                                             size_t n, size_t *n_out, int scan)
+                                             size_t n, size_t *n_out, int probe)
 {
-    int32_t rank[SHORT_PIECE + 8];
+    int32_t rank[SHORT_PIECE];
     uint8_t next[SHORT_PIECE], prev[SHORT_PIECE];
-    size_t n4 = scan == FX_BPE_SCAN_AVX2 ? (n + 7) & ~(size_t)7 : (n + 3) & ~(size_t)3;
+    size_t pairs = n > 1 ? n - 1 : 1;
+    rank[0] = INT32_MAX; /* (a piece of one byte: nothing to merge) */
     for (size_t i = 0; i + 1 < n; i++) {
         rank[i] = m->byte_rank[(unsigned)p[i] << 8 | p[i + 1]];
         fetch_result(m, rank[i]);
         next[i] = (uint8_t)(i + 1);
         prev[i + 1] = (uint8_t)i;
     }
-    for (size_t i = n - 1; i < n4; i++)
-        rank[i] = INT32_MAX;
     next[n - 1] = (uint8_t)n;
     for (;;) {
         int32_t low;
-        size_t best;
-#ifdef FX_BPE_AVX2
-        if (scan == FX_BPE_SCAN_AVX2)
-            best = first_lowest8(rank, n4, &low);
-        else
-#endif
-#ifdef FX_BPE_SSE2
-        if (scan == FX_BPE_SCAN_SSE2)
-            best = first_lowest(rank, n4, &low);
-        else
-#endif
-            best = first_lowest_plain(rank, n4, &low);
+        size_t best = first_lowest(rank, pairs, &low);
         if (low == INT32_MAX)
             break;
         size_t gone = next[best], after = next[gone], before = best ? prev[best] : 0;
@@ -142,7 +118,7 @@ static FX_FORCE_INLINE void merge_short_with(const fx_bpe *m, const uint8_t *p, 
         ids[best] = made;
         rank[gone] = INT32_MAX;
         next[best] = (uint8_t)after;
-        /* the two new pairs' slots fetched together, then probed: one wait, not two */
+        /* the two new pairs' buckets fetched together, then looked up: one wait, not two */
         uint64_t right = after < n ? merge_key(made, ids[after]) : 0;
         uint64_t left = best ? merge_key(ids[before], made) : 0;
         if (after < n)
@@ -151,13 +127,13 @@ static FX_FORCE_INLINE void merge_short_with(const fx_bpe *m, const uint8_t *p, 
             FX_PREFETCH(&m->merges[merge_home(m, left)]);
         if (after < n) {
             prev[after] = (uint8_t)best;
-            rank[best] = merge_rank_of(m, right);
+            rank[best] = merge_rank_by(m, right, probe);
             fetch_result(m, rank[best]);
         } else {
             rank[best] = INT32_MAX;
         }
         if (best) {
-            rank[before] = merge_rank_of(m, left);
+            rank[before] = merge_rank_by(m, left, probe);
             fetch_result(m, rank[before]);
         }
     }
@@ -172,7 +148,7 @@ __attribute__((target("avx2"))) static void merge_short_avx2(const fx_bpe *m, co
                                                              int32_t *ids, size_t n,
                                                              size_t *n_out)
 {
-    merge_short_with(m, p, ids, n, n_out, FX_BPE_SCAN_AVX2);
+    merge_short_with(m, p, ids, n, n_out, FX_BPE_PROBE_AVX2);
 }
 #endif
 
@@ -180,15 +156,12 @@ static void merge_short(const fx_bpe *m, const uint8_t *p, int32_t *ids, size_t 
                         size_t *n_out)
 {
 #ifdef FX_BPE_AVX2
-    if (m->scan == FX_BPE_SCAN_AVX2) {
+    if (m->probe == FX_BPE_PROBE_AVX2) {
         merge_short_avx2(m, p, ids, n, n_out);
         return;
     }
 #endif
-    if (m->scan == FX_BPE_SCAN_SSE2)
-        merge_short_with(m, p, ids, n, n_out, FX_BPE_SCAN_SSE2);
-    else
-        merge_short_with(m, p, ids, n, n_out, FX_BPE_SCAN_PLAIN);
+    merge_short_with(m, p, ids, n, n_out, FX_BPE_PROBE_PLAIN);
 }
 
 /* Long pieces: a binary heap of candidate merges ordered by (rank, position) over a linked

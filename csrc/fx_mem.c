@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int fail_all; /* fx_big_fail */
 
@@ -30,8 +31,14 @@ void *fx_big_calloc(size_t n)
 {
     if (fail_all)
         return NULL;
-    if (n < HUGE)
-        return calloc(n ? n : 1, 1);
+    if (n < HUGE) { /* on cache lines (the tables' slots and buckets are laid out by line) */
+        size_t lines = n ? (n + 63) & ~(size_t)63 : 64;
+        void *p = NULL;
+        if (posix_memalign(&p, 64, lines) != 0)
+            return NULL;
+        memset(p, 0, lines);
+        return p;
+    }
     if (n > SIZE_MAX - 2 * HUGE)
         return NULL;
     /* twice the alignment mapped, the ends trimmed: a mapping aligned to 2 MiB, which is

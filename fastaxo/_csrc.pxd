@@ -188,7 +188,7 @@ cdef extern from "fx_unicode.h" nogil:
 cdef extern from "fx_bpe.h" nogil:
     int FX_PRETOK_LLAMA3, FX_PRETOK_QWEN2, FX_PRETOK_GPT2, FX_PRETOK_NONE
     int FX_OFFSETS_NONE, FX_OFFSETS_BYTES, FX_OFFSETS_CHARS
-    int FX_BPE_SCAN_PLAIN, FX_BPE_SCAN_SSE2, FX_BPE_SCAN_AVX2
+    int FX_BPE_PROBE_PLAIN, FX_BPE_PROBE_AVX2
     ctypedef struct fx_bpe_spec:
         int32_t n_vocab
         const uint8_t *tok_bytes
@@ -218,7 +218,7 @@ cdef extern from "fx_bpe.h" nogil:
     fx_bpe *fx_bpe_new(const fx_bpe_spec *spec, int *status, const char **what)
     void fx_bpe_free(fx_bpe *m)
     int32_t fx_bpe_vocab_size(const fx_bpe *m)
-    int fx_bpe_set_scan(fx_bpe *m, int level)
+    int fx_bpe_set_probe(fx_bpe *m, int level)
     void fx_bpe_cache_stats(const fx_bpe_cache *c, unsigned *bits, unsigned *long_bits,
                             uint64_t *merged)
     fx_bpe_cache *fx_bpe_cache_new()

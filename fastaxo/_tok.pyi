@@ -17,9 +17,8 @@ UC_WS: int
 UC_M: int
 UC_CRLF: int
 UC_W: int
-SCAN_PLAIN: int
-SCAN_SSE2: int
-SCAN_AVX2: int
+PROBE_PLAIN: int
+PROBE_AVX2: int
 OFFSETS_NONE: int
 OFFSETS_BYTES: int
 OFFSETS_CHARS: int
@@ -37,7 +36,7 @@ class BPEModel:
                  added_bytes: npt.ArrayLike, added_off: npt.ArrayLike, added_ids: npt.ArrayLike,
                  added_flags: npt.ArrayLike, pretok: int, ignore_merges: bool, nfc: bool,
                  bos_id: int) -> None: ...
-    def _scan(self, level: int) -> int: ...
+    def _probe(self, level: int) -> int: ...
     def clear_cache(self) -> None: ...
     def _cache_stats(self) -> list[tuple[int, int, int]]: ...
     def encode_many(self, data: npt.ArrayLike, offsets: npt.ArrayLike, specials: bool,

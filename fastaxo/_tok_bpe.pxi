@@ -11,10 +11,9 @@ cdef int64_t BPE_CHUNK_BYTES = 1 << 18
 cdef int64_t BPE_CHUNK_MIN = 1 << 15
 cdef int64_t BPE_CHUNKS_PER_THREAD = 16
 
-# how merging scans ranks (csrc/fx_bpe.h FX_BPE_SCAN_*; BPEModel._scan)
-SCAN_PLAIN = FX_BPE_SCAN_PLAIN
-SCAN_SSE2 = FX_BPE_SCAN_SSE2
-SCAN_AVX2 = FX_BPE_SCAN_AVX2
+# how merging looks up ranks (csrc/fx_bpe.h FX_BPE_PROBE_*; BPEModel._probe)
+PROBE_PLAIN = FX_BPE_PROBE_PLAIN
+PROBE_AVX2 = FX_BPE_PROBE_AVX2
 
 # encode_many's `offsets` modes (csrc/fx_bpe.h FX_OFFSETS_*)
 OFFSETS_NONE = FX_OFFSETS_NONE
@@ -215,12 +214,11 @@ cdef class BPEModel:
         else:
             self._busy.release()
 
-    def _scan(self, int level):
-        """Test hook: scan a short piece's ranks with ``level`` (SCAN_PLAIN, SCAN_SSE2 or
-        SCAN_AVX2), or the best below it that the build and the processor have. Returns the
-        level in effect."""
+    def _probe(self, int level):
+        """Test hook: look up merge ranks with ``level`` (PROBE_PLAIN or PROBE_AVX2), or the
+        best below it that the build and the processor have. Returns the level in effect."""
         with self._busy:
-            return fx_bpe_set_scan(self.m, level)
+            return fx_bpe_set_probe(self.m, level)
 
     def _cache_stats(self):
         """Test hook: (log2 word slots, log2 long-piece slots, pieces merged because the cache
@@ -314,7 +312,9 @@ cdef class BPEModel:
         cdef bint want_offsets = mode != FX_OFFSETS_NONE
         # chunks of whole texts, about `chunk` bytes each, and the bytes each holds
         cdef int64_t chunk = BPE_CHUNK_BYTES, total = 0
-        if num_threads > 1:
+        if num_threads == 1:
+            chunk = (<int64_t>1) << 62  # one thread: one region, nothing to gather
+        else:
             for i in range(n):
                 total += size[i]
             if total >= num_threads * BPE_CHUNK_BYTES:
@@ -380,6 +380,14 @@ cdef class BPEModel:
         if wide:
             return (_closed_up(vals, region, used, wide, 0, nchunks), counts,
                     _closed_up(spans, region, used, wide, 1, nchunks) if want_offsets else None)
+        if nchunks == 1:
+            # one region, already in order: shrunk where it is (realloc gives the unused tail
+            # back) rather than copied into fresh pages, which the kernel would zero first
+            v = sp = None
+            vals.resize(max(used[0], 1), refcheck=False)
+            if want_offsets:
+                spans.resize((max(used[0], 1), 2), refcheck=False)
+            return vals[:used[0]], counts, spans[:used[0]] if want_offsets else None
         # the regions gathered in order into arrays of their own size, on the threads
         dest = np.empty(nchunks + 1, np.int64)
         cdef int64_t[::1] at = dest
