@@ -243,3 +243,16 @@ def test_a_trailing_pad_id_run_is_dropped_without_a_mask(tmp_path):
     with pytest.raises(InvalidInputError, match="pad_token_id: it names the padding"):
         fastaxo.prepare(str(tmp_path / "eos.parquet"), str(tmp_path / "x.parquet"), 8,
                         tokenizer=str(tmp_path), pad_token_id=2)
+
+
+def test_a_row_both_paddings_touch_counts_once(tmp_path):
+    """A mask that marks part of a row's padding and a pad id that names the rest: the row's
+    tokens are dropped by both, and it is one padded row, not two."""
+    ids = [[5, 6, 0, 0, 0], [7, 8, 9], [4, 0]]
+    mask = [[1, 1, 1, 1, 0], [1, 1, 1], [1, 1]]
+    pq.write_table(_table(ids, mask=mask), tmp_path / "p.parquet")
+    rep = fastaxo.prepare(str(tmp_path / "p.parquet"), str(tmp_path / "o.parquet"), 16,
+                          progress=False, pad_token_id=0, dedupe=False, strategy="nf")
+    assert pq.read_table(tmp_path / "o.parquet").column("input_ids").to_pylist() == [
+        [5, 6, 7, 8, 9, 4]]
+    assert (rep.pad_tokens_dropped, rep.padded_rows) == (4, 2)

@@ -253,9 +253,7 @@ def check_batch(batch: Any, path: str, row0: int, *, tok: Any, text_column: str,
         if pad_id is not None:
             run = strip_pad_run(work, pad_id)
             work = run.work
-            unpadded = run if unpadded is None else unpadded._replace(
-                work=work, pad_tokens=unpadded.pad_tokens + run.pad_tokens,
-                padded_rows=unpadded.padded_rows + run.padded_rows)
+            unpadded = run if unpadded is None else unpadded.then(run)
     lens = list_lengths(work["input_ids"])
     if overflow == "error":
         over = np.flatnonzero(lens > max_length)

@@ -23,12 +23,26 @@ MASK = "attention_mask"
 
 
 class Unpadded(NamedTuple):
-    """The token columns without their padding, the pad tokens dropped and the rows that had
-    any."""
+    """The token columns without their padding, the pad tokens dropped, and which rows had
+    any (a bool per row; None: none had)."""
 
     work: dict[str, pa.Array]
     pad_tokens: int
-    padded_rows: int
+    rows: np.ndarray | None
+
+    @property
+    def padded_rows(self) -> int:
+        """The count of rows that lost padding."""
+        return 0 if self.rows is None else int(np.count_nonzero(self.rows))
+
+    def then(self, later: Unpadded) -> Unpadded:
+        """This stripping followed by ``later`` (on this one's work): later's columns, the pad
+        tokens of both, and a row counted once when both took padding from it."""
+        if self.rows is None or later.rows is None:
+            rows = later.rows if self.rows is None else self.rows
+        else:
+            rows = self.rows | later.rows
+        return Unpadded(later.work, self.pad_tokens + later.pad_tokens, rows)
 
 
 def _mask_values(mask: pa.Array, path: str, row0: int) -> tuple[np.ndarray, np.ndarray]:
@@ -68,7 +82,7 @@ def strip_padding(work: dict[str, pa.Array], mask: pa.Array, path: str, row0: in
             f"input_ids {int(lens[i])}; they must be aligned")
     keep = mv != 0
     if keep.all():
-        return Unpadded(work, 0, 0)
+        return Unpadded(work, 0, None)
     ck = np.zeros(len(keep) + 1, np.int64)
     np.cumsum(keep, out=ck[1:])
     kept = ck[offs[1:]] - ck[offs[:-1]]
@@ -87,7 +101,7 @@ def strip_padding(work: dict[str, pa.Array], mask: pa.Array, path: str, row0: in
     new_offs = np.zeros(len(kept) + 1, np.int64)
     np.cumsum(kept, out=new_offs[1:])
     out = {name: _strip(col, keep, new_offs) for name, col in work.items()}
-    return Unpadded(out, int(len(keep) - at.size), int(np.count_nonzero(kept != lens)))
+    return Unpadded(out, int(len(keep) - at.size), kept != lens)
 
 
 def _strip(col: Any, keep: np.ndarray, new_offs: np.ndarray) -> pa.Array:
@@ -116,7 +130,7 @@ def strip_pad_run(work: dict[str, pa.Array], pad_id: int) -> Unpadded:
         (lab,) = arrow.spanned_values(work["labels"]) or [np.zeros(0, np.int32)]
         pad &= lab == IGNORE_INDEX
     if not pad.any():
-        return Unpadded(work, 0, 0)
+        return Unpadded(work, 0, None)
     lens = np.diff(offs)
     # the last position that is not padding at or before each position (-1: none)
     last_real = np.maximum.accumulate(np.where(pad, -1, np.arange(len(v))))
@@ -126,10 +140,10 @@ def strip_pad_run(work: dict[str, pa.Array], pad_id: int) -> Unpadded:
     lr = np.maximum(last_real[ends[nonempty]], offs[:-1][nonempty] - 1)
     tail[nonempty] = ends[nonempty] - lr
     if not tail.any():
-        return Unpadded(work, 0, 0)
+        return Unpadded(work, 0, None)
     kept = lens - tail
     keep = (np.arange(len(v)) - np.repeat(offs[:-1], lens)) < np.repeat(kept, lens)
     new_offs = np.zeros(len(kept) + 1, np.int64)
     np.cumsum(kept, out=new_offs[1:])
     out = {name: _strip(col, keep, new_offs) for name, col in work.items()}
-    return Unpadded(out, int(tail.sum()), int(np.count_nonzero(tail)))
+    return Unpadded(out, int(tail.sum()), tail > 0)
