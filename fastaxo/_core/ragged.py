@@ -292,23 +292,33 @@ def _from_rows(data: list | tuple | np.ndarray, name: str, integer: bool) -> Row
             values = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=total)
         except (TypeError, ValueError, OverflowError) as exc:
             if integer:
+                _refuse_value(name, rows)
                 raise InvalidTypeError(
                     f"{name}: expected rows of integer token ids ({exc})"
                 ) from None
             values = np.fromiter(chain.from_iterable(rows), dtype=np.float64, count=total)
         if integer and total:
-            # np.fromiter(int64) silently truncates floats: refuse them.
-            probe = next(
-                (x for x in chain.from_iterable(rows) if not isinstance(x, (int, np.integer))), None
-            )
-            if probe is not None:
-                raise InvalidTypeError(
-                    f"{name}: expected integer token ids, got a {type(probe).__name__} "
-                    f"({probe!r:.40})"
-                )
+            _refuse_value(name, rows)  # np.fromiter(int64) silently truncates floats
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return Ragged(name, [(values, offsets)], values.dtype, lengths=lengths)
+
+
+def _refuse_value(name: str, rows: list[Any]) -> None:
+    """Raise for the first value of ``rows`` that is not an int64 token id, with the message
+    the extension's conversion (lists_to_values) gives; return when every value is one."""
+    for i, r in enumerate(rows):
+        for j, x in enumerate(r):
+            if isinstance(x, (float, np.floating)):
+                raise InvalidTypeError(
+                    f"{name}: expected integer token ids, got a {type(x).__name__} "
+                    f"({x!r:.40}) at row {i}, position {j}")
+            if not isinstance(x, (int, np.integer)):
+                raise InvalidTypeError(
+                    f"{name} row {i}, position {j}: expected an int token id, got "
+                    f"{type(x).__name__} {x!r:.40}")
+            if isinstance(x, int) and not -2**63 <= x < 2**63:
+                raise InvalidInputError(f"{name}: a token id does not fit in int64")
 
 
 def as_ragged(data: Any, name: str, *, integer: bool = True) -> Rows:

@@ -388,6 +388,14 @@ def _order_of(order: Any, n: int) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
+def _raise_overlong(lengths: np.ndarray, order: np.ndarray, bad: int, max_length: int,
+                    n_over: int) -> None:
+    """SequenceTooLongError for entry ``bad`` of ``order``, named by its row of ``lengths``."""
+    row = int(order[bad])
+    raise SequenceTooLongError.of(f"lengths row {row} (order[{bad}])", row, int(lengths[row]),
+                                  max_length, longer=n_over, fix=FIX_OVERLONG)
+
+
 def _pack_bins_ordered(
     lengths: np.ndarray,
     order: np.ndarray,
@@ -403,6 +411,10 @@ def _pack_bins_ordered(
     n = len(order)
     if (strategy != "ff" or overflow not in ("error", "isolate") or ext is None or n == 0
             or (len(lengths) and int(lengths.max()) >= 2**31)):
+        if overflow == "error":  # named by the row of ``lengths``, as the kernel's path does
+            over = np.flatnonzero(lengths[order] > max_length)
+            if len(over):
+                _raise_overlong(lengths, order, int(over[0]), max_length, len(over))
         bins = assign_bins(
             lengths[order], max_length, strategy, max_rows, group_size, overflow, nt,
             "lengths[order]"
@@ -419,11 +431,8 @@ def _pack_bins_ordered(
         len32, order, 0, 0, max_length, max_items, overflow == "isolate", gs, hint, nt
     )
     if status == ext.EOVERLONG:
-        row = int(order[bad])
-        n_over = int(np.count_nonzero(lengths[order] > max_length))
-        raise SequenceTooLongError.of(f"lengths row {row} (order[{bad}])", row,
-                                      int(lengths[row]), max_length, longer=n_over,
-                                      fix=FIX_OVERLONG)
+        _raise_overlong(lengths, order, bad, max_length,
+                        int(np.count_nonzero(lengths[order] > max_length)))
     check_status(ext, status, kernel="pack_bins", what=f"packing {n:,} sequences", item=bad)
     entry_len = lengths[ids]
     n_over = int(np.count_nonzero(entry_len > max_length))
