@@ -76,6 +76,29 @@ def test_a_changed_tokenizer_changes_the_fingerprint(tmp_path):
     assert after["sha256"] != before["sha256"]
 
 
+def test_the_fingerprint_is_the_encoders_own_hash(tmp_path, monkeypatch):
+    """With fastaxo's encoder, the provenance takes the SHA-256 the encoder made of the file it
+    read, rather than reading and hashing the file again (~11 MB for Qwen3); with HF's it
+    hashes the file. Both are the file's digest."""
+    from fastaxo.pipeline import provenance
+
+    d = tmp_path / "tok"
+    shutil.copytree(data.qwen3_json().parent, d)
+    src = tmp_path / "text.jsonl"
+    src.write_text(json.dumps({"text": "hello world"}) + "\n")
+    want = hashlib.sha256((d / "tokenizer.json").read_bytes()).hexdigest()
+    hashed = []
+    real = provenance._sha256_file
+    monkeypatch.setattr(provenance, "_sha256_file", lambda p: hashed.append(p) or real(p))
+    for encoder, rehashed in (("fastaxo", 0), ("hf", 1)):
+        monkeypatch.setenv("FASTAXO_TOKENIZER", encoder)
+        hashed.clear()
+        out = tmp_path / f"{encoder}.parquet"
+        fastaxo.prepare(str(src), str(out), 64, tokenizer=str(d), progress=False)
+        assert _meta(out)["provenance"]["tokenizer"]["sha256"] == want
+        assert len(hashed) == rehashed, encoder
+
+
 def test_a_chat_template_is_fingerprinted_by_its_text(tmp_path):
     """The template's SHA-256 is of the text the run used (given as a file, a string or the
     tokenizer's own: the same text, the same digest)."""

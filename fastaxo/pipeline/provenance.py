@@ -75,8 +75,12 @@ def _tokenizer(tok: Any) -> dict[str, Any] | None:
     path = getattr(tok, "file", None) or getattr(tok, "path", None)
     file = os.path.join(path, "tokenizer.json") if path and os.path.isdir(path) else path
     spec = getattr(tok, "spec", None)
-    if file is not None and os.path.isfile(file):
-        out: dict[str, Any] = {"file": os.path.abspath(file), "sha256": _sha256_file(file)}
+    fast = getattr(tok, "fast", None)  # fastaxo's encoder, which hashed the file it read
+    if (file is not None and fast is not None and isinstance(getattr(fast, "sha256", None), str)
+            and os.path.abspath(str(getattr(fast, "source", ""))) == os.path.abspath(file)):
+        out: dict[str, Any] = {"file": os.path.abspath(file), "sha256": fast.sha256}
+    elif file is not None and os.path.isfile(file):
+        out = {"file": os.path.abspath(file), "sha256": _sha256_file(file)}
     else:  # an object the caller gave: the digest of its tokenizer.json as it serializes
         hf: Any = getattr(tok, "tok", None) or getattr(spec, "tokenizer", None)
         hf = getattr(hf, "backend_tokenizer", hf)
