@@ -10,10 +10,6 @@
 cdef int64_t BPE_CHUNK_BYTES = 1 << 18
 cdef int64_t BPE_CHUNK_MIN = 1 << 15
 cdef int64_t BPE_CHUNKS_PER_THREAD = 16
-# One thread takes chunks this large: one region, shrunk in place, for most calls (no gather
-# into a second array), yet a chunk that NFC lengthens past its region is encoded again in
-# bounded room (3 bytes an input byte: _wide_chunk).
-cdef int64_t BPE_CHUNK_ONE_THREAD = 1 << 24
 
 # how merging looks up ranks (csrc/fx_bpe.h FX_BPE_PROBE_*; BPEModel._probe)
 PROBE_PLAIN = FX_BPE_PROBE_PLAIN
@@ -317,7 +313,7 @@ cdef class BPEModel:
         # chunks of whole texts, about `chunk` bytes each, and the bytes each holds
         cdef int64_t chunk = BPE_CHUNK_BYTES, total = 0
         if num_threads == 1:
-            chunk = BPE_CHUNK_ONE_THREAD
+            chunk = (<int64_t>1) << 62  # one thread: one region, nothing to gather
         else:
             for i in range(n):
                 total += size[i]
