@@ -312,9 +312,7 @@ cdef class BPEModel:
         cdef bint want_offsets = mode != FX_OFFSETS_NONE
         # chunks of whole texts, about `chunk` bytes each, and the bytes each holds
         cdef int64_t chunk = BPE_CHUNK_BYTES, total = 0
-        if num_threads == 1:
-            chunk = (<int64_t>1) << 62  # one thread: one region, nothing to gather
-        else:
+        if num_threads > 1:
             for i in range(n):
                 total += size[i]
             if total >= num_threads * BPE_CHUNK_BYTES:
