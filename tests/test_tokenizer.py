@@ -272,6 +272,29 @@ def test_out_of_memory_for_the_encoders_tables():
     assert [s[:2] for s in ours._model._cache_stats()] == [(18, 14)]
 
 
+def test_a_cleared_cache_reuses_its_tables_empty():
+    """A cleared word cache's tables (and a freed tokenizer's) are kept for the next of their
+    size (csrc/fx_mem.c) and handed out zeroed: the same text encoded after clear_cache() merges
+    as many pieces as the first time (a stale entry would be a hit), from a grown table too,
+    and from a new tokenizer's; the ids are HF's every time."""
+    path = data.qwen3_json()
+    texts = _many_words()
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    want = [e.ids for e in hf.encode_batch_fast(texts)]
+    ours = Tokenizer.from_pretrained(path)
+    assert ours.encode_batch(texts, num_threads=1).to_pylist() == want
+    [first] = ours._model._cache_stats()
+    assert first[:2] == (18, 14) and first[2] > 0  # grown: 16 MB and 4 MB tables
+    for _ in range(3):
+        ours._model.clear_cache()
+        assert ours.encode_batch(texts, num_threads=1).to_pylist() == want
+        assert ours._model._cache_stats() == [first]
+    del ours
+    other = Tokenizer.from_pretrained(path)
+    assert other.encode_batch(texts, num_threads=1).to_pylist() == want
+    assert other._model._cache_stats() == [first]
+
+
 def _has_avx2() -> bool:
     """Whether Linux says this processor has AVX2 (elsewhere: not known, False)."""
     try:
