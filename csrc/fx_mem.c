@@ -92,14 +92,15 @@ void *fx_big_calloc(size_t n)
     }
     if (n > SIZE_MAX - 2 * HUGE)
         return NULL;
-    char *kept = pool_take(whole_pages(n));
+    size_t len = whole_pages(n);
+    char *kept = pool_take(len);
     if (kept) {
         memset(kept, 0, n);
         return kept;
     }
     /* twice the alignment mapped, the ends trimmed: a mapping aligned to 2 MiB, which is
      * what lets the kernel back it with huge pages (zeroed, as anonymous memory is) */
-    size_t len = whole_pages(n), span = len + HUGE;
+    size_t span = len + HUGE;
     char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
@@ -118,10 +119,13 @@ void fx_big_free(void *p, size_t n)
 {
     if (!p)
         return;
-    if (n < HUGE)
+    if (n < HUGE) {
         free(p);
-    else if (!pool_give(p, whole_pages(n)))
-        munmap(p, whole_pages(n));
+        return;
+    }
+    size_t len = whole_pages(n);
+    if (!pool_give(p, len))
+        munmap(p, len);
 }
 #else
 void *fx_big_calloc(size_t n)

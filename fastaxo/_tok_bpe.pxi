@@ -378,14 +378,6 @@ cdef class BPEModel:
         if wide:
             return (_closed_up(vals, region, used, wide, 0, nchunks), counts,
                     _closed_up(spans, region, used, wide, 1, nchunks) if want_offsets else None)
-        if nchunks == 1:
-            # one region, already in order: shrunk where it is (realloc gives the unused tail
-            # back) rather than copied into fresh pages, which the kernel would zero first
-            v = sp = None
-            vals.resize(max(used[0], 1), refcheck=False)
-            if want_offsets:
-                spans.resize((max(used[0], 1), 2), refcheck=False)
-            return vals[:used[0]], counts, spans[:used[0]] if want_offsets else None
         # the regions gathered in order into arrays of their own size, on the threads
         dest = np.empty(nchunks + 1, np.int64)
         cdef int64_t[::1] at = dest

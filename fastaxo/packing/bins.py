@@ -411,13 +411,13 @@ def _pack_bins_ordered(
     n = len(order)
     if (strategy != "ff" or overflow not in ("error", "isolate") or ext is None or n == 0
             or (len(lengths) and int(lengths.max()) >= 2**31)):
+        gathered = lengths[order]
         if overflow == "error":  # named by the row of ``lengths``, as the kernel's path does
-            over = np.flatnonzero(lengths[order] > max_length)
+            over = np.flatnonzero(gathered > max_length)
             if len(over):
                 _raise_overlong(lengths, order, int(over[0]), max_length, len(over))
         bins = assign_bins(
-            lengths[order], max_length, strategy, max_rows, group_size, overflow, nt,
-            "lengths[order]"
+            gathered, max_length, strategy, max_rows, group_size, overflow, nt, "lengths[order]"
         )
         return Bins(
             order[bins.indices], bins.offsets, bins.lengths, bins._starts, max_length, bins.stats
