@@ -280,7 +280,12 @@ def _run(args: argparse.Namespace) -> int:
     """Run a command: a user error ends in one line on stderr and exit 1 (argparse's own errors
     are exit 2); Ctrl-C is 130; SIGTERM / SIGHUP remove this run's temporary files and exit
     128 + the signal; a closed stdout (``| head``) is not an error."""
-    from fastaxo._core.files import Terminated, received_signal, signals_remove_temporaries
+    from fastaxo._core.files import (
+        Terminated,
+        received_signal,
+        remove_live_temporaries,
+        signals_remove_temporaries,
+    )
     from fastaxo.errors import FastaxoError
 
     cmd = args.command
@@ -321,6 +326,9 @@ def _run(args: argparse.Namespace) -> int:
             return _fail(cmd, e)
         raise
     finally:
+        # a temporary still registered when the command ends was abandoned, by any path
+        # (each writer removes its own; this is the net under a cleanup a Ctrl-C cut short)
+        remove_live_temporaries()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

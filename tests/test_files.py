@@ -197,6 +197,71 @@ def test_a_signal_mid_write_leaves_the_old_output_and_no_temporary(tmp_path, cmd
     assert _temporaries(tmp_path) == []
 
 
+def _interrupt(monkeypatch, where: str) -> None:
+    """A Ctrl-C that lands at ``where`` (each a window that once left the temporary behind:
+    the test above caught one in CI once in two runs)."""
+    import importlib
+
+    prepare_mod = importlib.import_module("fastaxo.pipeline.prepare")  # (the name is also
+    writer_mod = importlib.import_module("fastaxo.pipeline.writer")  # the function's)
+
+    def ctrl_c(*a, **k):
+        raise KeyboardInterrupt
+
+    if where == "writer-opening":  # the file exists, the Writer is not yet returned
+        monkeypatch.setattr(writer_mod._Syncer, "__init__", ctrl_c)
+    elif where == "before-the-pass":  # the Writer is made, the pass not yet begun
+        monkeypatch.setattr(prepare_mod, "_Pass", ctrl_c)
+    else:  # "abort": a second Ctrl-C while the abort waits for the fsync thread
+        real_close = writer_mod._Syncer.close
+
+        def close(self):
+            real_close(self)
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(writer_mod._Syncer, "close", close)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the fsync thread is POSIX's")
+@pytest.mark.parametrize("where", ["writer-opening", "before-the-pass", "abort"])
+def test_an_interrupt_anywhere_in_prepare_leaves_no_temporary(tmp_path, src, monkeypatch,
+                                                                where):
+    from fastaxo.pipeline import prepare
+
+    out = tmp_path / "out.parquet"
+    out.write_bytes(b"old")
+    _interrupt(monkeypatch, where)
+    cancel = None
+    if where == "abort":
+        import threading
+
+        cancel = threading.Event()
+        cancel.set()  # prepare stops at its first batch, as after a Ctrl-C; abort runs
+    with pytest.raises(KeyboardInterrupt):
+        prepare(str(src), str(out), 128, progress=False, cancel=cancel)
+    assert out.read_bytes() == b"old"
+    assert _temporaries(tmp_path) == []
+    assert not files._live  # nothing left registered either
+
+
+def test_the_cli_removes_a_temporary_an_interrupted_cleanup_left(tmp_path):
+    """The net under every writer's own cleanup: a temporary still registered when a command
+    ends (here one the command never removed) is removed, and the exit is Ctrl-C's."""
+    import argparse
+
+    from fastaxo.__main__ import _run
+
+    def command(args):
+        tmp = files.TempOutput(str(tmp_path / "out.parquet"))
+        with open(tmp.path, "wb") as fh:
+            fh.write(b"partial")
+        raise KeyboardInterrupt
+
+    assert _run(argparse.Namespace(command="prepare", func=command)) == 130
+    assert _temporaries(tmp_path) == []
+    assert not (tmp_path / "out.parquet").exists()
+
+
 @pytest.mark.parametrize("cmd", ["dedupe", "prepare"])
 def test_after_sigkill_the_next_run_removes_the_dead_process_temporary(tmp_path, cmd):
     argv = _long_run(tmp_path, cmd)

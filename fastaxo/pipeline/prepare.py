@@ -255,17 +255,19 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
                         tokenizer_settings=None if tok is None else tok.settings(),
                         provenance=prov)
     bar = _progress(files, opened, o.batch_rows, ropts, progress)
-    run = _Pass(rep=rep, writer=Writer(output, out_schema, num_threads=nt),
-                fields=list(out_schema), tok=tok, text_column=column,
-                has_labels=has_labels, key_cols=key_cols if o.dedupe else None,
-                max_length=o.max_length, strategy=o.strategy, overflow=o.overflow,
-                att_mode=ATTENTION_MODES[o.attention], pack_window=o.pack_window, nt=nt, bar=bar,
-                cancel=cancel, has_mask=has_mask, pad_id=o.pad_token_id, layout=o.layout,
-                schema=out_schema,
-                bounds={} if o.layout == "standard" else None)
-
-    # stage 4, the pass: read, tokenize, check, dedupe, pack windows, write
+    # stage 4, the pass: read, tokenize, check, dedupe, pack windows, write. The writer is
+    # made inside the try: a Ctrl-C just after its file appears must remove the file too.
+    writer: Writer | None = None
     try:
+        writer = Writer(output, out_schema, num_threads=nt)
+        run = _Pass(rep=rep, writer=writer, fields=list(out_schema), tok=tok,
+                    text_column=column, has_labels=has_labels,
+                    key_cols=key_cols if o.dedupe else None, max_length=o.max_length,
+                    strategy=o.strategy, overflow=o.overflow,
+                    att_mode=ATTENTION_MODES[o.attention], pack_window=o.pack_window, nt=nt,
+                    bar=bar, cancel=cancel, has_mask=has_mask, pad_id=o.pad_token_id,
+                    layout=o.layout, schema=out_schema,
+                    bounds={} if o.layout == "standard" else None)
         for fi, (path, fmt, comp) in enumerate(files):
             make_reader, schema, _ = opened[fi] or _schema_of(path, fmt, comp, o.batch_rows,
                                                                ropts)
@@ -276,7 +278,8 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
             run.read_file(make_reader(cols), path, fi)
         run.finish()
     except BaseException:
-        run.writer.abort()
+        if writer is not None:
+            writer.abort()
         raise
     finally:
         if bar is not None:

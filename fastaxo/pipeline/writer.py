@@ -53,9 +53,11 @@ class _Syncer:
         self._thread.start()
 
     def close(self) -> None:
-        if self._thread is not None and os.getpid() == self._pid:
-            self._thread.join()
-        os.close(self._fd)
+        try:
+            if self._thread is not None and os.getpid() == self._pid:
+                self._thread.join()
+        finally:
+            os.close(self._fd)
 
 
 class Writer:
@@ -74,13 +76,20 @@ class Writer:
         self.schema = schema
         self._lists: ListTableWriter | None = None
         self._w: Any = None  # pyarrow's ParquetWriter
-        if backend.pack_ext is not None and ListTableWriter.takes(schema):
-            self._lists = ListTableWriter(self.tmp, schema, num_threads=num_threads)
-        else:
-            self._w = _pyarrow_writer(self.tmp, schema)
+        self._syncer: _Syncer | None = None
         self.row_groups = 0
         self.seconds = 0.0
-        self._syncer: _Syncer | None = _Syncer(self.tmp) if os.name == "posix" else None
+        try:
+            if backend.pack_ext is not None and ListTableWriter.takes(schema):
+                self._lists = ListTableWriter(self.tmp, schema, num_threads=num_threads)
+            else:
+                self._w = _pyarrow_writer(self.tmp, schema)
+            if os.name == "posix":
+                self._syncer = _Syncer(self.tmp)
+        except BaseException:
+            # a Ctrl-C here, once the file exists, would leave it: no caller holds the writer
+            self.abort()
+            raise
 
     def write(self, arrays: list[pa.Array | pa.ChunkedArray]) -> None:
         t = time.perf_counter()
@@ -138,12 +147,18 @@ class Writer:
         self._tmp, self.tmp = again, again.path
 
     def abort(self) -> None:
-        self._stop_syncing()
+        """Closes and removes the temporary; safe to call at any point, also twice. The
+        removal is in a finally: a second Ctrl-C while the fsync thread is joined, or a
+        close that fails, must not leave the file behind."""
         try:
-            if self._lists is not None:
-                self._lists.abort()
-            else:
-                self._w.close()
-        except BaseException:
-            pass
-        self._tmp.abort()
+            self._stop_syncing()
+        finally:
+            try:
+                if self._lists is not None:
+                    self._lists.abort()
+                elif self._w is not None:
+                    self._w.close()
+            except BaseException:
+                pass
+            finally:
+                self._tmp.abort()
