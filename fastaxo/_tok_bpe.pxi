@@ -187,23 +187,37 @@ cdef class BPEModel:
             fx_bpe_free(self.m)
 
     cdef list _take_caches(self, int n, bint *owned):
+        """n caches: this model's own (warm) when no other call holds them, else new ones."""
+        import numpy as np
+        cdef list got
+        cdef int k, more
+        cdef bint failed = False
         if self.m == NULL:
             raise RuntimeError("BPEModel was not built")
-        """n caches: this model's own (warm) when no other call holds them, else new ones."""
-        cdef list got
-        cdef fx_bpe_cache *c
         owned[0] = not self._busy.acquire(False)
         got = [] if owned[0] else self._caches
-        while len(got) < n:
-            c = fx_bpe_cache_new()
-            if c == NULL:
-                if not owned[0]:
-                    self._busy.release()
-                else:
-                    for p in got:
-                        fx_bpe_cache_free(<fx_bpe_cache *><uintptr_t>p)
-                raise MemoryError("tokenizer: out of memory for a word cache")
-            got.append(<uintptr_t>c)
+        more = n - len(got)
+        if more <= 0:
+            return got
+        # made on the threads that will use them: zeroing a cache's tables (a memset of
+        # ~4 MB when the pool hands them back) is then not done one after another
+        cdef uintptr_t[::1] made = np.zeros(more, np.uintp)
+        with nogil:
+            for k in prange(more, num_threads=more, schedule="static", use_threads_if=more > 1):
+                made[k] = <uintptr_t>fx_bpe_cache_new()
+        for k in range(more):
+            failed = failed or made[k] == 0
+        if failed:
+            for k in range(more):
+                fx_bpe_cache_free(<fx_bpe_cache *>made[k])  # (NULL: nothing)
+            if owned[0]:
+                for p in got:
+                    fx_bpe_cache_free(<fx_bpe_cache *><uintptr_t>p)
+            else:
+                self._busy.release()
+            raise MemoryError("tokenizer: out of memory for a word cache")
+        for k in range(more):
+            got.append(made[k])
         return got
 
     cdef void _give_caches(self, list caches, bint owned):

@@ -264,6 +264,10 @@ def test_out_of_memory_for_the_encoders_tables():
         ours._model.clear_cache()
         with pytest.raises(MemoryError, match="out of memory for a word cache"):
             ours.encode_batch(["x"], num_threads=1)
+        # two threads' caches, made on the threads: neither kept, the model's lock released
+        with pytest.raises(MemoryError, match="out of memory for a word cache"):
+            ours.encode_batch(["x" * 1000] * 2000, num_threads=2)
+        assert ours._model._cache_stats() == []
         with pytest.raises(MemoryError, match="out of memory building the BPE model"):
             Tokenizer.from_pretrained(path)
     finally:
