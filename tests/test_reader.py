@@ -539,6 +539,24 @@ def test_truncated_arrow_stream_and_file(tmp_path):
         list(fastaxo.iter_batches(tmp_path / "fcut.arrow"))
 
 
+@pytest.mark.parametrize("where", ["value", "key", "nested"])
+def test_a_lone_surrogate_in_jsonl_names_the_line_and_the_escape(tmp_path, where):
+    """JSON may escape a lone surrogate (Python's json reads it), Arrow's strings cannot hold
+    one: the error names the line and the escape, not a type hint that does not apply."""
+    lines = [json.dumps({"messages": [{"role": "user", "content": f"hi {i}"}]})
+             for i in range(3000)]
+    bad = {"value": '{"messages": [{"role": "user", "content": "a\\udc80b"}]}',
+           "key": '{"messages": [{"role": "user", "content": "x", "\\ud83d": 1}]}',
+           "nested": '{"messages": [{"role": "user", "content": ["\\ud83dA"]}]}'}[where]
+    lines[2345] = bad
+    path = tmp_path / "sur.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(FileFormatError, match=r"sur.jsonl \(line 2346\): a string holds a lone "
+                       r"surrogate \(the escape \\u(dc80|d83d) without its pair\)") as e:
+        list(fastaxo.iter_batches(path, block_bytes=4096, batch_rows=100))
+    assert "schema=" not in str(e.value)
+
+
 def test_jsonl_and_csv_errors_name_the_line(tmp_path):
     lines = [json.dumps({"a": i, "b": "x"}) for i in range(2000)]
     lines[1234] = '{"a": 5, "b": "x"'  # broken JSON on line 1235

@@ -36,6 +36,24 @@ def json_too_deep(block: memoryview | bytes, limit: int) -> int:
     return reference.json_too_deep(block, limit)
 
 
+def _lone_surrogate(obj: Any) -> str | None:
+    """The first lone surrogate in a parsed JSON value's strings (keys too), or None."""
+    todo = [obj]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, str):
+            try:
+                x.encode("utf-8")
+            except UnicodeEncodeError as u:
+                return x[u.start]
+        elif isinstance(x, dict):
+            todo.extend(x.keys())
+            todo.extend(x.values())
+        elif isinstance(x, list):
+            todo.extend(x)
+    return None
+
+
 class TextDecoder:
     """JSON Lines, CSV/TSV and plain text, read in blocks of whole lines.
 
@@ -346,10 +364,17 @@ class TextDecoder:
                 if not line.strip():
                     continue
                 try:
-                    json.loads(line)
+                    bad = _lone_surrogate(json.loads(line))
                 except ValueError as je:
                     where = f"line {line0 + i + 1}"
                     e = je
+                    break
+                if bad is not None:  # valid JSON to Python, not to Arrow: strings are UTF-8
+                    where = f"line {line0 + i + 1}"
+                    e = ValueError(
+                        f"a string holds a lone surrogate (the escape \\u{ord(bad):04x} without "
+                        "its pair), which is not Unicode text; Arrow strings (and HF datasets') "
+                        "must be valid UTF-8: fix or drop that line")
                     break
         hint = ("" if self.kind == "text" or where.startswith("line ") else
                 "; the first 16 MiB of the first file fixed the column types: pass schema= to "
