@@ -187,6 +187,35 @@ def test_error_after_row_groups_were_written_removes_the_temp_file(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["a.parquet", "b.parquet", "out.parquet"]
 
 
+def test_json_lines_shards_with_no_rows_are_skipped_and_counted(tmp_path):
+    """An empty shard (or one of blank lines) has no rows and so no columns: it cannot fix the
+    columns nor be refused for lacking them. It is skipped, first or later, and counted; the
+    output equals the run without it. Before: "no column 'input_ids' (columns: [])"."""
+    ids, labs = _rows(600, seed=9)
+    a = _write(tmp_path / "a.jsonl", ids[:300], labs[:300], "jsonl")
+    b = _write(tmp_path / "b.jsonl", ids[300:], labs[300:], "jsonl")
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "blank.jsonl").write_bytes(b"\n \r\n\t\n")
+    empty, blank = str(tmp_path / "empty.jsonl"), str(tmp_path / "blank.jsonl")
+    want = prepare([a, b], tmp_path / "want.parquet", SEQ, progress=False)
+    for inputs in ([empty, a, blank, b, empty], [blank, a, b]):
+        out = tmp_path / "out.parquet"
+        rep = prepare(inputs, out, SEQ, progress=False)
+        assert (rep.files, rep.empty_files) == (len(inputs), len(inputs) - 2)
+        assert rep.inputs == inputs and rep.rows_in == want.rows_in == 600
+        assert pq.read_table(out).equals(pq.read_table(tmp_path / "want.parquet"))
+        assert f"({len(inputs) - 2} with no rows, skipped)" in str(rep)
+    with pytest.raises(fastaxo.errors.InvalidInputError, match=r"empty.jsonl: no rows"):
+        prepare(empty, tmp_path / "none.parquet", SEQ, progress=False)
+    with pytest.raises(fastaxo.errors.InvalidInputError, match=r"no input has rows \(2 files\)"):
+        prepare([empty, blank], tmp_path / "none.parquet", SEQ, progress=False)
+    assert not (tmp_path / "none.parquet").exists()
+    # a file of rows with no fields is not empty: it is still refused, naming the column
+    (tmp_path / "fields.jsonl").write_text("{}\n{}\n")
+    with pytest.raises(fastaxo.errors.ColumnNotFoundError, match="no column 'input_ids'"):
+        prepare(str(tmp_path / "fields.jsonl"), tmp_path / "none.parquet", SEQ, progress=False)
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
 @pytest.mark.parametrize("with_labels", [True, False])
 @pytest.mark.parametrize("layout", ["standard", "axolotl"])

@@ -33,7 +33,7 @@ from fastaxo._core.files import check_not_an_input, check_output
 from fastaxo._core.proc import io_counters, reset_peak, status_kib
 from fastaxo._core.progress import interactive
 from fastaxo._core.threads import resolve_num_threads
-from fastaxo.errors import InvalidTypeError
+from fastaxo.errors import InvalidInputError, InvalidTypeError
 from fastaxo.hashing import Seen
 from fastaxo.hashing import dedupe as dedupe_rows
 from fastaxo.pipeline.columns import tokenizer_label
@@ -63,6 +63,40 @@ from fastaxo.readers import iter_batches, resolve_source
 from fastaxo.readers.parquet import read_footer
 
 __all__ = ["prepare"]
+
+
+def _open_first(files: list[tuple[str, str, str | None]], mem: Any, batch_rows: int,
+                ropts: dict[str, Any]) -> tuple[list[Any], int]:
+    """The inputs opened so far (None: not yet) and k0, the first input with rows, which fixes
+    the columns: an input with no rows (a JSON Lines file of only whitespace: an empty shard)
+    has none, and those before k0 are skipped (closed; the report counts them)."""
+    opened: list[Any] = [None] * len(files)
+    opened[0] = ((mem.reader, mem.schema, mem.rows) if mem
+                 else _schema_of(*files[0], batch_rows, ropts))
+    k0 = 0
+    while _no_rows(opened[k0], files[k0][1]):
+        _close(opened[k0])
+        opened[k0] = None
+        if k0 + 1 == len(files):
+            raise InvalidInputError(
+                (f"{files[0][0]}: no rows" if len(files) == 1 else
+                 f"no input has rows ({len(files)} files)")
+                + " (JSON Lines of nothing but whitespace): nothing to prepare")
+        k0 += 1
+        opened[k0] = _schema_of(*files[k0], batch_rows, ropts)
+    return opened, k0
+
+
+def _no_rows(opened: Any, fmt: str) -> bool:
+    """Whether an input opened by :func:`_schema_of` is known to hold no rows (a JSON Lines
+    file of only whitespace: BatchReader.no_rows)."""
+    return fmt == "jsonl" and not opened[1].names and bool(opened[0](None).no_rows)
+
+
+def _close(opened: Any) -> None:
+    """Close the reader of an input :func:`_no_rows` found empty (a text file's reader is
+    open from :func:`_schema_of` on)."""
+    opened[0](None).close()
 
 
 def _schema_of(path: str, fmt: str, comp: str | None, batch_rows: int,
@@ -224,20 +258,18 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     # Read-ahead: 64 MiB is plenty to keep the packer fed and keeps the peak down.
     ropts = {"prefetch_bytes": 64 << 20, **(reader_options or {})}
 
-    # stage 1, the inputs: the first file fixes the columns (and says whether the data is chat)
+    # stage 1, the inputs: the first with rows fixes the columns (and says whether it is chat)
     t_start = time.perf_counter()
     io0 = io_counters()
     reset_peak()  # (the report's peak is this call's, not the process's so far)
-    opened: list[tuple[Any, pa.Schema, int | None] | None] = [None] * len(files)
-    opened[0] = first = ((mem.reader, mem.schema, mem.rows) if mem
-                         else _schema_of(*files[0], o.batch_rows, ropts))
-    schema0 = first[1]
-    del first  # opened[0] holds it until the first file is read, then lets it go
+    opened, k0 = _open_first(files, mem, o.batch_rows, ropts)
+    first_name = files[k0][0]
+    schema0 = opened[k0][1]
     chat_mode = o.chat_mode(schema0)
     column = o.column(chat_mode)
     # stage 2, the tokenizer (None: the input is tokenized)
     tok = o.make_tokenizer(chat_mode, num_threads=nt)
-    has_labels, key_cols = first_columns(schema0, files[0][0], tok is not None, column,
+    has_labels, key_cols = first_columns(schema0, first_name, tok is not None, column,
                                          o.dedupe_columns, chat=chat_mode)
     has_mask = tok is None and MASK in schema0.names  # (its padding is dropped, counted)
     del schema0
@@ -252,6 +284,7 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
                         pack_window=o.pack_window, dedupe=o.dedupe,
                         dedupe_columns=key_cols if o.dedupe else None, labels=has_labels,
                         tokenizer=tokenizer_label(o.tokenizer), files=len(files),
+                        empty_files=k0,
                         tokenizer_settings=None if tok is None else tok.settings(),
                         provenance=prov)
     bar = _progress(files, opened, o.batch_rows, ropts, progress)
@@ -269,10 +302,16 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
                     layout=o.layout, schema=out_schema,
                     bounds={} if o.layout == "standard" else None)
         for fi, (path, fmt, comp) in enumerate(files):
-            make_reader, schema, _ = opened[fi] or _schema_of(path, fmt, comp, o.batch_rows,
-                                                               ropts)
+            if fi < k0:
+                continue
+            got = opened[fi] or _schema_of(path, fmt, comp, o.batch_rows, ropts)
             opened[fi] = None
-            cols = input_columns(schema, path, files[0][0], tokenizing=tok is not None,
+            if fi > k0 and _no_rows(got, fmt):
+                _close(got)
+                rep.empty_files += 1
+                continue
+            make_reader, schema, _ = got
+            cols = input_columns(schema, path, first_name, tokenizing=tok is not None,
                                  text_column=column, has_labels=has_labels, dedupe=o.dedupe,
                                  key_cols=key_cols, chat=chat_mode, has_mask=has_mask)
             run.read_file(make_reader(cols), path, fi)

@@ -163,20 +163,21 @@ class ReportCounts:
 
 @dataclass
 class PrepareReport(ReportCounts):
-    """What :func:`prepare` did. Rows count input rows; ``duplicates`` are rows equal to an
-    earlier row on the dedupe columns (dropped); ``overlong`` rows are longer than ``max_length``
-    (kept rows only) and were truncated / split / dropped as ``overflow`` says.
-    ``pad_tokens_dropped`` are the tokens the input's ``attention_mask`` marks as padding (a run
-    of 0s at a row's start or end), never packed, in ``padded_rows`` rows. ``efficiency``
-    = tokens_out / (bins x max_length); no packing can use fewer than ``lower_bound`` =
-    ceil(tokens_out / max_length) bins. ``reader_wait_seconds`` is the time the pipeline waited for
-    the reader's next batch (the rest runs in the caller's thread: tokenize, dedupe, pack,
-    write); ``bytes_read`` what the process read through read calls while
-    reading (``/proc/self/io`` rchar), ``bytes_decoded`` the Arrow size of the batches;
-    ``peak_rss_bytes`` the peak resident memory during the call (VmHWM, reset when the call
-    starts; on a kernel that cannot reset it, the process's peak so far)."""
+    """What :func:`prepare` did. Rows count input rows; ``duplicates`` are rows equal to an earlier
+    row on the dedupe columns (dropped); ``overlong`` rows are longer than ``max_length`` (kept
+    rows only) and were truncated / split / dropped as ``overflow`` says. ``pad_tokens_dropped``
+    are the tokens the input's ``attention_mask`` marks as padding (a run of 0s at a row's start or
+    end), never packed, in ``padded_rows`` rows. ``empty_files`` of the ``files`` inputs held no
+    rows (JSON Lines of only whitespace) and were skipped. ``efficiency`` = tokens_out / (bins x
+    max_length); no packing can use fewer than ``lower_bound`` = ceil(tokens_out / max_length)
+    bins. ``reader_wait_seconds`` is the time the pipeline waited for the reader's next batch (the
+    rest runs in the caller's thread: tokenize, dedupe, pack, write); ``bytes_read`` what the
+    process read through read calls while reading (``/proc/self/io`` rchar), ``bytes_decoded`` the
+    Arrow size of the batches; ``peak_rss_bytes`` the peak resident memory during the call (VmHWM,
+    reset when the call starts; on a kernel that cannot reset it, the process's peak so far)."""
 
     files: int = 0
+    empty_files: int = 0
     reader_wait_seconds: float = 0.0
     tokenize_seconds: float = 0.0
     dedupe_seconds: float = 0.0
@@ -202,7 +203,9 @@ class PrepareReport(ReportCounts):
                      f"({self.split_pieces:,} pieces)")
         extra_bins = self.bins - self.lower_bound
         lines = [
-            f"fastaxo prepare: {self.files} file(s) -> {self.output}",
+            f"fastaxo prepare: {self.files} file(s)"
+            + (f" ({self.empty_files} with no rows, skipped)" if self.empty_files else "")
+            + f" -> {self.output}",
             f"  rows in            {self.rows_in:,} ({self.tokens_in:,} tokens)",
             f"  duplicates dropped {self.duplicates:,} ({pct(self.duplicates, self.rows_in)})"
             + ("" if self.dedupe else " [dedupe off]")

@@ -384,6 +384,12 @@ class BatchReader:
         return self._src.schema
 
     @property
+    def no_rows(self) -> bool:
+        """True when this reader's one file is known to hold no rows: a JSON Lines file with
+        nothing but whitespace (its schema then has no columns)."""
+        return len(self._src.files) == 1 and self._src.first_no_rows
+
+    @property
     def num_rows(self) -> int | None:
         """Rows this rank will read, where the metadata tells (Parquet), else None."""
         if self.format != "parquet":

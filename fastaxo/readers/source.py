@@ -48,6 +48,8 @@ class Source:
         first = self._open_file(0)
         try:
             self.schema = first.schema
+            # the first file is known to hold no rows (TextDecoder.no_rows)
+            self.first_no_rows = bool(getattr(first, "no_rows", False))
             if self.format in TEXT_FORMATS:
                 self._text_schema = getattr(first, "full_schema", None)
             self._meta[0] = (first.schema, getattr(first, "rg_rows", None))

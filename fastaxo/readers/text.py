@@ -75,6 +75,8 @@ class TextDecoder:
         except OSError as e:
             raise file_error(path, "start", e, "cannot open: ") from None
         self.num_rows = None
+        # a JSON Lines file with nothing but whitespace: no rows, so no columns (set by _infer)
+        self.no_rows = False
         self.fh: Any = None
         self._spares: list[bytearray] = []  # block buffers no parsed array points into
         # the inference parse (start, end, table, the block generator after it): the first
@@ -401,6 +403,7 @@ class TextDecoder:
             self.infer_at = p
             return t.schema
         # an empty file: text has its one column; others name the header's columns, untyped
+        self.no_rows = self.kind == "jsonl"
         if self.kind == "text":
             return pa.schema([(self.opts.text_column, pa.string())])
         return pa.schema([(n, pa.null()) for n in (self.header or [])])
