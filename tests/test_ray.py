@@ -369,6 +369,29 @@ def _same_file_and_counts(out_dir, single_file, rep, single) -> None:
         assert getattr(rep, k) == getattr(single, k), k
 
 
+def test_json_lines_shards_with_no_rows_are_skipped_as_on_one_machine(cluster, tmp_path):
+    """Empty JSON Lines shards (no rows, so no columns) are skipped and counted, first or
+    later, as on one machine; before, the first fixed the columns to none."""
+    paths = []
+    for k, (ids, labs) in enumerate(_planted(2, 400, seed=21)):
+        p = tmp_path / f"s{k}.jsonl"
+        with open(p, "w") as fh:
+            for a, b in zip(ids, labs):
+                fh.write(json.dumps({"input_ids": a.tolist(), "labels": b.tolist()}) + "\n")
+        paths.append(str(p))
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "blank.jsonl").write_bytes(b"\n\n")
+    inputs = [str(tmp_path / "empty.jsonl"), paths[0], str(tmp_path / "blank.jsonl"), paths[1]]
+    single = fastaxo.prepare(inputs, str(tmp_path / "single.parquet"), 256, pack_window=300)
+    rep = fxray.prepare(inputs, str(tmp_path / "out"), 256, pack_window=300,
+                        address=cluster["address"])
+    _same_as_single(tmp_path / "out", tmp_path / "single.parquet")
+    assert rep.empty_files == single.empty_files == 2 and rep.rows_in == single.rows_in == 800
+    assert rep.inputs == inputs and "(2 with no rows, skipped)" in str(rep)
+    with pytest.raises(InvalidInputError, match=r"no input has rows \(2 file"):
+        fxray.prepare(inputs[::2], str(tmp_path / "none"), 256, address=cluster["address"])
+
+
 def test_rows_over_max_row_bytes_as_on_one_machine(cluster, tmp_path):
     """max_row_bytes reaches the workers: rows over it are refused naming the same file and row
     as one machine (the first in the global order, though two units fail), or with

@@ -65,12 +65,14 @@ MANIFEST = "_fastaxo_ray.json"
 
 @dataclass
 class RayPrepareReport(ReportCounts):
-    """What :func:`prepare` did on Ray. The counts mean what :class:`fastaxo.PrepareReport`'s
-    do; ``shards`` are the output files in order (shard w = window w), ``window_bins`` /
-    ``window_lower_bound`` each window's bins and its own lower bound; stage times are wall
-    seconds of the driver waiting for each stage; ``nodes`` / ``cpus`` describe the cluster."""
+    """What :func:`prepare` did on Ray. The counts mean what :class:`fastaxo.PrepareReport`'s do
+    (``empty_files``: inputs with no rows, skipped); ``shards`` are the output files in order
+    (shard w = window w), ``window_bins`` / ``window_lower_bound`` each window's bins and its own
+    lower bound; stage times are wall seconds of the driver waiting for each stage; ``nodes`` /
+    ``cpus`` describe the cluster."""
 
     units: int = 0
+    empty_files: int = 0
     partitions: int = 0
     buckets: int = 0
     shards: list[str] = field(default_factory=list)
@@ -91,7 +93,9 @@ class RayPrepareReport(ReportCounts):
         return "\n".join([
             f"fastaxo prepare on Ray ({self.nodes} node(s), {self.cpus:g} CPUs, "
             f"{self.cpus_per_task:g} CPU(s) and {self.threads_per_task} thread(s) a task): "
-            f"{len(self.inputs)} input(s) -> {self.output}",
+            f"{len(self.inputs)} input(s)"
+            + (f" ({self.empty_files} with no rows, skipped)" if self.empty_files else "")
+            + f" -> {self.output}",
             f"  rows in            {self.rows_in:,} ({self.tokens_in:,} tokens) in "
             f"{self.units:,} units",
             f"  duplicates dropped {self.duplicates:,} ({pct(self.duplicates, self.rows_in)})"
@@ -284,7 +288,7 @@ messages_column, chat, pad_token_id
                                          o.dedupe_columns, chat=chat_mode)
     has_mask = tok_dir is None and MASK in schema0.names  # (its padding is dropped, counted)
     for u in ([units[0]] if refs is not None
-              else [next(x for x in units if x.path == p) for p in names]):
+              else [x for k, x in enumerate(units) if k == 0 or x.path != units[k - 1].path]):
         input_columns(schema_of_unit(u, schemas), u.where(0)[0], where0,
                       tokenizing=tok_dir is not None,
                       text_column=column, has_labels=has_labels, dedupe=o.dedupe,
@@ -315,6 +319,8 @@ messages_column, chat, pad_token_id
                            tokenizer=tok_dir,
                            tokenizer_settings=None if tok is None else tok.settings(),
                            provenance=prov, units=len(units), partitions=P, nodes=nodes, cpus=cpus,
+                           empty_files=len(names) - len({u.path for u in units}) if refs is None
+                           else 0,
                            cpus_per_task=float(num_cpus_per_task), threads_per_task=threads)
     task_opts = {"num_cpus": num_cpus_per_task}
     with _task_errors(output):
@@ -400,15 +406,36 @@ def _units(inputs: Any, format: str | None, unit_rows: int, output: str
     else:
         units, schemas = plan_files(inputs, format, unit_rows)
         names = list(dict.fromkeys(u.path for u in units))
+        units = _without_empty_files(units, schemas)
         out_dir = output + os.sep
         for p in names:
             if os.path.abspath(p).startswith(out_dir):
                 raise InvalidInputError(f"output: {output!r} holds the input {p!r}")
     if not units:
-        raise InvalidInputError("inputs: no rows (a dataset without blocks)")
+        raise InvalidInputError("inputs: no rows (a dataset without blocks)" if refs is not None
+                                else f"no input has rows ({len(names)} file(s): JSON Lines "
+                                "of nothing but whitespace): nothing to prepare")
     if len(units) >= 2**31:
         raise InvalidInputError(f"inputs: {len(units):,} units; raise unit_rows")
     return units, names, refs, schemas
+
+
+def _without_empty_files(units: list[Unit], schemas: dict[str, pa.Schema]) -> list[Unit]:
+    """The units but those of JSON Lines files with no rows (only whitespace: an empty shard,
+    skipped and counted as on one machine); the schemas of the JSON Lines files read to tell
+    are kept in ``schemas`` (one inference a file)."""
+    import fastaxo
+
+    kept = []
+    for u in units:
+        if u.kind == "file" and u.fmt == "jsonl":
+            with fastaxo.iter_batches(u.path, format=u.fmt, compression=u.compression,
+                                      batch_rows=1024) as r:
+                if r.no_rows:
+                    continue
+                schemas[u.path] = r.schema
+        kept.append(u)
+    return kept
 
 
 def _scan(units: list[Unit], refs: list[Any] | None, cfg: Cfg, task_opts: dict[str, Any]

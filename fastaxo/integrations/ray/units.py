@@ -86,9 +86,9 @@ def plan_files(inputs: Any, fmt: str | None, unit_rows: int
 
 
 def schema_of_unit(u: Unit, schemas: dict[str, pa.Schema] | None = None) -> pa.Schema:
-    """The schema of a unit's input: a Parquet file's from ``schemas`` (plan_files) when it is
-    there, else read."""
-    if schemas is not None and u.kind == "parquet" and u.path in schemas:
+    """The schema of a unit's input: a file's from ``schemas`` (plan_files' Parquet footers, the
+    driver's JSON Lines inferences) when it is there, else read."""
+    if schemas is not None and u.kind in ("parquet", "file") and u.path in schemas:
         return schemas[u.path]
     if u.kind == "block":
         return ray.get(u.ref).schema
