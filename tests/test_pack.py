@@ -425,6 +425,34 @@ def test_pack_tables_datasets_and_extra_columns():
         assert np.array_equal(got[k], want[k]), k
 
 
+def test_fixed_size_lists_pack_and_pad_as_their_rows():
+    """HF datasets' ``Sequence(Value("int32"), length=N)`` columns are fixed_size_list: packed,
+    padded and deduped as the list of the same rows (sliced, chunked, in a Dataset); a null
+    row is refused as in a list column. Before: "expected an Arrow list or large_list"."""
+    import datasets
+
+    rng = np.random.default_rng(3)
+    block = rng.integers(0, 50_000, (40, 6)).astype(np.int32)
+    fixed = pa.FixedSizeListArray.from_arrays(pa.array(block.ravel()), 6)
+    plain = pa.array(list(block), pa.list_(pa.int32()))
+    for f, p in ((fixed, plain), (fixed.slice(7, 20), plain.slice(7, 20)),
+                 (pa.chunked_array([fixed.slice(0, 13), fixed.slice(13)]), plain)):
+        got, want = fastaxo.pack(f, 16), fastaxo.pack(p, 16)
+        for k in want:
+            assert np.array_equal(got[k], want[k]), k
+        assert np.array_equal(fastaxo.pad(f), fastaxo.pad(p))
+    ds = datasets.Dataset.from_dict(
+        {"input_ids": block.tolist()},
+        features=datasets.Features({"input_ids": datasets.Sequence(datasets.Value("int32"),
+                                                                   length=6)}))
+    assert pa.types.is_fixed_size_list(ds.data.schema.field("input_ids").type)
+    got, want = fastaxo.pack(ds, 16), fastaxo.pack(plain, 16)
+    for k in want:
+        assert np.array_equal(got[k], want[k]), k
+    with pytest.raises(fastaxo.errors.NullValueError, match="row 1"):
+        fastaxo.pack(pa.array([[1, 2], None], pa.list_(pa.int32(), 2)), 8)
+
+
 def test_iter_pack_equals_pack():
     rng = np.random.default_rng(5)
     rows = [rng.integers(0, 1000, n).astype(np.int32) for n in rng.integers(0, 300, 3000)]

@@ -336,6 +336,59 @@ def test_tokenizer(tmp_path):
     assert r.returncode == 1 and "tokenizer.json" in r.stderr
 
 
+def test_fixed_size_lists_and_categorical_text_are_read_as_their_rows(tmp_path):
+    """HF datasets stores ``Sequence(Value("int32"), length=N)`` (rows grouped into blocks) as
+    fixed_size_list, and a pandas categorical text column is dictionary-encoded: both were
+    refused ("must be a list of integer token ids" / "must be strings"). They are read as the
+    same rows: the output equals the plain columns', and dedupe sees the same rows across
+    files of either type."""
+    rng = np.random.default_rng(17)
+    rows = rng.integers(0, 30_000, (400, 24)).astype(np.int32)
+    rows[300:] = rows[:100]  # duplicates
+    labs = np.where(np.arange(24) < 6, -100, rows).astype(np.int64)
+    plain = pa.table({"input_ids": pa.array(list(rows), pa.list_(pa.int32())),
+                      "labels": pa.array(list(labs), pa.list_(pa.int64()))})
+    fixed = pa.table({"input_ids": pa.FixedSizeListArray.from_arrays(pa.array(rows.ravel()), 24),
+                      "labels": pa.FixedSizeListArray.from_arrays(pa.array(labs.ravel()), 24)})
+    pq.write_table(plain, tmp_path / "plain.parquet")
+    pq.write_table(fixed.slice(0, 200), tmp_path / "fixed_a.parquet")
+    pq.write_table(fixed.slice(200), tmp_path / "fixed_b.parquet")
+    assert pa.types.is_fixed_size_list(pq.read_schema(tmp_path / "fixed_a.parquet")[0].type)
+    want = prepare(str(tmp_path / "plain.parquet"), tmp_path / "want.parquet", SEQ,
+                   progress=False)
+    got = prepare([str(tmp_path / "fixed_a.parquet"), str(tmp_path / "fixed_b.parquet")],
+                  tmp_path / "got.parquet", SEQ, progress=False)
+    assert got.duplicates == want.duplicates == 100
+    assert pq.read_table(tmp_path / "got.parquet").equals(pq.read_table(tmp_path / "want.parquet"))
+    # a list file and a fixed-size file: the same rows are duplicates across them
+    both = prepare([str(tmp_path / "plain.parquet"), str(tmp_path / "fixed_a.parquet")],
+                   tmp_path / "both.parquet", SEQ, progress=False)
+    assert both.duplicates == 100 + 200
+    with pytest.raises(fastaxo.errors.NullValueError, match=r"row 1 \(0-based\): input_ids is null"):
+        pq.write_table(pa.table({"input_ids": pa.array([[1, 2], None], pa.list_(pa.int32(), 2))}),
+                       tmp_path / "null.parquet")
+        prepare(str(tmp_path / "null.parquet"), tmp_path / "n.parquet", SEQ, progress=False)
+    # a categorical text column
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    texts = [" ".join(f"w{k}" for k in rng.integers(0, 30, int(n))) for n in rng.integers(1, 9, 60)]
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(texts, trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
+    (tmp_path / "tok").mkdir()
+    tok.save(str(tmp_path / "tok" / "tokenizer.json"))
+    col = pa.array(texts + texts[:10])
+    pq.write_table(pa.table({"text": col}), tmp_path / "t.parquet")
+    pq.write_table(pa.table({"text": col.dictionary_encode()}), tmp_path / "cat.parquet")
+    assert pa.types.is_dictionary(pq.read_schema(tmp_path / "cat.parquet")[0].type)
+    a = prepare(str(tmp_path / "t.parquet"), tmp_path / "ta.parquet", SEQ,
+                tokenizer=str(tmp_path / "tok"), progress=False)
+    b = prepare(str(tmp_path / "cat.parquet"), tmp_path / "tb.parquet", SEQ,
+                tokenizer=str(tmp_path / "tok"), progress=False)
+    assert (b.rows_in, b.duplicates) == (a.rows_in, a.duplicates) and a.duplicates >= 10
+    assert pq.read_table(tmp_path / "ta.parquet").equals(pq.read_table(tmp_path / "tb.parquet"))
+
+
 def test_demo_prints_ok():
     r = _cli("demo", "--rows", 20000, "--quiet", timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr

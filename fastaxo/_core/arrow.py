@@ -64,6 +64,18 @@ def numpy_dtype(t: pa.DataType) -> np.dtype:
     return np.dtype(f"<{kind}{t.bit_width // 8}")
 
 
+def fixed_as_list(arr: pa.Array) -> pa.Array:
+    """A fixed_size_list array (HF datasets' ``Sequence(..., length=N)``: rows grouped into
+    blocks) as a list array of the same rows and nulls (large_list past 2^31 values)."""
+    size = arr.type.list_size
+    offs = np.arange(len(arr) + 1, dtype=np.int64) * size
+    values = arr.values.slice(arr.offset * size, len(arr) * size)  # (null rows' slots too)
+    mask = arr.is_null() if arr.null_count else None
+    if offs[-1] >= 2**31:
+        return pa.LargeListArray.from_arrays(from_numpy(offs), values, mask=mask)
+    return pa.ListArray.from_arrays(from_numpy(offs.astype(np.int32)), values, mask=mask)
+
+
 def from_numpy(a: np.ndarray) -> pa.Array:
     """A 1-D numeric NumPy array as a pyarrow Array without a copy (contiguous) and without
     ``pa.array``, whose first call on an ndarray imports pandas when it is installed (~0.4 s,

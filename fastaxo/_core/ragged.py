@@ -182,6 +182,9 @@ def _native(a: np.ndarray) -> np.ndarray:
 
 
 def _from_arrow(data: pa.Array | pa.ChunkedArray, name: str, integer: bool) -> Ragged:
+    if pa.types.is_fixed_size_list(data.type):  # (rows of one length: HF's Sequence(length=N))
+        data = (pa.chunked_array([arrow.fixed_as_list(c) for c in data.chunks])
+                if isinstance(data, pa.ChunkedArray) else arrow.fixed_as_list(data))
     t = data.type
     if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not arrow.is_raw_value_type(
         t.value_type

@@ -44,7 +44,10 @@ def row_where(path: str, row: int) -> str:
 
 
 def token_column(arr: pa.Array, name: str, path: str, row0: int) -> pa.Array:
-    """``arr`` as list<int32> / large_list<int32>, with nulls and out-of-range values refused."""
+    """``arr`` as list<int32> / large_list<int32>, with nulls and out-of-range values refused
+    (a fixed_size_list column is taken as the list of its rows)."""
+    if pa.types.is_fixed_size_list(arr.type):
+        arr = arrow.fixed_as_list(arr)
     t = arr.type
     if (not (pa.types.is_list(t) or pa.types.is_large_list(t))
             or not pa.types.is_integer(t.value_type)):
@@ -310,6 +313,9 @@ def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int
     no tokens. fastaxo's encoder reads the Arrow column in place; HF's gets the texts as Python
     strings in calls of about 8 MiB. ``on_rows(k)``: told as rows are done (prepare's
     progress)."""
+    if pa.types.is_dictionary(arr.type) and (pa.types.is_string(arr.type.value_type) or
+                                             pa.types.is_large_string(arr.type.value_type)):
+        arr = arr.dictionary_decode()  # (a categorical column: pandas', or a stored schema's)
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         raise InvalidTypeError(
             f"{path}: text column {column!r} must be strings to tokenize, got {arr.type}")
