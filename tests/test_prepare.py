@@ -364,10 +364,10 @@ def test_fixed_size_lists_and_categorical_text_are_read_as_their_rows(tmp_path):
     both = prepare([str(tmp_path / "plain.parquet"), str(tmp_path / "fixed_a.parquet")],
                    tmp_path / "both.parquet", SEQ, progress=False)
     assert both.duplicates == 100 + 200
+    # a null row is refused, naming it (in memory: pyarrow 15 cannot read such a Parquet file)
     with pytest.raises(fastaxo.errors.NullValueError, match=r"row 1 \(0-based\): input_ids is null"):
-        pq.write_table(pa.table({"input_ids": pa.array([[1, 2], None], pa.list_(pa.int32(), 2))}),
-                       tmp_path / "null.parquet")
-        prepare(str(tmp_path / "null.parquet"), tmp_path / "n.parquet", SEQ, progress=False)
+        prepare(pa.table({"input_ids": pa.array([[1, 2], None], pa.list_(pa.int32(), 2))}),
+                tmp_path / "n.parquet", SEQ, progress=False)
     # a categorical text column
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
