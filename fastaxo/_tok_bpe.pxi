@@ -207,13 +207,10 @@ cdef class BPEModel:
                 made[k] = <uintptr_t>fx_bpe_cache_new()
         for k in range(more):
             failed = failed or made[k] == 0
-        if failed:
+        if failed:  # (owned: got was empty, so only the ones made here are freed)
             for k in range(more):
                 fx_bpe_cache_free(<fx_bpe_cache *>made[k])  # (NULL: nothing)
-            if owned[0]:
-                for p in got:
-                    fx_bpe_cache_free(<fx_bpe_cache *><uintptr_t>p)
-            else:
+            if not owned[0]:
                 self._busy.release()
             raise MemoryError("tokenizer: out of memory for a word cache")
         for k in range(more):

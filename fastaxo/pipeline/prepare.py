@@ -90,7 +90,7 @@ def _open_first(files: list[tuple[str, str, str | None]], mem: Any, batch_rows: 
 def _no_rows(opened: Any, fmt: str) -> bool:
     """Whether an input opened by :func:`_schema_of` is known to hold no rows (a JSON Lines
     file of only whitespace: BatchReader.no_rows)."""
-    return fmt == "jsonl" and not opened[1].names and bool(opened[0](None).no_rows)
+    return fmt == "jsonl" and opened[0](None).no_rows
 
 
 def _close(opened: Any) -> None:
