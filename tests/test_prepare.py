@@ -216,6 +216,43 @@ def test_json_lines_shards_with_no_rows_are_skipped_and_counted(tmp_path):
         prepare(str(tmp_path / "fields.jsonl"), tmp_path / "none.parquet", SEQ, progress=False)
 
 
+def _late_typed_jsonl(path, ids, labs, fields: dict) -> int:
+    """JSON Lines whose first 17 MiB (past the 16 MiB that fix the column types) are rows of
+    ``fields`` only, then the rows ``ids``/``labs`` with a string in ``meta``; the number of
+    leading rows."""
+    line = (json.dumps(fields) + "\n").encode()
+    n = (17 << 20) // len(line) + 1
+    with open(path, "wb") as fh:
+        fh.write(line * n)
+        for a, b in zip(ids, labs):
+            fh.write((json.dumps({"input_ids": a, "labels": b, "meta": "x"}) + "\n").encode())
+    return n
+
+
+@pytest.mark.parametrize("lead", ["empty-rows", "null-meta"])
+def test_columns_the_first_16_mib_leave_untyped_are_read_to_the_end(tmp_path, lead):
+    """The first 16 MiB of a JSON Lines file fix its column types. When they hold only empty
+    token rows (input_ids inferred as list<null>), or a column prepare does not read is null
+    there and a string later, the file is still prepared: the output equals the run on the
+    rows alone. Before: "must be a list of integer token ids, got list<item: null>", and "JSON
+    parse error: Column(/meta) changed from null to string"."""
+    ids, labs = _rows(500, seed=12)
+    fields = ({"input_ids": [], "labels": []} if lead == "empty-rows" else
+              {"input_ids": [5, 6], "labels": [5, 6], "meta": None})
+    path = str(tmp_path / "late.jsonl")
+    n = _late_typed_jsonl(path, ids, labs, fields)
+    lead_rows = [] if lead == "empty-rows" else [fields["input_ids"]]
+    want = prepare(_write(tmp_path / "rows.jsonl", lead_rows + ids, lead_rows + labs, "jsonl"),
+                   tmp_path / "want.parquet", SEQ, progress=False)
+    rep = prepare(path, tmp_path / "out.parquet", SEQ, progress=False)
+    assert pq.read_table(tmp_path / "out.parquet").equals(pq.read_table(tmp_path / "want.parquet"))
+    assert rep.rows_in == n + 500
+    if lead == "empty-rows":
+        assert rep.empty_rows == n
+    else:
+        assert rep.duplicates == want.duplicates + n - 1
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
 @pytest.mark.parametrize("with_labels", [True, False])
 @pytest.mark.parametrize("layout", ["standard", "axolotl"])

@@ -392,6 +392,26 @@ def test_json_lines_shards_with_no_rows_are_skipped_as_on_one_machine(cluster, t
         fxray.prepare(inputs[::2], str(tmp_path / "none"), 256, address=cluster["address"])
 
 
+def test_token_columns_untyped_in_the_first_16_mib_as_on_one_machine(cluster, tmp_path):
+    """A JSON Lines file whose first 16 MiB hold only empty token rows (input_ids inferred as
+    list<null>) and a null column the pass does not read, a string there later: the workers
+    read it to its end, as one machine does (before, both refused the file)."""
+    (ids, labs), = _planted(1, 400, seed=23)
+    line = (json.dumps({"input_ids": [], "labels": [], "meta": None}) + "\n").encode()
+    n = (17 << 20) // len(line) + 1
+    path = tmp_path / "late.jsonl"
+    with open(path, "wb") as fh:
+        fh.write(line * n)
+        for a, b in zip(ids, labs):
+            fh.write((json.dumps({"input_ids": a.tolist(), "labels": b.tolist(), "meta": "x"})
+                      + "\n").encode())
+    single = fastaxo.prepare(str(path), str(tmp_path / "single.parquet"), 256, pack_window=300)
+    rep = fxray.prepare(str(path), str(tmp_path / "out"), 256, pack_window=300,
+                        address=cluster["address"])
+    _same_as_single(tmp_path / "out", tmp_path / "single.parquet")
+    assert rep.empty_rows == single.empty_rows >= n and rep.rows_in == single.rows_in == n + 400
+
+
 def test_rows_over_max_row_bytes_as_on_one_machine(cluster, tmp_path):
     """max_row_bytes reaches the workers: rows over it are refused naming the same file and row
     as one machine (the first in the global order, though two units fail), or with

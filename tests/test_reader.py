@@ -275,6 +275,30 @@ def test_the_inference_block_is_parsed_once(tmp_path, monkeypatch, fmt):
     assert sum(b.num_rows for b in r) == 3000 and len(calls) > n_first
 
 
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_chosen_columns_read_past_other_columns_changing_type(tmp_path, monkeypatch, fmt):
+    """With columns chosen, only they are parsed after the inference block: a column that was
+    empty there and holds strings later (or, in JSON, a field that appears later) no longer
+    stops the read; without a choice it still does, naming the fix. ``file_schema`` has every
+    column."""
+    monkeypatch.setattr(R, "INFER_BYTES", 4096)
+    path = tmp_path / f"t.{fmt}"
+    if fmt == "jsonl":
+        path.write_text("".join(json.dumps({"a": i, "b": None}) + "\n" for i in range(1500))
+                        + "".join(json.dumps({"a": i, "b": "x", "c": 1}) + "\n"
+                                  for i in range(1500, 2000)))
+    else:
+        path.write_text("a,b\n" + "".join(f"{i},\n" for i in range(1500))
+                        + "".join(f"{i},x{i}\n" for i in range(1500, 2000)))
+    r = fastaxo.iter_batches(path, columns=["a"], batch_rows=100, block_bytes=1024)
+    assert r.schema.names == ["a"] and r.file_schema.names == ["a", "b"]
+    assert r.file_schema.field("b").type == pa.null()
+    got, _ = read_all(r)
+    assert got.column("a").to_pylist() == list(range(2000))
+    with pytest.raises(FileFormatError, match="pass schema="):
+        read_all(fastaxo.iter_batches(path, batch_rows=100, block_bytes=1024))
+
+
 def test_a_position_skips_rows_across_blocks(tmp_path):
     """(line start, rows after it) means the same rows whatever the block sizes: skipping more
     rows than the first block holds goes on into the next blocks."""

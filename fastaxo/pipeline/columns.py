@@ -31,16 +31,38 @@ from fastaxo.pipeline.messages import (
 
 __all__ = ["IGNORE_INDEX", "SEQ_LENGTHS", "ChatTokenizer", "TextTokenizer", "chat_tokenize",
            "chat_tokenizer", "compact", "describe_encoder",
-           "list_lengths", "load_tokenizer", "row_where",
+           "list_lengths", "load_tokenizer", "row_where", "settled_schema",
            "text_tokenizer", "token_column", "tokenize", "too_large_error"]
 
 _I32 = pa.int32()
 IGNORE_INDEX = -100  # a label no loss is taken on (transformers' and Axolotl's)
 SEQ_LENGTHS = "seq_lengths"  # the standard layout's sequence lengths per row (TRL's name)
+_TOKEN_COLUMNS = ("input_ids", "labels", "attention_mask")  # read as lists of integers
 
 
 def row_where(path: str, row: int) -> str:
     return f"{path} row {row:,} (0-based)"
+
+
+def _unknown(t: pa.DataType) -> bool:
+    """Whether a type inferred from JSON/CSV says nothing of the values: null, or a list
+    of null (only nulls or empty lists were seen)."""
+    while (pa.types.is_list(t) or pa.types.is_large_list(t)
+           or pa.types.is_fixed_size_list(t)):
+        t = t.value_type
+    return pa.types.is_null(t)
+
+
+def settled_schema(schema: pa.Schema) -> pa.Schema | None:
+    """``schema`` (a text file's, inferred from its first 16 MiB) with the token columns whose
+    type it left unknown (null or list<null>: only empty rows there) made list<int64>, or None
+    when no column's type is unknown. A reader opened with it, and only the columns it needs,
+    reads such a file to its end (the other unknown columns it does not parse)."""
+    if not any(_unknown(f.type) for f in schema):
+        return None
+    fields = [f.with_type(pa.list_(pa.int64()))
+              if f.name in _TOKEN_COLUMNS and _unknown(f.type) else f for f in schema]
+    return pa.schema(fields, metadata=schema.metadata)
 
 
 def token_column(arr: pa.Array, name: str, path: str, row0: int) -> pa.Array:

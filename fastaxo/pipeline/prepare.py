@@ -36,7 +36,7 @@ from fastaxo._core.threads import resolve_num_threads
 from fastaxo.errors import InvalidInputError, InvalidTypeError
 from fastaxo.hashing import Seen
 from fastaxo.hashing import dedupe as dedupe_rows
-from fastaxo.pipeline.columns import tokenizer_label
+from fastaxo.pipeline.columns import settled_schema, tokenizer_label
 from fastaxo.pipeline.memory import memory_source
 from fastaxo.pipeline.meter import Meter
 from fastaxo.pipeline.options import DEFAULT_PACK_WINDOW, options_of_call
@@ -61,6 +61,7 @@ from fastaxo.pipeline.unpad import MASK
 from fastaxo.pipeline.writer import Writer
 from fastaxo.readers import iter_batches, resolve_source
 from fastaxo.readers.parquet import read_footer
+from fastaxo.readers.sources import TEXT_FORMATS
 
 __all__ = ["prepare"]
 
@@ -108,7 +109,21 @@ def _schema_of(path: str, fmt: str, comp: str | None, batch_rows: int,
                                           **reader_options)), schema, sum(rg_rows)
     reader = iter_batches(path, format=fmt, compression=comp, batch_rows=batch_rows,
                           **reader_options)
-    return (lambda cols: reader), reader.schema, None
+    fixed = (settled_schema(reader.schema)
+             if fmt in TEXT_FORMATS and "schema" not in reader_options else None)
+    if fixed is None:
+        return (lambda cols: reader), reader.schema, None
+
+    # a column's type is unknown from the first 16 MiB (only nulls or empty lists there): the
+    # file is read again with the types settled and only the columns the pass needs, so a
+    # later value there (a token id, a string in a column the pass does not read) is no error
+    def reopen(cols: list[str] | None) -> Any:
+        if cols is None:
+            return reader
+        reader.close()
+        return iter_batches(path, format=fmt, compression=comp, columns=cols, schema=fixed,
+                            batch_rows=batch_rows, **reader_options)
+    return reopen, fixed, None
 
 
 def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",

@@ -384,6 +384,11 @@ class BatchReader:
         return self._src.schema
 
     @property
+    def file_schema(self) -> pa.Schema:
+        """The first file's schema with all its columns (``schema`` has the chosen ones)."""
+        return self._src.file_schema
+
+    @property
     def no_rows(self) -> bool:
         """True when this reader's one file is known to hold no rows: a JSON Lines file with
         nothing but whitespace (its schema then has no columns)."""
@@ -433,7 +438,9 @@ def iter_batches(source: Any, *, format: str | None = None, columns: Sequence[st
         ``text_column``); None detects it from the name. ``.gz``, ``.bz2``, ``.zst`` and
         ``.lz4`` endings (or ``compression=``) decompress the text formats.
     columns
-        Read only these columns, in this order.
+        Read only these columns, in this order. In JSON Lines and CSV only they are parsed
+        after the first 16 MiB, so another column may change type (null there, strings
+        later) or appear later without stopping the read.
     schema
         Column types for JSON Lines / CSV (otherwise the first 16 MiB of the first file fix
         them, as pyarrow's streaming readers do).

@@ -48,6 +48,7 @@ class Source:
         first = self._open_file(0)
         try:
             self.schema = first.schema
+            self.file_schema = getattr(first, "full_schema", first.schema)  # all its columns
             # the first file is known to hold no rows (TextDecoder.no_rows)
             self.first_no_rows = bool(getattr(first, "no_rows", False))
             if self.format in TEXT_FORMATS:

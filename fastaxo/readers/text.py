@@ -282,7 +282,8 @@ class TextDecoder:
                 import pyarrow.json as pjson
 
 
-                unexpected = "error" if schema is not None else "infer"
+                unexpected = ("infer" if schema is None else
+                              "ignore" if self.opts.columns is not None else "error")
                 po = pjson.ParseOptions(explicit_schema=schema,
                                         unexpected_field_behavior=unexpected,
                                         newlines_in_values=False)
@@ -293,8 +294,12 @@ class TextDecoder:
 
             ro = pcsv.ReadOptions(column_names=self.header, use_threads=self.opts.use_threads,
                                   block_size=block_size)
-            co = (pcsv.ConvertOptions(column_types=schema) if schema is not None
-                  else pcsv.ConvertOptions())
+            if schema is None:
+                co = pcsv.ConvertOptions()
+            elif self.opts.columns is not None:
+                co = pcsv.ConvertOptions(column_types=schema, include_columns=schema.names)
+            else:
+                co = pcsv.ConvertOptions(column_types=schema)
             po_csv = pcsv.ParseOptions(delimiter="\t" if k == "tsv" else ",")
             return pcsv.read_csv(pa.py_buffer(block), read_options=ro, convert_options=co,
                                  memory_pool=self.opts.pool, parse_options=po_csv)
@@ -461,22 +466,26 @@ class TextDecoder:
         """(start, end, table) of each block: the kept inference parse first, if any."""
         if first is not None:
             yield first[0], first[1], first[2]
+        # with columns chosen, only they are parsed: the other fields may change type, or
+        # appear, after the lines that fixed the schema (a field null in the first 16 MiB and
+        # a string later) without refusing the file for a column nobody reads
+        want = self.full_schema if self.opts.columns is None else self.schema
         for pos, block in blocks:
-            t = self._parse(block, self.full_schema, pos)
+            t = self._parse(block, want, pos)
             self._recycle(block, t)
-            if t.schema != self.full_schema:
-                t = self._conform(t, pos)
+            if t.schema != want:
+                t = self._conform(t, pos, want)
             yield pos, pos + len(block), t
 
-    def _conform(self, t: pa.Table, pos: int) -> pa.Table:
-        if t.schema.names == self.full_schema.names:
+    def _conform(self, t: pa.Table, pos: int, want: pa.Schema) -> pa.Table:
+        if t.schema.names == want.names:
             try:
-                return t.cast(self.full_schema)
+                return t.cast(want)
             except (pa.ArrowException, ValueError):
                 pass
         raise SchemaMismatchError(
             f"{self.path} (block at byte {pos}): columns {t.schema} differ from the source's "
-            f"{self.full_schema}; pass schema= to fix the types"
+            f"{want}; pass schema= to fix the types"
         )
 
     def close(self) -> None:

@@ -15,9 +15,10 @@ import ray.data
 import fastaxo
 from fastaxo._core.checks import MAX_ROW_BYTES
 from fastaxo.errors import SchemaMismatchError
-from fastaxo.pipeline.columns import ChatTokenizer, load_tokenizer
+from fastaxo.pipeline.columns import ChatTokenizer, load_tokenizer, settled_schema
 from fastaxo.pipeline.stages import Bounds, add_bounds, check_batch
 from fastaxo.pipeline.unpad import MASK
+from fastaxo.readers.sources import TEXT_FORMATS
 
 __all__ = ["KEY_SHIFT", "ROW_MASK", "Cfg", "CheckedUnit", "Unit", "add_counts", "chat_options",
            "checked_unit", "plan_files", "read_unit", "schema_of_unit"]
@@ -115,8 +116,14 @@ def read_unit(u: Unit, columns: list[str]) -> pa.Table:
 
         pf = pq.ParquetFile(u.path, pre_buffer=False, buffer_size=1 << 20)
         return pf.read_row_groups(list(u.rgs), columns=columns, use_threads=False)
-    with fastaxo.iter_batches(u.path, format=u.fmt, compression=u.compression, columns=columns,
-                              prefetch=0) as it:
+    it = fastaxo.iter_batches(u.path, format=u.fmt, compression=u.compression, columns=columns,
+                              prefetch=0)
+    fixed = settled_schema(it.file_schema) if u.fmt in TEXT_FORMATS else None
+    if fixed is not None:  # a token column's type unknown from the first 16 MiB (as prepare)
+        it.close()
+        it = fastaxo.iter_batches(u.path, format=u.fmt, compression=u.compression,
+                                  columns=columns, schema=fixed, prefetch=0)
+    with it:
         batches = list(it)
         if not batches:
             return it.schema.empty_table()
