@@ -217,6 +217,7 @@ void fx_bpe_free(fx_bpe *m)
     free(m->tok_off);
     fx_big_free(m->vocab_slots, m->vocab_bytes);
     fx_big_free(m->merges, m->merges_bytes);
+    fx_big_free(m->pair_filter, m->filter_bytes);
     free(m->merge_to);
     free(m->byte_rank);
     free(m->whole);
@@ -298,11 +299,15 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
         mt <<= 1; /* at most 5/8 full */
     m->merges_bytes = mt * sizeof(uint64_t);
     m->merges = fx_big_calloc(m->merges_bytes);
+    /* the filter: 8 bits a table slot, at least 5 a merge (about 1 in 16 bits set: a pair
+     * that does not merge passes it that often) */
+    m->filter_bytes = mt;
+    m->pair_filter = fx_big_calloc(m->filter_bytes);
     m->merge_to = malloc(((size_t)sp->n_merges + 1) * sizeof(int32_t));
     m->whole = calloc(nv, 1);
     m->byte_rank = malloc(65536 * sizeof(int32_t));
     if (!m->tok_bytes || !m->tok_off || !m->vocab_slots || !m->merges || !m->merge_to ||
-        !m->whole || !m->byte_rank) {
+        !m->whole || !m->byte_rank || !m->pair_filter) {
         *status = FX_ENOMEM;
         goto fail;
     }
@@ -334,6 +339,7 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
     m->merge_shift = 64;
     for (size_t t = mt; t > 1; t >>= 1)
         m->merge_shift--;
+    m->filter_shift = m->merge_shift - 3; /* mt * 8 bits */
     for (int32_t r = 0; r < sp->n_merges; r++) {
         int32_t a = sp->merges[3 * r], b = sp->merges[3 * r + 1], c = sp->merges[3 * r + 2];
         if (a < 0 || b < 0 || c < 0 || a >= m->n_vocab || b >= m->n_vocab || c >= m->n_vocab) {
@@ -345,6 +351,8 @@ fx_bpe *fx_bpe_new(const fx_bpe_spec *sp, int *status, const char **what)
         while (m->merges[i] != 0 && (m->merges[i] & ~MERGE_RANK_MASK) != key)
             i = (i + 1) & m->merge_mask;
         m->merges[i] = key | ((uint64_t)r + 1); /* a repeated pair: the last rank */
+        size_t bit = merge_filter_bit(m, key);
+        m->pair_filter[bit >> 6] |= UINT64_C(1) << (bit & 63);
         m->merge_to[r] = c;
     }
     for (int x = 0; x < 256; x++)

@@ -65,6 +65,11 @@ struct fx_bpe {
     int32_t *merge_to; /* merge_to[rank]: the id the merge of that rank makes */
     size_t merge_mask;
     unsigned merge_shift; /* merge_home: the top bits of a multiplicative hash */
+    /* one bit a hash of the pair keys (merge_filter_bit), set for every merge: most pairs
+     * looked up while merging do not merge, and this bitset (a sixteenth of the table's
+     * bytes) answers them without a miss on the table */
+    uint64_t *pair_filter;
+    unsigned filter_shift;
     /* byte_rank[x << 8 | y]: merge_rank of the tokens of bytes x and y (the first pairs of
      * every piece: one load instead of a probe of the merge table) */
     int32_t *byte_rank;
@@ -85,7 +90,7 @@ struct fx_bpe {
     int32_t pretok, ignore_merges, nfc, bos_id;
     int probe; /* FX_BPE_PROBE_*: how fx_bpe_merge.c looks up ranks (fx_bpe_set_probe) */
     /* the sizes of the tables fx_big_calloc made (fx_mem.h: huge pages; freed by size) */
-    size_t vocab_bytes, merges_bytes, direct_bytes, direct8_bytes;
+    size_t vocab_bytes, merges_bytes, direct_bytes, direct8_bytes, filter_bytes;
 };
 
 static inline uint64_t merge_key(int32_t a, int32_t b)
@@ -106,9 +111,24 @@ static inline size_t merge_home(const fx_bpe *m, uint64_t k)
     return (size_t)((k * 0x9e3779b97f4a7c15ull) >> m->merge_shift) & ~(size_t)(MERGE_BUCKET - 1);
 }
 
+/* The bit of key k in pair_filter: the top bits of merge_home's product. */
+static inline size_t merge_filter_bit(const fx_bpe *m, uint64_t k)
+{
+    return (size_t)((k * 0x9e3779b97f4a7c15ull) >> m->filter_shift);
+}
+
+/* Whether key k may be a merge (0: it is not one). */
+static inline int merge_may_be(const fx_bpe *m, uint64_t k)
+{
+    size_t bit = merge_filter_bit(m, k);
+    return (int)((m->pair_filter[bit >> 6] >> (bit & 63)) & 1);
+}
+
 /* The rank of the merge whose key is k (merge_key), or INT32_MAX when there is none. */
 static inline int32_t merge_rank_of(const fx_bpe *m, uint64_t k)
 {
+    if (!merge_may_be(m, k))
+        return INT32_MAX;
     for (size_t i = merge_home(m, k);; i = (i + 1) & m->merge_mask) {
         uint64_t e = m->merges[i];
         if (e == 0)

@@ -16,12 +16,21 @@
 #define FX_BPE_AVX2 1
 #include <immintrin.h>
 
+/* A bucket with no merge in it: a key the filter rules out reads this one (always in the
+ * cache) in place of its home, chosen without a branch (whether a pair merges is the data's
+ * to say: a branch on it is mispredicted). */
+static const uint64_t NO_MERGES[MERGE_BUCKET] __attribute__((aligned(64)));
+
 __attribute__((target("avx2"))) static inline int32_t merge_rank8(const fx_bpe *m, uint64_t k)
 {
     const __m256i key_bits = _mm256_set1_epi64x((long long)~MERGE_RANK_MASK);
     const __m256i key = _mm256_set1_epi64x((long long)k), zero = _mm256_setzero_si256();
-    for (size_t i = merge_home(m, k);; i = (i + MERGE_BUCKET) & m->merge_mask) {
-        const __m256i *b = (const __m256i *)(const void *)(m->merges + i);
+    size_t i = merge_home(m, k);
+    uintptr_t may = (uintptr_t)0 - (uintptr_t)merge_may_be(m, k);
+    const uint64_t *at = (const uint64_t *)(((uintptr_t)(m->merges + i) & may) |
+                                            ((uintptr_t)NO_MERGES & ~may));
+    for (;;) {
+        const __m256i *b = (const __m256i *)(const void *)at;
         __m256i v0 = _mm256_loadu_si256(b), v1 = _mm256_loadu_si256(b + 1);
         unsigned hit = (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(
                            _mm256_cmpeq_epi64(_mm256_and_si256(v0, key_bits), key))) |
@@ -34,10 +43,12 @@ __attribute__((target("avx2"))) static inline int32_t merge_rank8(const fx_bpe *
                 << 4;
         hit &= ~empty; /* an empty slot's key bits equal the key of ids 0 and 0 */
         if (__builtin_expect((hit | empty) != 0, 1)) {
-            uint64_t e = m->merges[i + (FX_CTZ64(hit | 0x100u) & 7)];
+            uint64_t e = at[FX_CTZ64(hit | 0x100u) & 7];
             int32_t r = (int32_t)(e & MERGE_RANK_MASK) - 1;
             return hit ? r : INT32_MAX;
         }
+        i = (i + MERGE_BUCKET) & m->merge_mask;
+        at = m->merges + i;
     }
 }
 #endif
