@@ -9,6 +9,10 @@
 # (A smaller input stays one chunk a thread or less, as before: no more calls go parallel.)
 cdef int64_t BPE_CHUNK_BYTES = 1 << 18
 cdef int64_t BPE_CHUNK_MIN = 1 << 15
+# the chunks' regions of a call are kept for the next when at most this big: memory touched
+# for the first time costs the kernel's zeroing (13% of a 40 MB call); only the pages the
+# regions used stay in memory (_scratch_array: about the ids of the largest call)
+cdef int64_t BPE_SCRATCH_KEEP = 1 << 28
 cdef int64_t BPE_CHUNKS_PER_THREAD = 16
 
 # how merging looks up ranks (csrc/fx_bpe.h FX_BPE_PROBE_*; BPEModel._probe)
@@ -127,6 +131,7 @@ cdef class BPEModel:
     cdef readonly int32_t vocab_size
     cdef list _caches  # per-thread caches kept between calls (warm), guarded by _busy
     cdef object _busy
+    cdef object _scratch_ids, _scratch_spans  # regions kept between calls (_take_scratch)
 
     def __cinit__(self):
         self.m = NULL
@@ -217,6 +222,34 @@ cdef class BPEModel:
             got.append(made[k])
         return got
 
+    cdef object _take_scratch(self, int64_t need, bint spans):
+        """Room for ``need`` ids (or spans): the array the last call gave back when it is big
+        enough (no other call holds it: taking it is one step under the GIL), else a new one
+        a quarter larger (the next call a little longer fits too)."""
+        import numpy as np
+        got = self._scratch_spans if spans else self._scratch_ids
+        if spans:
+            self._scratch_spans = None
+        else:
+            self._scratch_ids = None
+        if got is None or got.shape[0] < need:
+            need += need // 4
+            got = _scratch_array(need, spans)
+        return got
+
+    cdef object _give_scratch(self, object got, bint spans):
+        """Keep ``got`` for the next call, unless it is over BPE_SCRATCH_KEEP bytes or one
+        kept already is larger."""
+        if got is None or got.nbytes > BPE_SCRATCH_KEEP:
+            return None
+        kept = self._scratch_spans if spans else self._scratch_ids
+        if kept is None or kept.shape[0] < got.shape[0]:
+            if spans:
+                self._scratch_spans = got
+            else:
+                self._scratch_ids = got
+        return None
+
     cdef void _give_caches(self, list caches, bint owned):
         cdef uintptr_t p
         if owned:
@@ -245,12 +278,13 @@ cdef class BPEModel:
         return got
 
     def clear_cache(self):
-        """Drop the word caches (the next call starts cold)."""
+        """Drop the word caches (the next call starts cold) and the regions kept."""
         cdef uintptr_t p
         with self._busy:
             for p in self._caches:
                 fx_bpe_cache_free(<fx_bpe_cache *>p)
             self._caches = []
+        self._scratch_ids = self._scratch_spans = None
 
     def encode_many(self, const uint8_t[::1] data, const int64_t[::1] offsets, bint specials,
                     int num_threads, int mode, bint validate=True):
@@ -319,7 +353,7 @@ cdef class BPEModel:
         chunks of whole texts over the threads (the caller keeps src's memory alive)."""
         import numpy as np
         cdef int64_t[::1] size = np.ascontiguousarray(sizes, np.int64)
-        cdef int64_t n = size.shape[0], i, c, nchunks, pos, k, acc
+        cdef int64_t n = size.shape[0], i, c, nchunks, acc
         cdef bint want_offsets = mode != FX_OFFSETS_NONE
         # chunks of whole texts, about `chunk` bytes each, and the bytes each holds
         cdef int64_t chunk = BPE_CHUNK_BYTES, total = 0
@@ -347,8 +381,24 @@ cdef class BPEModel:
         for c in range(nchunks):
             region[c + 1] = region[c] + sums[c] + (cstart[c + 1] - cstart[c]) * (
                 1 if specials else 0)
-        vals = np.empty(max(region[nchunks], 1), np.int32)
-        spans = np.empty((max(region[nchunks], 1), 2), np.int64) if want_offsets else None
+        vals = self._take_scratch(max(region[nchunks], 1), False)
+        spans = self._take_scratch(max(region[nchunks], 1), True) if want_offsets else None
+        try:
+            return self._encode_into(src, vals, spans, region, cstart, nchunks, n, specials,
+                                     num_threads, mode)
+        finally:
+            self._give_scratch(vals, False)
+            self._give_scratch(spans, True)
+
+    cdef object _encode_into(self, const _Source *src, object vals, object spans,
+                             const int64_t[::1] region, const int64_t[::1] cstart,
+                             int64_t nchunks, int64_t n, bint specials, int num_threads,
+                             int mode):
+        """_encode's work: chunk c into vals[region[c]:region[c + 1]] (spans alike), then the
+        chunks gathered in order into arrays of their own."""
+        import numpy as np
+        cdef int64_t c, pos
+        cdef bint want_offsets = mode != FX_OFFSETS_NONE
         cdef int32_t[::1] v = vals
         cdef int64_t[:, ::1] sp = spans if want_offsets else np.empty((1, 2), np.int64)
         counts = np.zeros(n, np.int64)
@@ -433,6 +483,22 @@ cdef class BPEModel:
                                       validate, &v[0], &sp[0, 0] if mode != FX_OFFSETS_NONE
                                       else NULL, mode, room, &cnt[0], used, bad)
         return vals, spans
+
+
+cdef object _scratch_array(int64_t n, bint spans):
+    """An array of n ids (int32) or spans (n x 2 int64) in anonymous memory without huge
+    pages: a chunk uses about a quarter of its region, and with 4 KiB pages only that much
+    is ever touched (zeroed by the kernel, and kept while the array is), where NumPy's
+    huge pages for large arrays would touch all of it."""
+    import mmap
+
+    import numpy as np
+    cdef int64_t nbytes = n * (16 if spans else 4)
+    mem = mmap.mmap(-1, max(nbytes, 1))
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        mem.madvise(mmap.MADV_NOHUGEPAGE)
+    got = np.frombuffer(mem, np.int64 if spans else np.int32, count=n * (2 if spans else 1))
+    return got.reshape(n, 2) if spans else got
 
 
 cdef object _closed_up(object arr, const int64_t[::1] region, const int64_t[::1] used,

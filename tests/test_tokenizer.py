@@ -299,6 +299,43 @@ def test_a_cleared_cache_reuses_its_tables_empty():
     assert other._model._cache_stats() == [first]
 
 
+def test_calls_reuse_their_regions_and_concurrent_calls_never_share_them():
+    """A call keeps its chunks' scratch regions for the next (first-touched memory is slow):
+    calls of growing and shrinking sizes, with and without offsets, on one and two threads,
+    give HF's ids; four Python threads encoding at once on one tokenizer (the GIL released)
+    never write into one another's regions."""
+    import threading
+
+    path = data.qwen3_json()
+    hf = tokenizers.Tokenizer.from_file(str(path))
+    words = _many_words()
+    sizes = [3, 40_000, 200, 131_544, 1, 9_000]
+    batches = [[" ".join(words[k:k + 7]) for k in range(0, n, 1 + n // 997)] for n in sizes]
+    want = [[e.ids for e in hf.encode_batch_fast(b)] for b in batches]
+    spans = [[[list(x) for x in e.offsets] for e in hf.encode_batch(b)] for b in batches[:3]]
+    ours = Tokenizer.from_pretrained(path)
+    for nt in (1, 2, 1):
+        for b, w in zip(batches, want):
+            assert ours.encode_batch(b, num_threads=nt).to_pylist() == w
+        for b, w, sp in zip(batches, want, spans):
+            ids, got = ours.encode_batch_offsets(b, num_threads=nt)
+            assert ids.to_pylist() == w and got.to_pylist() == sp
+    failed = []
+
+    def run(k: int) -> None:
+        for r in range(6):
+            i = (k + r) % len(batches)
+            if ours.encode_batch(batches[i], num_threads=1 + r % 2).to_pylist() != want[i]:
+                failed.append((k, r))
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failed
+
+
 def _has_avx2() -> bool:
     """Whether Linux says this processor has AVX2 (elsewhere: not known, False)."""
     try:

@@ -180,7 +180,8 @@ class Tokenizer:
                 f"vocab_size={self.vocab_size}, nfc={self._spec.nfc})")
 
     def clear_cache(self) -> None:
-        """Forget the word caches (the next call runs cold)."""
+        """Forget the word caches (the next call runs cold) and release the scratch memory a
+        call keeps for the next (about the size of the largest call's ids)."""
         self._model.clear_cache()
 
     # -- encoding -------------------------------------------------------------------------
