@@ -373,7 +373,7 @@ def test_tokenizer(tmp_path):
     assert r.returncode == 1 and "tokenizer.json" in r.stderr
 
 
-def test_fixed_size_lists_and_categorical_text_are_read_as_their_rows(tmp_path):
+def test_fixed_size_lists_and_categorical_or_view_text_are_read_as_their_rows(tmp_path):
     """HF datasets stores ``Sequence(Value("int32"), length=N)`` (rows grouped into blocks) as
     fixed_size_list, and a pandas categorical text column is dictionary-encoded: both were
     refused ("must be a list of integer token ids" / "must be strings"). They are read as the
@@ -424,6 +424,15 @@ def test_fixed_size_lists_and_categorical_text_are_read_as_their_rows(tmp_path):
                 tokenizer=str(tmp_path / "tok"), progress=False)
     assert (b.rows_in, b.duplicates) == (a.rows_in, a.duplicates) and a.duplicates >= 10
     assert pq.read_table(tmp_path / "ta.parquet").equals(pq.read_table(tmp_path / "tb.parquet"))
+    if hasattr(pa, "string_view"):  # (pyarrow 16 and later: Polars' and DuckDB's text)
+        import pyarrow.feather as feather
+
+        feather.write_feather(pa.table({"text": col.cast(pa.string_view())}),
+                              tmp_path / "view.arrow", compression="uncompressed")
+        c = prepare(str(tmp_path / "view.arrow"), tmp_path / "tc.parquet", SEQ,
+                    tokenizer=str(tmp_path / "tok"), progress=False)
+        assert c.rows_in == a.rows_in
+        assert pq.read_table(tmp_path / "tc.parquet").equals(pq.read_table(tmp_path / "ta.parquet"))
 
 
 def test_demo_prints_ok():

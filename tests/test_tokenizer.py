@@ -401,6 +401,33 @@ def test_arrow_input_and_threads(pair):
         ours.encode_batch(pa.array(["a", None]))
 
 
+def test_text_held_as_views_or_categories_and_iterables(pair):
+    """Text as string_view (Polars', DuckDB's Arrow), as a dictionary of strings (pandas'
+    categoricals; chunks with dictionaries of their own), in a chunked array of no chunks,
+    or from a generator gives the ids of the plain list; None and bytes are refused naming
+    the argument (before: string_view and dictionaries were refused, None raised
+    "'NoneType' object is not iterable")."""
+    import pyarrow as pa
+
+    ours, _ = pair
+    docs = ["a b c", "", "héllo wörld 日本", "a b c", "xyz"]
+    want = ours.encode_batch(docs, num_threads=1).to_pylist()
+    d1 = pa.array(docs[:2]).dictionary_encode()
+    d2 = pa.array(docs[2:]).dictionary_encode()
+    for texts in (pa.array(docs, pa.string_view()), pa.array(docs).dictionary_encode(),
+                  pa.chunked_array([d1, d2]),
+                  pa.chunked_array([pa.array(docs[:3], pa.string_view()),
+                                    pa.array(docs[3:], pa.string_view())]),
+                  (d for d in docs)):
+        assert ours.encode_batch(texts, num_threads=2).to_pylist() == want
+    assert ours.encode_batch(pa.chunked_array([], pa.string_view())).to_pylist() == []
+    with pytest.raises(InvalidTypeError, match="texts: expected a list of str or a pyarrow "
+                                               "string array, got NoneType"):
+        ours.encode_batch(None)
+    with pytest.raises(InvalidTypeError, match="texts: expected a string array, got binary"):
+        ours.encode_batch(pa.array([b"a"]))
+
+
 class _Str(str):
     pass
 

@@ -76,6 +76,24 @@ def fixed_as_list(arr: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(from_numpy(offs.astype(np.int32)), values, mask=mask)
 
 
+def _is_string_view(t: pa.DataType) -> bool:
+    check = getattr(pa.types, "is_string_view", None)  # (pyarrow 16 and later)
+    return bool(check is not None and check(t))
+
+
+def plain_strings(arr: pa.Array) -> pa.Array:
+    """A text array held another way as string / large_string: a categorical one (a
+    dictionary of strings: pandas', a stored schema's) decoded, a string_view one (Polars',
+    DuckDB's) cast to large_string; any other array as it is."""
+    t = arr.type
+    if pa.types.is_dictionary(t) and (pa.types.is_string(t.value_type) or
+                                      pa.types.is_large_string(t.value_type) or
+                                      _is_string_view(t.value_type)):
+        arr = arr.dictionary_decode()
+        t = arr.type
+    return arr.cast(pa.large_string()) if _is_string_view(t) else arr
+
+
 def from_numpy(a: np.ndarray) -> pa.Array:
     """A 1-D numeric NumPy array as a pyarrow Array without a copy (contiguous) and without
     ``pa.array``, whose first call on an ndarray imports pandas when it is installed (~0.4 s,

@@ -335,9 +335,7 @@ def tokenize(tt: TextTokenizer, arr: pa.Array, column: str, path: str, row0: int
     no tokens. fastaxo's encoder reads the Arrow column in place; HF's gets the texts as Python
     strings in calls of about 8 MiB. ``on_rows(k)``: told as rows are done (prepare's
     progress)."""
-    if pa.types.is_dictionary(arr.type) and (pa.types.is_string(arr.type.value_type) or
-                                             pa.types.is_large_string(arr.type.value_type)):
-        arr = arr.dictionary_decode()  # (a categorical column: pandas', or a stored schema's)
+    arr = arrow.plain_strings(arr)  # (categorical or string_view text)
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         raise InvalidTypeError(
             f"{path}: text column {column!r} must be strings to tokenize, got {arr.type}")

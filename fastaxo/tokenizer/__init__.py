@@ -240,7 +240,8 @@ class Tokenizer:
         """The ids of each text, as a ``pyarrow.ListArray`` of int32 (a ``LargeListArray`` past
         2^31 - 1 ids), made in C with no Python object per token.
 
-        ``texts``: a list of str, or a pyarrow string / large_string array (nulls refused).
+        ``texts``: a list (or any iterable) of str, or a pyarrow string array (string,
+        large_string, string_view or a dictionary of strings; nulls refused).
         The texts are spread over ``num_threads`` threads (default: fastaxo's thread count);
         the result does not depend on it. Arrow text is checked to be UTF-8 first (an
         InvalidInputError names the first text that is not); ``validate=False`` skips that
@@ -255,7 +256,12 @@ class Tokenizer:
         if not isinstance(texts, (pa.Array, pa.ChunkedArray, str)):
             # str objects straight to C: their UTF-8 made on the encoding threads. None: an
             # item that is not a str, or a lone surrogate: the path below says which
-            texts = texts if isinstance(texts, (list, tuple)) else list(texts)
+            if not isinstance(texts, (list, tuple)):
+                if not isinstance(texts, Iterable):
+                    raise InvalidTypeError(
+                        "texts: expected a list of str or a pyarrow string array, got "
+                        f"{type(texts).__name__}")
+                texts = list(texts)
             got = self._model.encode_strs(texts, bool(specials),
                                           resolve_num_threads(num_threads), mode)
             if got is not None:
@@ -309,8 +315,11 @@ def _buffers(texts: Any) -> tuple[np.ndarray, np.ndarray, bool]:
     """UTF-8 bytes and int64 offsets of a batch of texts (Arrow arrays without copying the
     text), and whether they came from Arrow (then the bytes are not known to be UTF-8)."""
     if isinstance(texts, pa.ChunkedArray):
-        texts = texts.combine_chunks() if texts.num_chunks != 1 else texts.chunk(0)
+        chunks = [arrow.plain_strings(c) for c in texts.chunks]
+        texts = (chunks[0] if len(chunks) == 1 else pa.array([], pa.string()) if not chunks
+                 else pa.chunked_array(chunks).combine_chunks())
     if isinstance(texts, pa.Array):
+        texts = arrow.plain_strings(texts)
         if not (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)):
             raise InvalidTypeError(f"texts: expected a string array, got {texts.type}")
         if texts.null_count:
