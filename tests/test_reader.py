@@ -299,6 +299,22 @@ def test_chosen_columns_read_past_other_columns_changing_type(tmp_path, monkeypa
         read_all(fastaxo.iter_batches(path, batch_rows=100, block_bytes=1024))
 
 
+def test_a_new_field_inside_a_chosen_column_is_refused_not_dropped(tmp_path, monkeypatch):
+    """Other columns may change after the first 16 MiB, a chosen one may not: a message
+    struct that gains a field ("tool_calls") is refused, naming the column, with or without
+    columns chosen (reading the chosen columns must never drop a field silently)."""
+    monkeypatch.setattr(R, "INFER_BYTES", 4096)
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps({"m": [{"role": "user", "content": "hi"}], "x": None})
+                            + "\n" for _ in range(1500))
+                    + json.dumps({"m": [{"role": "user", "content": "hi", "tool_calls": [1]}],
+                                  "x": "s"}) + "\n")
+    with pytest.raises(SchemaMismatchError, match=r"column 'm' holds .*tool_calls"):
+        read_all(fastaxo.iter_batches(path, columns=["m"], batch_rows=100, block_bytes=1024))
+    with pytest.raises(FileFormatError, match="unexpected field"):
+        read_all(fastaxo.iter_batches(path, batch_rows=100, block_bytes=1024))
+
+
 def test_a_position_skips_rows_across_blocks(tmp_path):
     """(line start, rows after it) means the same rows whatever the block sizes: skipping more
     rows than the first block holds goes on into the next blocks."""

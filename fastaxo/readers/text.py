@@ -282,8 +282,10 @@ class TextDecoder:
                 import pyarrow.json as pjson
 
 
-                unexpected = ("infer" if schema is None else
-                              "ignore" if self.opts.columns is not None else "error")
+                # with columns chosen, fields outside them are inferred per block and dropped
+                # ("ignore" would also drop a new field inside a chosen column, silently)
+                unexpected = ("infer" if schema is None or self.opts.columns is not None
+                              else "error")
                 po = pjson.ParseOptions(explicit_schema=schema,
                                         unexpected_field_behavior=unexpected,
                                         newlines_in_values=False)
@@ -466,27 +468,35 @@ class TextDecoder:
         """(start, end, table) of each block: the kept inference parse first, if any."""
         if first is not None:
             yield first[0], first[1], first[2]
-        # with columns chosen, only they are parsed: the other fields may change type, or
-        # appear, after the lines that fixed the schema (a field null in the first 16 MiB and
-        # a string later) without refusing the file for a column nobody reads
-        want = self.full_schema if self.opts.columns is None else self.schema
+        # with columns chosen, only they must keep the schema's types: the other fields may
+        # change type, or appear, after the lines that fixed it (a field null in the first 16
+        # MiB and a string later) without refusing the file for a column nobody reads
+        chosen = self.opts.columns is not None
+        want = self.schema if chosen else self.full_schema
         for pos, block in blocks:
             t = self._parse(block, want, pos)
             self._recycle(block, t)
+            if chosen and t.schema.names != want.names:
+                t = t.select(want.names)  # (the other fields, inferred per block)
             if t.schema != want:
-                t = self._conform(t, pos, want)
+                t = self._conform(t, pos, want, chosen)
             yield pos, pos + len(block), t
 
-    def _conform(self, t: pa.Table, pos: int, want: pa.Schema) -> pa.Table:
-        if t.schema.names == want.names:
+    def _conform(self, t: pa.Table, pos: int, want: pa.Schema, chosen: bool) -> pa.Table:
+        # a chosen column parsed with its type differs only by a field inside it that the
+        # first 16 MiB did not have (a message's "tool_calls"): a cast would drop it silently
+        if t.schema.names == want.names and not chosen:
             try:
                 return t.cast(want)
             except (pa.ArrowException, ValueError):
                 pass
+        diff = [f"{a.name!r} holds {a.type}, the source's schema {b.type}"
+                for a, b in zip(t.schema, want) if a.name == b.name and a.type != b.type]
         raise SchemaMismatchError(
-            f"{self.path} (block at byte {pos}): columns {t.schema} differ from the source's "
-            f"{want}; pass schema= to fix the types"
-        )
+            f"{self.path} (block at byte {pos}): "
+            + (f"column {'; '.join(diff)}" if chosen and diff else
+               f"columns {t.schema} differ from the source's {want}")
+            + "; pass schema= to fix the types")
 
     def close(self) -> None:
         if self._first is not None:
