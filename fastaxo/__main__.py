@@ -365,8 +365,19 @@ def _interrupts() -> Iterator[threading.Event]:
         interrupted.set()
         raise KeyboardInterrupt
 
+    # a Ctrl-C that lands in a callback Python cannot raise from (an import lock's weakref
+    # callback, a __del__) is "ignored" with a traceback on stderr; the event carries it
+    # to the command, so it is dropped without the traceback
+    hook = sys.unraisablehook
+
+    def quiet(unraisable: Any) -> None:
+        if not (isinstance(unraisable.exc_value, KeyboardInterrupt) and interrupted.is_set()):
+            hook(unraisable)
+
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, on_sigint) if main else None
+    if main:
+        sys.unraisablehook = quiet
     try:
         yield interrupted
     except Exception as e:
@@ -376,6 +387,7 @@ def _interrupts() -> Iterator[threading.Event]:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+            sys.unraisablehook = hook
 
 
 def _cmd_prepare(args: argparse.Namespace) -> int:
