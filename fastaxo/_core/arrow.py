@@ -76,11 +76,6 @@ def fixed_as_list(arr: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(from_numpy(offs.astype(np.int32)), values, mask=mask)
 
 
-def _is_string_view(t: pa.DataType) -> bool:
-    check = getattr(pa.types, "is_string_view", None)  # (pyarrow 16 and later)
-    return bool(check is not None and check(t))
-
-
 def plain_strings(arr: pa.Array) -> pa.Array:
     """A text array held another way as string / large_string: a categorical one (a
     dictionary of strings: pandas', a stored schema's) decoded, a string_view one (Polars',
@@ -88,10 +83,10 @@ def plain_strings(arr: pa.Array) -> pa.Array:
     t = arr.type
     if pa.types.is_dictionary(t) and (pa.types.is_string(t.value_type) or
                                       pa.types.is_large_string(t.value_type) or
-                                      _is_string_view(t.value_type)):
+                                      has_type("is_string_view", t.value_type)):
         arr = arr.dictionary_decode()
         t = arr.type
-    return arr.cast(pa.large_string()) if _is_string_view(t) else arr
+    return arr.cast(pa.large_string()) if has_type("is_string_view", t) else arr
 
 
 def from_numpy(a: np.ndarray) -> pa.Array:

@@ -438,9 +438,10 @@ def iter_batches(source: Any, *, format: str | None = None, columns: Sequence[st
         ``text_column``); None detects it from the name. ``.gz``, ``.bz2``, ``.zst`` and
         ``.lz4`` endings (or ``compression=``) decompress the text formats.
     columns
-        Read only these columns, in this order. In JSON Lines and CSV only they are parsed
-        after the first 16 MiB, so another column may change type (null there, strings
-        later) or appear later without stopping the read.
+        Read only these columns, in this order. In JSON Lines and CSV only they are held to
+        the types of the first 16 MiB, so another column may change type (null there,
+        strings later) or appear later without stopping the read; a field new inside a
+        chosen column is still refused.
     schema
         Column types for JSON Lines / CSV (otherwise the first 16 MiB of the first file fix
         them, as pyarrow's streaming readers do).
