@@ -494,7 +494,10 @@ cdef object _scratch_array(int64_t n, bint spans):
 
     import numpy as np
     cdef int64_t nbytes = n * (16 if spans else 4)
-    mem = mmap.mmap(-1, max(nbytes, 1))
+    # private: after a fork the child's copy is its own (an anonymous mapping is shared by
+    # default, and parent and child encoding at once would write into each other's regions)
+    mem = (mmap.mmap(-1, max(nbytes, 1), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+           if hasattr(mmap, "MAP_PRIVATE") else mmap.mmap(-1, max(nbytes, 1)))
     if hasattr(mmap, "MADV_NOHUGEPAGE"):
         mem.madvise(mmap.MADV_NOHUGEPAGE)
     got = np.frombuffer(mem, np.int64 if spans else np.int32, count=n * (2 if spans else 1))

@@ -498,6 +498,26 @@ def test_fork_child_encodes(pair):
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+def test_parent_and_forked_child_encode_at_once():
+    """The scratch regions a call keeps for the next are private memory: after a fork the
+    parent and the child encode different texts at the same time and each gets its own ids
+    (a shared mapping would let each write into the other's regions)."""
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    ours = Tokenizer.from_pretrained(data.qwen3_json())
+    a = [f"parent text {i} " * 40 for i in range(400)]
+    b = ["子 process text " * 30 + str(i) for i in range(400)]
+    want_a = ours.encode_batch(a, num_threads=1).to_pylist()
+    want_b = ours.encode_batch(b, num_threads=1).to_pylist()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        ok = all(ours.encode_batch(b, num_threads=1).to_pylist() == want_b for _ in range(30))
+        os._exit(0 if ok else 1)
+    ok = all(ours.encode_batch(a, num_threads=1).to_pylist() == want_a for _ in range(30))
+    _, status = os.waitpid(pid, 0)
+    assert ok and os.waitstatus_to_exitcode(status) == 0
+
+
 def test_from_hf_objects():
     hf = tokenizers.Tokenizer.from_file(str(data.qwen3_json()))
     tok = Tokenizer.from_hf(hf)
