@@ -6,6 +6,7 @@ offsets against HF's Encoding.offsets, span for span (NFC included)."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import sys
@@ -21,6 +22,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import tokenizer_data as data  # noqa: E402
 import tokenizers  # noqa: E402
 
+import fastaxo  # noqa: E402
 from fastaxo.errors import InvalidInputError, InvalidTypeError  # noqa: E402
 from fastaxo.tokenizer import Tokenizer, UnsupportedTokenizerError  # noqa: E402
 
@@ -387,6 +389,36 @@ def test_encode_offsets_and_types(pair):
     assert all(x[1] == y[0] for x, y in zip(real, real[1:]))
 
 
+def test_arguments_of_the_wrong_type_are_named(pair, tmp_path):
+    """A careless argument is an error naming it, never a silent reading: ``"False"`` (a
+    string) was taken as True and added the BOS; ``unit=None``, a 0-d array and a path that
+    is not one were errors from deep inside."""
+    import numpy as np
+
+    ours, hf = pair
+    for bad in ("False", "no", None, 0, 1.0):
+        for call in (lambda b: ours.encode("hi", add_special_tokens=b),
+                     lambda b: ours.encode_batch(["hi"], add_special_tokens=b),
+                     lambda b: ours.encode_batch_offsets(["hi"], add_special_tokens=b),
+                     lambda b: ours.encode_offsets("hi", add_special_tokens=b)):
+            with pytest.raises(InvalidTypeError, match="add_special_tokens: expected a bool"):
+                call(bad)
+        with pytest.raises(TypeError):  # HF refuses them too
+            hf.encode("hi", add_special_tokens=bad)
+    assert ours.encode("hi", add_special_tokens=np.bool_(False)).tolist() == hf.encode(
+        "hi", add_special_tokens=False).ids
+    with pytest.raises(InvalidInputError, match="unit: expected 'bytes' or 'chars', got None"):
+        ours.encode_batch_offsets(["hi"], unit=None)
+    with pytest.raises(InvalidTypeError, match="texts: expected a list of str"):
+        ours.encode_batch(np.array("abc"))
+    with pytest.raises(InvalidTypeError, match="path: expected a directory"):
+        Tokenizer.from_pretrained(5)
+    assert "got int" in Tokenizer.supported(5)
+    with pytest.raises(InvalidTypeError, match="add_special_tokens: expected True or False"):
+        fastaxo.prepare(tmp_path / "x.jsonl", tmp_path / "o.parquet", 8,
+                        tokenizer=data.qwen3_json(), add_special_tokens="False")
+
+
 def test_arrow_input_and_threads(pair):
     import pyarrow as pa
 
@@ -556,6 +588,92 @@ def test_unsupported_tokenizers_say_why(tmp_path, edit, says):
     assert Tokenizer.supported(data.qwen3_json()) is None
 
 
+def _mini(doc):
+    """``doc`` (a real tokenizer.json) with a vocabulary of the 256 byte characters and a few
+    merges, and its added tokens renumbered after them (those its post-processor names and two
+    more): every other part as the real file has it, and HF loads it in milliseconds."""
+    from fastaxo.tokenizer._spec import byte_decoder
+
+    vocab = {c: i for i, c in enumerate(byte_decoder())}
+    merges = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("Ġ", "Ġ")]
+    for a, b in merges:
+        vocab.setdefault(a + b, len(vocab))
+    listed = isinstance(doc["model"]["merges"][0], list)
+    doc["model"]["vocab"] = vocab
+    doc["model"]["merges"] = [list(m) if listed else " ".join(m) for m in merges]
+    post = json.dumps(doc.get("post_processor"))
+    keep = [t for k, t in enumerate(doc["added_tokens"])
+            if k < 2 or json.dumps(t["content"]) in post]
+    new = {t["content"]: len(vocab) + k for k, t in enumerate(keep)}
+    doc["added_tokens"] = [{**t, "id": new[t["content"]]} for t in keep]
+
+    def renumber(p):
+        if isinstance(p, dict):
+            for t in (p.get("special_tokens") or {}).values():
+                t["ids"] = [new[x] for x in t["tokens"]]
+            for q in p.get("processors") or []:
+                renumber(q)
+    renumber(doc.get("post_processor"))
+    return doc
+
+
+def _fields(obj, at=()):
+    """The paths of the fields of a tokenizer.json's parts (not the vocabulary's entries)."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield (*at, k)
+            if k not in ("vocab", "merges"):
+                yield from _fields(v, (*at, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj[:3]):
+            yield from _fields(v, (*at, i))
+
+
+@pytest.mark.parametrize("which", ["qwen3", "llama3", "gpt2"])
+def test_a_field_taken_out_gives_hf_or_a_reason(tmp_path, which):
+    """Each field of a real tokenizer.json's parts taken out in turn (a careless edit, a
+    tool that drops defaults): where HF's loader refuses the file, fastaxo does not claim
+    it (the ids of a file HF cannot load are no one's); where HF loads it and fastaxo
+    accepts it, the ids and offsets are HF's. (A ByteLevel after the Split without
+    ``use_regex`` runs GPT-2's regex too, in HF: fastaxo claimed it and gave other ids.)"""
+    import copy
+
+    src = {"qwen3": data.qwen3_json, "llama3": data.llama3_json, "gpt2": data.gpt2_json}[which]
+    base = _mini(json.loads(src().read_text(encoding="utf-8")))
+    texts = ["Hello world the thin", "  x\n\n  y\tz 12345", "def f(x):\n    return x",
+             "$hello 'S caf\u00e9 \u6570\u636e"]
+    texts.append(base["added_tokens"][0]["content"] + texts[0])
+    claimed = refused = 0
+    for path in _fields(base):
+        if path[0] in ("model",) and path[-1] in ("vocab", "type"):
+            continue
+        doc = copy.deepcopy(base)
+        at = doc
+        for k in path[:-1]:
+            at = at[k]
+        del at[path[-1]]
+        f = tmp_path / "tokenizer.json"
+        f.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
+        try:
+            hf = tokenizers.Tokenizer.from_file(str(f))
+        except Exception:  # noqa: BLE001 - any refusal of HF's loader
+            hf = None
+        why = Tokenizer.supported(f)
+        if hf is None:
+            assert why is not None, (path, "HF refuses the file, fastaxo claimed it")
+            refused += 1
+            continue
+        if why is None:
+            claimed += 1
+            ours = Tokenizer.from_pretrained(f)
+            for specials in (True, False):
+                want = hf.encode_batch(texts, add_special_tokens=specials)
+                ids, offs = ours.encode_batch_offsets(texts, add_special_tokens=specials)
+                assert ids.to_pylist() == [e.ids for e in want], (path, specials)
+                assert offs.to_pylist() == [[list(o) for o in e.offsets] for e in want], path
+    assert claimed and refused
+
+
 def _added(*tokens):
     def edit(doc):
         doc["added_tokens"] = [{"id": i, "content": c, "single_word": False, "lstrip": False,
@@ -585,9 +703,12 @@ def _vocab_entry(token, value):
     (_added((50256, "<|endoftext|>"), (50257, "Hello")), "HF gives it 15496"),
     (_added((50256, "<|endoftext|>"), (60000, "<|x|>")), "HF gives it 50257"),
     (lambda d: d.__setitem__("post_processor", {"type": "TemplateProcessing", "single": [
-        {"SpecialToken": {"id": "B"}}, {"Sequence": {"id": "A"}}], "special_tokens": {
-        "B": {"ids": ["x"]}}}), "is not one id"),
-    (lambda d: d.__setitem__("normalizer", [1]), "unexpected structure"),
+        {"SpecialToken": {"id": "B", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [], "special_tokens": {"B": {"id": "B", "ids": ["x"], "tokens": ["B"]}}}),
+     "is not one id"),
+    (lambda d: d["post_processor"].update(trim_offsets=True), "trim_offsets"),
+    (lambda d: d["pre_tokenizer"].pop("add_prefix_space"), "missing field 'add_prefix_space'"),
+    (lambda d: d.__setitem__("normalizer", [1]), "normalizer: expected an object, got list"),
 ])
 def test_hostile_tokenizer_files_are_refused_with_a_reason(tmp_path, edit, says):
     """Malformed or lying tokenizer.json files: one line saying what is wrong, never a crash,
@@ -771,6 +892,18 @@ def test_nfc_that_outgrows_the_text(pair):
 def test_tokenizer_files_that_are_not_json(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{nope")
     assert "not JSON" in Tokenizer.supported(tmp_path)
+    # what HF's loader refuses (a byte-order mark, UTF-16), and a file nested deeper than
+    # Python's json reads: a reason, not a claim or a RecursionError
+    raw = data.qwen3_json().read_bytes()
+    for text, says in ((b"\xef\xbb\xbf" + raw, "byte-order mark"),
+                       (raw.decode("utf-8").encode("utf-16"), "is not UTF-8 (byte 0xff at offset 0"),
+                       (b'{"model": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nests too deep")):
+        (tmp_path / "tokenizer.json").write_bytes(text)
+        assert says in (Tokenizer.supported(tmp_path) or ""), says
+        with pytest.raises(UnsupportedTokenizerError, match=re.escape(says)):
+            Tokenizer.from_pretrained(tmp_path)
+        with pytest.raises(Exception):  # noqa: B017 - HF's loader refuses each
+            tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
     assert "holds no tokenizer.json" in Tokenizer.supported(Path(tmp_path) / "missing")
 
 

@@ -133,6 +133,10 @@ def check_prepare_options(*, max_length: Any, strategy: Any = "bfd", overflow: A
             raise InvalidInputError(
                 "pad_token_id: it names the padding of tokenized input (input_ids); text and "
                 "chat data are tokenized here, without padding")
+    for name, flag in (("add_special_tokens", add_special_tokens), ("append_eos", append_eos)):
+        if not isinstance(flag, bool):  # ("False", a string, would read as True)
+            raise InvalidTypeError(f"{name}: expected True or False, got "
+                                   f"{type(flag).__name__} {flag!r:.40}")
     layout = choice(layout, "layout", PREPARE_LAYOUTS)
     attention = _attention(layout, attention)
     if (messages_column is not None or chat is not None) and tokenizer is None:

@@ -33,6 +33,9 @@ class UnsupportedTokenizerError(InvalidInputError):
 
 
 def _json_path(path: str | os.PathLike[str]) -> Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidTypeError(f"path: expected a directory or tokenizer.json path, got "
+                               f"{type(path).__name__}")
     p = Path(path)
     if p.is_dir():
         p = p / "tokenizer.json"
@@ -54,14 +57,27 @@ def _spec_of(text: bytes, sha256: str) -> Spec:
 
 
 def _build(text: bytes) -> Spec:
+    # UTF-8 without a byte-order mark, as HF's loader reads it (json.loads of bytes would also
+    # take UTF-16 and UTF-32, and a mark is refused by HF)
+    if text.startswith(b"\xef\xbb\xbf"):
+        raise UnsupportedTokenizerError("tokenizer.json starts with a byte-order mark (HF's "
+                                        "loader refuses it)")
     try:
-        doc = json.loads(text)
+        doc = json.loads(text.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise UnsupportedTokenizerError(
+            f"tokenizer.json is not UTF-8 (byte 0x{text[e.start]:02x} at offset {e.start}; HF's "
+            "loader refuses it)") from None
     except ValueError as e:
         raise UnsupportedTokenizerError(f"tokenizer.json is not JSON ({e})") from None
+    except RecursionError:
+        raise UnsupportedTokenizerError("tokenizer.json nests too deep to read") from None
     try:
         return build(doc)
     except Unsupported as e:
         raise UnsupportedTokenizerError(f"tokenizer: {e}") from None
+    except RecursionError:
+        raise UnsupportedTokenizerError("tokenizer.json nests too deep to read") from None
     except (AttributeError, TypeError, ValueError, KeyError, IndexError) as e:
         # a field of an unexpected type that no check above names: still one line, never a
         # traceback from inside the reader of the file
@@ -189,7 +205,7 @@ class Tokenizer:
         """The ids of one text, as int32: HF's ``encode(text, add_special_tokens).ids``."""
         if not isinstance(text, str):
             raise InvalidTypeError(f"text: expected str, got {type(text).__name__}")
-        vals, _, _ = self._run([_utf8(text, 0)], add_special_tokens, 1, _unit(None))
+        vals, _, _ = self._run([_utf8(text, 0)], add_special_tokens, 1, _modes()[None])
         return vals
 
     def encode_offsets(self, text: str, add_special_tokens: bool = True, unit: str = "bytes"
@@ -247,12 +263,13 @@ class Tokenizer:
         InvalidInputError names the first text that is not); ``validate=False`` skips that
         pass for text known to be UTF-8 (made by ``str.encode``, say): bytes that are not
         UTF-8 would then each be taken as one punctuation character, with no error."""
-        vals, counts, _ = self._batch(texts, add_special_tokens, num_threads, _unit(None),
+        vals, counts, _ = self._batch(texts, add_special_tokens, num_threads, _modes()[None],
                                       validate)
         return _list_array(vals, counts)
 
     def _batch(self, texts: Any, specials: bool, num_threads: int | None, mode: int,
                validate: bool = True) -> tuple[np.ndarray, np.ndarray, Any]:
+        specials = _flag(specials)
         if not isinstance(texts, (pa.Array, pa.ChunkedArray, str)):
             # str objects straight to C: their UTF-8 made on the encoding threads. None: an
             # item that is not a str, or a lone surrogate: the path below says which
@@ -261,7 +278,12 @@ class Tokenizer:
                     raise InvalidTypeError(
                         "texts: expected a list of str or a pyarrow string array, got "
                         f"{type(texts).__name__}")
-                texts = list(texts)
+                try:
+                    texts = list(texts)
+                except TypeError as e:  # a 0-d NumPy array, an iterator that fails
+                    raise InvalidTypeError(f"texts: expected a list of str or a pyarrow "
+                                           f"string array, got {type(texts).__name__} ({e})"
+                                           ) from None
             got = self._model.encode_strs(texts, bool(specials),
                                           resolve_num_threads(num_threads), mode)
             if got is not None:
@@ -277,7 +299,7 @@ class Tokenizer:
     def _run(self, items: Sequence[bytes], specials: bool, threads: int, mode: int
              ) -> tuple[np.ndarray, np.ndarray, Any]:
         data, offsets = _join(items)
-        return self._model.encode_many(data, offsets, bool(specials), threads, mode, False)
+        return self._model.encode_many(data, offsets, _flag(specials), threads, mode, False)
 
 
 @functools.cache
@@ -288,10 +310,19 @@ def _modes() -> dict[str | None, int]:
 
 
 def _unit(unit: object) -> int:
+    """The span mode of a caller's ``unit`` ("bytes" or "chars")."""
     modes = _modes()
-    if unit is not None and (not isinstance(unit, str) or unit not in modes):
-        raise InvalidInputError(f"unit: expected 'bytes' or 'chars', got {unit!r}")
+    if not isinstance(unit, str) or unit not in modes:
+        raise InvalidInputError(f"unit: expected 'bytes' or 'chars', got {unit!r:.40}")
     return modes[unit]
+
+
+def _flag(value: object) -> bool:
+    """``add_special_tokens`` as HF takes it: a bool (a string "False" is no answer)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidTypeError(f"add_special_tokens: expected a bool, got "
+                               f"{type(value).__name__} {value!r:.40}")
+    return bool(value)
 
 
 def _utf8(text: str, i: int) -> bytes:

@@ -78,29 +78,59 @@ def _ragged(items: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b"".join(items), np.uint8).copy(), off
 
 
+def _need(obj: Any, where: str, *fields: str, types: Any = None) -> dict[str, Any]:
+    """``obj`` as a JSON object holding ``fields`` (of ``types`` when given): the fields HF's
+    loader requires of it. A file without them does not load in HF (``missing field``), so
+    it has no ids to reproduce: refused, not read with a default HF does not have."""
+    if not isinstance(obj, dict):
+        raise Unsupported(f"{where}: expected an object, got {type(obj).__name__}")
+    for f in fields:
+        if f not in obj:
+            raise Unsupported(f"{where}: missing field {f!r} (HF's loader refuses the file)")
+        if types is not None and not isinstance(obj[f], types):
+            raise Unsupported(f"{where}: {f} is {obj[f]!r:.40}, expected "
+                              f"{getattr(types, '__name__', types)}")
+    return obj
+
+
+def _byte_level(obj: Any, where: str) -> dict[str, Any]:
+    """A ByteLevel step: HF requires add_prefix_space and trim_offsets; use_regex defaults to
+    true when absent (HF's serde default)."""
+    _need(obj, where, "add_prefix_space", "trim_offsets", types=bool)
+    if not isinstance(obj.get("use_regex", True), bool):
+        raise Unsupported(f"{where}: use_regex is {obj['use_regex']!r:.40}, expected bool")
+    return obj
+
+
 def _pretok(pre: Any) -> int:
     if not isinstance(pre, dict):
-        raise Unsupported(f"pre_tokenizer {pre!r}: expected ByteLevel or Split + ByteLevel")
+        raise Unsupported(f"pre_tokenizer {pre!r:.80}: expected ByteLevel or Split + "
+                          "ByteLevel")
     kind = pre.get("type")
     if kind == "ByteLevel":
-        if pre.get("add_prefix_space") or not pre.get("use_regex", True):
+        _byte_level(pre, "pre_tokenizer ByteLevel")
+        if pre["add_prefix_space"] or not pre.get("use_regex", True):
             raise Unsupported("ByteLevel pre_tokenizer with add_prefix_space, or without its "
                               "regex")
         return PRETOK_GPT2
     if kind != "Sequence":
         raise Unsupported(f"pre_tokenizer of type {kind!r}")
-    steps = pre.get("pretokenizers") or []
-    if len(steps) != 2 or steps[0].get("type") != "Split" or steps[1].get("type") != "ByteLevel":
+    steps = _need(pre, "pre_tokenizer Sequence", "pretokenizers", types=list)["pretokenizers"]
+    if len(steps) != 2 or not all(isinstance(st, dict) for st in steps) or (
+            steps[0].get("type") != "Split" or steps[1].get("type") != "ByteLevel"):
         raise Unsupported("pre_tokenizer: expected Sequence[Split, ByteLevel], got "
-                          f"{[s.get('type') for s in steps]}")
-    split, level = steps
-    pattern = (split.get("pattern") or {}).get("Regex")
-    if split.get("behavior") != "Isolated" or split.get("invert"):
+                          f"{[st.get('type') if isinstance(st, dict) else st for st in steps]}")
+    split = _need(steps[0], "Split pre_tokenizer", "pattern", "behavior", "invert")
+    level = _byte_level(steps[1], "ByteLevel after Split")
+    pattern = split["pattern"].get("Regex") if isinstance(split["pattern"], dict) else None
+    if split["behavior"] != "Isolated" or split["invert"] is not False:
         raise Unsupported("Split pre_tokenizer: expected behavior Isolated, not inverted")
     if pattern not in PATTERNS:
         raise Unsupported(f"Split pattern {pattern!r} is not one fastaxo implements (Llama 3, "
                           "Qwen2/3 or GPT-2's)")
-    if level.get("add_prefix_space") or level.get("use_regex"):
+    # (a ByteLevel without use_regex runs GPT-2's regex on each piece of the Split: HF's
+    # default; the C scanner does the Split alone)
+    if level["add_prefix_space"] or level.get("use_regex", True):
         raise Unsupported("ByteLevel after Split: expected add_prefix_space and use_regex off")
     return PATTERNS[pattern]
 
@@ -108,25 +138,34 @@ def _pretok(pre: Any) -> int:
 def _normalizer(norm: Any) -> bool:
     if norm is None:
         return False
+    if not isinstance(norm, dict):
+        raise Unsupported(f"normalizer: expected an object, got {type(norm).__name__}")
     if norm.get("type") == "NFC":
         return True
-    if norm.get("type") == "Sequence" and [n.get("type") for n in norm.get("normalizers", [])
-                                           ] in ([], ["NFC"]):
-        return bool(norm.get("normalizers"))
+    if norm.get("type") == "Sequence":
+        steps = _need(norm, "normalizer Sequence", "normalizers", types=list)["normalizers"]
+        if [n.get("type") if isinstance(n, dict) else n for n in steps] in ([], ["NFC"]):
+            return bool(steps)
     raise Unsupported(f"normalizer {norm.get('type')!r} (only NFC is implemented)")
 
 
 def _bos(post: Any, added: dict[str, int]) -> int:
     """The id a post-processor puts before the text, -1 for none; anything else it does is
-    Unsupported (ByteLevel only moves offsets)."""
+    Unsupported (ByteLevel moves offsets only: with trim_offsets off, not at all)."""
     if post is None:
         return -1
+    if not isinstance(post, dict):
+        raise Unsupported(f"post_processor: expected an object, got {type(post).__name__}")
     kind = post.get("type")
     if kind == "ByteLevel":
+        if _byte_level(post, "post_processor ByteLevel")["trim_offsets"]:
+            raise Unsupported("post_processor ByteLevel with trim_offsets (HF trims the spaces "
+                              "out of the offsets; fastaxo's offsets do not)")
         return -1
     if kind == "Sequence":
         bos = -1
-        for p in post.get("processors", []):
+        for p in _need(post, "post_processor Sequence", "processors",
+                       types=list)["processors"]:
             got = _bos(p, added)
             if got >= 0:
                 if bos >= 0:
@@ -135,14 +174,29 @@ def _bos(post: Any, added: dict[str, int]) -> int:
         return bos
     if kind != "TemplateProcessing":
         raise Unsupported(f"post_processor of type {kind!r}")
-    single = post.get("single") or []
+    where = "post_processor TemplateProcessing"
+    _need(post, where, "single", "pair", types=list)
+    specials = _need(post, where, "special_tokens", types=dict)["special_tokens"]
+    single = post["single"]
+    for piece in (*single, *post["pair"]):  # each a SpecialToken or a Sequence, as HF reads it
+        if not (isinstance(piece, dict) and len(piece) == 1
+                and next(iter(piece)) in ("SpecialToken", "Sequence")):
+            raise Unsupported(f"{where}: a piece {piece!r:.60} is neither a SpecialToken nor a "
+                              "Sequence")
+        (part,) = piece.values()
+        _need(part, f"{where} piece", "id", "type_id")
+        if "SpecialToken" in piece and part["id"] not in specials:
+            raise Unsupported(f"{where}: special token {part['id']!r:.40} is not in "
+                              "special_tokens (HF's loader refuses the file)")
+    for name, tok in specials.items():
+        _need(tok, f"{where} special token {name!r:.40}", "id", "ids", "tokens")
     seq = [i for i, p in enumerate(single) if "Sequence" in p]
     if len(single) == 1 and seq == [0]:
         return -1
     if len(single) != 2 or seq != [1] or "SpecialToken" not in single[0]:
         raise Unsupported("TemplateProcessing: only a BOS before the text is implemented")
     name = single[0]["SpecialToken"]["id"]
-    ids = (post.get("special_tokens") or {}).get(name, {}).get("ids") or []
+    ids = specials[name]["ids"]
     if len(ids) != 1 or not _is_id(ids[0]):
         raise Unsupported(f"TemplateProcessing: special token {name!r} is not one id")
     return int(ids[0])
@@ -206,8 +260,10 @@ def _added_tokens(added: Any) -> list[dict[str, Any]]:
         raise Unsupported("added_tokens: expected a list of objects")
     for t in added:
         if not isinstance(t.get("content"), str) or not _is_id(t.get("id")):
-            raise Unsupported(f"added token {t!r}: expected a string content and an id from 0 "
-                              f"to {MAX_ID}")
+            raise Unsupported(f"added token {t!r:.80}: expected a string content and an id "
+                              f"from 0 to {MAX_ID}")
+        _need(t, f"added token {t['content']!r:.40}", "single_word", "lstrip", "rstrip",
+              "normalized", "special", types=bool)
     return added
 
 
@@ -273,6 +329,12 @@ def build(doc: Any) -> Spec:
         raise Unsupported(f"model: expected an object, got {type(model).__name__}")
     if model.get("type") != "BPE":
         raise Unsupported(f"model of type {model.get('type')!r} (byte-level BPE only)")
+    _need(model, "model", "vocab", "merges")
+    decoder = doc.get("decoder")  # not read, but HF's loader reads it: a broken one fails there
+    if decoder is not None:
+        _need(decoder, "decoder", "type")
+        if decoder["type"] == "ByteLevel":
+            _byte_level(decoder, "decoder ByteLevel")
     for key, ok in (("dropout", (None,)), ("continuing_subword_prefix", (None, "")),
                     ("end_of_word_suffix", (None, "")), ("byte_fallback", (False, None)),
                     ("fuse_unk", (False, None))):
