@@ -7,6 +7,7 @@ The comparison with Axolotl itself is tests/test_chat_axolotl.py."""
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -349,6 +350,53 @@ def test_sharegpt_json_text_fails_as_its_openai_form(tmp_path):
                                 messages_column="conv", chat=chat, progress=False)
             errors.append((type(e.value), str(e.value).replace(f"{name}.jsonl", "X")))
         assert errors[0] == errors[1] and "row 1 (0-based)" in errors[0][1], errors
+
+
+def test_messages_that_are_not_utf8_or_nest_too_deep_name_the_row(tmp_path):
+    """A byte that is not UTF-8 inside a message (Arrow's JSON reader keeps it) was a
+    UnicodeDecodeError traceback from pyarrow naming no file or row; JSON text nested 100,000
+    deep was a RecursionError. Both are one line naming the row (and the message and field),
+    with no output; a slice of the column names its own rows."""
+    import json
+
+    import pyarrow as pa
+
+    import fastaxo
+    from fastaxo.pipeline.columns import _check_messages_utf8
+
+    tok = str(chat_data.qwen3_dir())
+    good = json.dumps({"messages": [{"role": "user", "content": "hi"},
+                                    {"role": "assistant", "content": "yo"}]}).encode()
+    bad_content = good.replace(b'"yo"', b'"y\xffo"')
+    bad_role = good.replace(b'"user"', b'"us\xc3"')
+    deep = json.dumps({"messages": "[" * 100_000 + "]" * 100_000}).encode()
+    for rows, says in (([good, good, bad_content], "row 2 (0-based): messages message 1 content "
+                        "is not UTF-8 text (byte 0xff at offset 1)"),
+                       ([good, bad_role], "row 1 (0-based): messages message 0 role is not UTF-8"),
+                       ([json.dumps({"messages": json.dumps(json.loads(good)["messages"])}).encode(),
+                         deep], "row 1 (0-based): messages is JSON nested too deep")):
+        src = tmp_path / "in.jsonl"
+        src.write_bytes(b"\n".join(rows) + b"\n")
+        out = tmp_path / "out" / "o.parquet"
+        out.parent.mkdir(exist_ok=True)
+        with pytest.raises(fastaxo.errors.InvalidInputError, match=re.escape(says)):
+            fastaxo.prepare(str(src), str(out), 512, tokenizer=tok, progress=False)
+        assert not list(out.parent.iterdir())
+    # a slice of a column: its rows and messages counted from the slice
+    col = pa.array([[{"role": "user", "content": "ok"}]] * 3 + [[
+        {"role": "user", "content": "ok"}, {"role": "assistant", "content": "x"}]])
+    item = col.type.value_type
+    flat = col.flatten()
+    data = bytearray(flat.field(1).buffers()[2].to_pybytes())
+    data[-1] = 0xFF
+    content = pa.Array.from_buffers(pa.string(), len(flat), [None, flat.field(1).buffers()[1],
+                                                              pa.py_buffer(bytes(data))])
+    broken = pa.ListArray.from_arrays(col.offsets, pa.StructArray.from_arrays(
+        [flat.field(0), content], fields=list(item)))
+    with pytest.raises(fastaxo.errors.InvalidInputError,
+                       match=re.escape("f row 2 (0-based): m message 1 content is not UTF-8")):
+        _check_messages_utf8(broken.slice(1), "m", "f", 0)
+    _check_messages_utf8(broken.slice(0, 3), "m", "f", 0)  # its rows are all UTF-8
 
 
 def test_sharegpt_mapping_errors(tmp_path):

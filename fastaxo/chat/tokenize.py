@@ -69,6 +69,9 @@ def normalize_messages(messages: Any, row: int) -> list[dict[str, Any]]:
         except ValueError as exc:
             raise InvalidInputError(f"messages: row {row} is a string but not JSON ({exc})"
                                     ) from None
+        except RecursionError:  # (Python's parser recurses per level of nesting)
+            raise InvalidInputError(f"messages: row {row} is JSON nested too deep to be a "
+                                    "list of messages") from None
     if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)) or not messages:
         raise InvalidInputError(f"messages: row {row}: expected a non-empty list of "
                                 f"{{'role', 'content'}} dicts, got {_kind(messages)}")

@@ -375,21 +375,63 @@ def _check_utf8(arr: pa.Array, skip: np.ndarray, column: str, path: str, row0: i
         return
     except pa.ArrowInvalid:
         pass
-    offs = arrow.offsets_of(arr, pa.types.is_large_string(arr.type))
-    buf = arr.buffers()[2]
-    data = memoryview(buf) if buf is not None else memoryview(b"")
     dropped = set(skip.tolist())
-    for i in range(len(arr)):
+    for i, value in enumerate(_raw_strings(arr)):
         if i in dropped:
             continue
         try:
-            bytes(data[int(offs[i]):int(offs[i + 1])]).decode("utf-8")
+            value.decode("utf-8")
         except UnicodeDecodeError as e:
             raise InvalidInputError(
                 f"{row_where(path, row0 + i)}: {column} is not UTF-8 text (byte "
                 f"0x{e.object[e.start]:02x} at offset {e.start:,}); a tokenizer takes text"
             ) from None
     arr.validate(full=True)  # not the text: the array itself is broken, say what Arrow says
+
+
+def _check_messages_utf8(arr: pa.Array, column: str, path: str, row0: int) -> None:
+    """Refuse a messages column whose text is not UTF-8 (Arrow's JSON reader and an Arrow IPC
+    file leave it unchecked), naming the row, the message and the field, before any row
+    becomes Python objects (pyarrow's own error there names neither). Only the messages of
+    ``arr``'s rows are read (a slice's neighbours are other batches')."""
+    t = arr.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):  # JSON text, one per row
+        _check_utf8(arr, np.zeros(0, np.int64), column, path, row0)
+        return
+    if not ((pa.types.is_list(t) or pa.types.is_large_list(t))
+            and pa.types.is_struct(t.value_type)):
+        return  # (another shape is refused by the chat path, naming the row)
+    flat = arr.flatten()
+    for k in range(t.value_type.num_fields):
+        child = flat.field(k)
+        if not (pa.types.is_string(child.type) or pa.types.is_large_string(child.type)):
+            continue
+        try:
+            child.validate(full=True)  # (Arrow's UTF-8 check of this slice: GB/s)
+            continue
+        except pa.ArrowInvalid:
+            pass
+        parent = np.asarray(arr.value_parent_indices())
+        for m, value in enumerate(_raw_strings(child)):
+            try:
+                value.decode("utf-8")
+            except UnicodeDecodeError as e:
+                r = int(parent[m])
+                raise InvalidInputError(
+                    f"{row_where(path, row0 + r)}: {column} message "
+                    f"{m - int(np.searchsorted(parent, r))} {t.value_type.field(k).name} is "
+                    f"not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start:,}); "
+                    "a tokenizer takes text") from None
+        child.validate(full=True)  # not the text: the array itself is broken
+
+
+def _raw_strings(arr: pa.Array) -> Any:
+    """The bytes of each string of ``arr`` (a null gives b""), from its buffers."""
+    offs = arrow.offsets_of(arr, pa.types.is_large_string(arr.type))
+    buf = arr.buffers()[2]
+    data = memoryview(buf) if buf is not None else memoryview(b"")
+    for i in range(len(arr)):
+        yield bytes(data[int(offs[i]):int(offs[i + 1])])
 
 
 def _fast_ids(tt: TextTokenizer, arr: pa.Array, skip: np.ndarray) -> pa.Array:
@@ -605,6 +647,7 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
         i = int(np.flatnonzero(~np.asarray(arr.is_valid()))[0])
         raise NullValueError(f"{row_where(path, row0 + i)}: {column} is null; expected a list "
                              "of messages")
+    _check_messages_utf8(arr, column, path, row0)
     if ct.fields:  # (Axolotl's message_property_mappings: ShareGPT's from / value)
         arr = rename_message_fields(arr, ct.fields, column)
     # a conversation over the bound never becomes Python objects: its size comes from the
