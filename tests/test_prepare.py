@@ -373,6 +373,57 @@ def test_tokenizer(tmp_path):
     assert r.returncode == 1 and "tokenizer.json" in r.stderr
 
 
+def test_the_first_input_is_read_while_the_tokenizer_loads(tmp_path, monkeypatch):
+    """The tokenizer's load (a chat template compiled, a snapshot replayed: a few tenths of a
+    second, mostly under the GIL) overlaps the first input's read-ahead (file reads and JSON
+    parse, the GIL released); a load that fails stops that read-ahead with the call."""
+    import threading
+
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from fastaxo.errors import InvalidInputError
+    from fastaxo.pipeline.options import PrepareOptions
+
+    texts = [f"w{k % 40} w{k % 7} w{k % 13}" for k in range(3000)]
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(texts, trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
+    (tmp_path / "tok").mkdir()
+    tok.save(str(tmp_path / "tok" / "tokenizer.json"))
+    with open(tmp_path / "raw.jsonl", "w") as fh:
+        for t in texts:
+            fh.write(json.dumps({"text": t}) + "\n")
+
+    def reader_threads():
+        return {th for th in threading.enumerate() if th.name == "fastaxo-reader"}
+
+    before = reader_threads()
+    seen: list[set] = []
+    real = PrepareOptions.make_tokenizer
+
+    def spy(self, *args, **kwargs):
+        seen.append(reader_threads() - before)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(PrepareOptions, "make_tokenizer", spy)
+    rep = prepare(tmp_path / "raw.jsonl", tmp_path / "out.parquet", 16, batch_rows=64,
+                  tokenizer=tmp_path / "tok", progress=False)
+    assert seen and seen[0]  # reading when the load began
+    assert rep.rows_in == 3000 and rep.tokens_in == 9000
+
+    def fails(self, *args, **kwargs):
+        seen.append(reader_threads() - before)
+        raise InvalidInputError("tokenizer: cannot load")
+
+    monkeypatch.setattr(PrepareOptions, "make_tokenizer", fails)
+    with pytest.raises(InvalidInputError, match="cannot load"):
+        prepare(tmp_path / "raw.jsonl", tmp_path / "out2.parquet", 16, batch_rows=64,
+                tokenizer=tmp_path / "tok", progress=False)
+    assert seen[-1]  # it had started
+    assert not reader_threads() - before  # and stopped (joined) with the failed call
+    assert not (tmp_path / "out2.parquet").exists()
+
+
 def test_fixed_size_lists_and_categorical_or_view_text_are_read_as_their_rows(tmp_path):
     """HF datasets stores ``Sequence(Value("int32"), length=N)`` (rows grouped into blocks) as
     fixed_size_list, and a pandas categorical text column is dictionary-encoded: both were

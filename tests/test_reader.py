@@ -671,6 +671,39 @@ def test_close_midway_exceptions_and_consumers_in_other_threads(tmp_path):
     assert sum(out) == 5000
 
 
+def test_start_reads_ahead_before_the_first_batch(tmp_path):
+    """``start()`` runs the read-ahead before the first ``next`` (prepare reads the first input
+    while its tokenizer loads): the batches are the same, a second call starts nothing new,
+    and neither does a call after the last batch or without a read-ahead."""
+    t = pa.concat_tables(chat_batches(3000, chunk_rows=3000))
+    with open(tmp_path / "t.jsonl", "w") as fh:
+        for row in t.select(["id", "text"]).to_pylist():
+            fh.write(json.dumps(row) + "\n")
+    def reader_threads():
+        return {th for th in threading.enumerate() if th.name == "fastaxo-reader"}
+
+    def ids(reader):
+        return [int(x) for b in reader for x in b.column("id").to_numpy()]
+
+    before = reader_threads()
+    r = fastaxo.iter_batches(tmp_path / "t.jsonl", batch_rows=100, prefetch=2)
+    assert r.start() is r
+    time.sleep(0.05)
+    started = reader_threads() - before
+    assert started  # running, nothing taken yet (30 batches: the full queue holds it)
+    assert r.stats.batches == 0
+    r.start()
+    assert reader_threads() - before == started
+    assert ids(r) == list(range(3000))
+    r.start()  # after the last batch: nothing to read
+    assert not reader_threads() - before
+    assert ids(r) == []
+    r0 = fastaxo.iter_batches(tmp_path / "t.jsonl", batch_rows=100, prefetch=0)
+    r0.start()
+    assert not reader_threads() - before
+    assert ids(r0) == list(range(3000))
+
+
 def test_exit_with_a_live_reader_is_clean(tmp_path):
     write_parquet(pa.concat_tables(chat_batches(20000, chunk_rows=20000)), tmp_path / "t.parquet", 2000)
     code = ("import fastaxo, sys; r = fastaxo.iter_parquet(sys.argv[1], batch_rows=64, prefetch=8); "

@@ -39,7 +39,7 @@ from fastaxo.hashing import dedupe as dedupe_rows
 from fastaxo.pipeline.columns import settled_schema, tokenizer_label
 from fastaxo.pipeline.memory import memory_source
 from fastaxo.pipeline.meter import Meter
-from fastaxo.pipeline.options import DEFAULT_PACK_WINDOW, options_of_call
+from fastaxo.pipeline.options import DEFAULT_PACK_WINDOW, PrepareOptions, options_of_call
 from fastaxo.pipeline.provenance import provenance
 from fastaxo.pipeline.report import PrepareReport
 from fastaxo.pipeline.stages import (
@@ -100,6 +100,25 @@ def _close(opened: Any) -> None:
     opened[0](None).close()
 
 
+class _AsOpened:
+    """The reader factory of a text input read as :func:`_schema_of` opened it (every column:
+    its reader is already open), whose read-ahead may start before the pass
+    (:func:`_read_ahead`)."""
+
+    def __init__(self, reader: Any):
+        self.reader = reader
+
+    def __call__(self, cols: list[str] | None) -> Any:
+        return self.reader
+
+
+def _read_ahead(opened: Any) -> None:
+    """Start the read-ahead of an input opened as it will be read: its reads and JSON parse
+    (GIL released) overlap the tokenizer's load, which holds the GIL for most of it."""
+    if isinstance(opened[0], _AsOpened):
+        opened[0].reader.start()
+
+
 def _schema_of(path: str, fmt: str, comp: str | None, batch_rows: int,
                reader_options: dict[str, Any]) -> tuple[Any, pa.Schema, int | None]:
     """(reader factory, the file's schema, rows from the metadata or None)."""
@@ -112,7 +131,7 @@ def _schema_of(path: str, fmt: str, comp: str | None, batch_rows: int,
     fixed = (settled_schema(reader.schema)
              if fmt in TEXT_FORMATS and "schema" not in reader_options else None)
     if fixed is None:
-        return (lambda cols: reader), reader.schema, None
+        return _AsOpened(reader), reader.schema, None
 
     # a column's type is unknown from the first 16 MiB (only nulls or empty lists there): the
     # file is read again with the types settled and only the columns the pass needs, so a
@@ -282,26 +301,27 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     schema0 = opened[k0][1]
     chat_mode = o.chat_mode(schema0)
     column = o.column(chat_mode)
-    # stage 2, the tokenizer (None: the input is tokenized)
-    tok = o.make_tokenizer(chat_mode, num_threads=nt)
-    has_labels, key_cols = first_columns(schema0, first_name, tok is not None, column,
-                                         o.dedupe_columns, chat=chat_mode)
-    has_mask = tok is None and MASK in schema0.names  # (its padding is dropped, counted)
-    del schema0
+    # stage 2, the tokenizer (None: the input is tokenized), the first input read meanwhile
+    if o.tokenizer is not None:
+        _read_ahead(opened[k0])
+    try:
+        tok = o.make_tokenizer(chat_mode, num_threads=nt)
+        has_labels, key_cols = first_columns(schema0, first_name, tok is not None, column,
+                                             o.dedupe_columns, chat=chat_mode)
+        has_mask = tok is None and MASK in schema0.names  # (its padding is dropped, counted)
+        del schema0
 
-    # stage 3, the output and the report
-    options = o.schema_options(key_cols)
-    prov = provenance([p for p, _, _ in files], tok, options)
-    out_schema = output_schema(o.layout, has_labels, o.attention, options, prov)
-    rep = PrepareReport(inputs=[p for p, _, _ in files], output=output, max_length=o.max_length,
-                        strategy=o.strategy, overflow=o.overflow, attention=o.attention,
-                        layout=o.layout, pad_token_id=o.pad_token_id,
-                        pack_window=o.pack_window, dedupe=o.dedupe,
-                        dedupe_columns=key_cols if o.dedupe else None, labels=has_labels,
-                        tokenizer=tokenizer_label(o.tokenizer), files=len(files),
-                        empty_files=k0,
-                        tokenizer_settings=None if tok is None else tok.settings(),
-                        provenance=prov)
+        # stage 3, the output and the report
+        options = o.schema_options(key_cols)
+        prov = provenance([p for p, _, _ in files], tok, options)
+        out_schema = output_schema(o.layout, has_labels, o.attention, options, prov)
+        rep = _new_report(o, [p for p, _, _ in files], output, key_cols, has_labels, k0, tok,
+                          prov)
+    except BaseException:  # the read-ahead started above stops with the call
+        for got in opened:
+            if got is not None and isinstance(got[0], _AsOpened):
+                got[0].reader.close()
+        raise
     bar = _progress(files, opened, o.batch_rows, ropts, progress)
     # stage 4, the pass: read, tokenize, check, dedupe, pack windows, write. The writer is
     # made inside the try: a Ctrl-C just after its file appears must remove the file too.
@@ -342,6 +362,21 @@ def prepare(inputs: Any, output: str, max_length: int, *, strategy: str = "bfd",
     # stage 5, the report
     _finish_report(rep, run.writer, tok, t_start, io0)
     return rep
+
+
+def _new_report(o: PrepareOptions, inputs: list[str], output: str, key_cols: list[str],
+                has_labels: bool, empty_files: int, tok: Any, prov: dict[str, Any]
+                ) -> PrepareReport:
+    """The report as the pass starts: the options, the inputs, the tokenizer's settings."""
+    return PrepareReport(inputs=inputs, output=output, max_length=o.max_length,
+                         strategy=o.strategy, overflow=o.overflow, attention=o.attention,
+                         layout=o.layout, pad_token_id=o.pad_token_id,
+                         pack_window=o.pack_window, dedupe=o.dedupe,
+                         dedupe_columns=key_cols if o.dedupe else None, labels=has_labels,
+                         tokenizer=tokenizer_label(o.tokenizer), files=len(inputs),
+                         empty_files=empty_files,
+                         tokenizer_settings=None if tok is None else tok.settings(),
+                         provenance=prov)
 
 
 def _progress(files: list[tuple[str, str, str | None]], opened: list[Any], batch_rows: int,

@@ -194,16 +194,30 @@ class BatchReader:
     def __iter__(self) -> BatchReader:
         return self
 
-    def __next__(self) -> pa.RecordBatch:
-        if self._exhausted:
-            raise StopIteration
-        if os.getpid() != self._pid:  # forked (a DataLoader worker): the thread stayed behind
+    def start(self) -> BatchReader:
+        """Start the read-ahead now, not at the first batch: the thread reads and parses ahead
+        (up to ``prefetch`` batches and ``prefetch_bytes``) while the caller does other work.
+        Does nothing once started, after the last batch or without a read-ahead thread
+        (``prefetch=0``). Returns the reader."""
+        if not self._exhausted and self.prefetch:
+            self._begin()
+        return self
+
+    def _begin(self) -> None:
+        """The pipeline running, in this process (after a fork the parent's thread stayed
+        behind: a new one starts from the last batch returned)."""
+        if os.getpid() != self._pid:
             self._pf, self._gen, self._src.handles, self._pid = None, None, {}, os.getpid()
         if self._pf is None and self._gen is None:
             if self._t0 is None:
                 self._t0 = time.perf_counter()
                 self._io0 = io_counters()
             self._start_pipeline()
+
+    def __next__(self) -> pa.RecordBatch:
+        if self._exhausted:
+            raise StopIteration
+        self._begin()
         t = time.perf_counter()
         while True:
             try:
