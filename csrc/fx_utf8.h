@@ -125,4 +125,52 @@ static inline int64_t fx_ucs_to_utf8(int kind, const void *data, int64_t n, uint
     return o - out;
 }
 
+/* Characters (the bytes that do not continue a sequence: not 10xxxxxx) among the 8 bytes of
+ * w: a byte's bit 7 set and bit 6 clear marks a continuation; the marks are summed by one
+ * multiply. Any byte order (bytes are counted, not placed). */
+static inline int64_t fx_utf8_starts8(uint64_t w)
+{
+    uint64_t cont = (w & ~(w << 1) & 0x8080808080808080u) >> 7;
+    return 8 - (int64_t)((cont * 0x0101010101010101u) >> 56);
+}
+
+/* The characters of the UTF-8 s[0..n) (as Python counts a valid string's: the bytes that
+ * start one), 8 bytes at a time. */
+static inline int64_t fx_utf8_count(const uint8_t *s, int64_t n)
+{
+    int64_t i = 0, c = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        c += fx_utf8_starts8(w);
+    }
+    for (; i < n; i++)
+        c += (s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+/* From byte `at` of s[0..n), the byte where the character k characters on starts (k = 0: the
+ * first character starting at or after `at`), or n past the last one. Whole words are
+ * skipped while they hold no more than the characters left to pass. */
+static inline int64_t fx_utf8_skip(const uint8_t *s, int64_t n, int64_t at, int64_t k)
+{
+    while (at + 8 <= n) {
+        uint64_t w;
+        memcpy(&w, s + at, 8);
+        int64_t c = fx_utf8_starts8(w);
+        if (c > k)
+            break;
+        k -= c;
+        at += 8;
+    }
+    for (; at < n; at++) {
+        if ((s[at] & 0xC0) != 0x80) {
+            if (k == 0)
+                return at;
+            k--;
+        }
+    }
+    return n;
+}
+
 #endif /* FX_UTF8_H */

@@ -236,9 +236,14 @@ cdef extern from "fx_bpe.h" nogil:
 cdef extern from "fx_mem.h" nogil:
     int fx_big_fail(int on)
 
+cdef extern from "fx_compat.h" nogil:
+    enum: FX_LITTLE
+
 cdef extern from "fx_utf8.h" nogil:
     int64_t fx_ucs_utf8_bound(int kind, int64_t n)
     int64_t fx_ucs_to_utf8(int kind, const void *data, int64_t n, uint8_t *out, int64_t *bad)
+    int64_t fx_utf8_count(const uint8_t *s, int64_t n)
+    int64_t fx_utf8_skip(const uint8_t *s, int64_t n, int64_t at, int64_t k)
 
 cdef extern from "fx_parquet.h" nogil:
     int64_t FX_PQ_PAGE_BOUND(int64_t rows, int64_t value_bytes)

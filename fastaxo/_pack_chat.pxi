@@ -85,11 +85,21 @@ cdef inline Py_ssize_t _first_from(const int64_t *pos, Py_ssize_t npos, Py_ssize
 
 cdef Py_ssize_t _positions_of32(const int32_t *ids, Py_ssize_t n, const int64_t *wanted,
                                Py_ssize_t m, int64_t *out) noexcept nogil:
-    # _positions_of over int32 ids (no Python object read per token)
+    # _positions_of over int32 ids (no Python object read per token); one or two wanted ids
+    # (the common EOT / EOS sets) without a branch per token: every index is stored, the
+    # count advances on a match (k <= i: within out's n entries)
     cdef Py_ssize_t i, j, k = 0
-    cdef int64_t v
+    cdef int64_t v, w0, w1
     if m == 0:
         return 0
+    if m <= 2:
+        w0 = wanted[0]
+        w1 = wanted[m - 1]
+        for i in range(n):
+            v = ids[i]
+            out[k] = i
+            k += (v == w0) | (v == w1)
+        return k
     for i in range(n):
         v = ids[i]
         for j in range(m):
@@ -246,6 +256,70 @@ cdef inline int _spelled(int64_t tid, const uint8_t *text, int64_t text_len,
     if memcmp(text + at[0], token_bytes + token_offsets[tid], ln) != 0:
         return -1
     at[0] += ln
+    return 0
+
+
+cdef inline int _spelled_word(int64_t tid, const uint8_t *text, int64_t text_len,
+                              const int64_t *token_offsets, int64_t ntok,
+                              const uint8_t *token_bytes, int64_t tb_len, int64_t *at
+                              ) noexcept nogil:
+    # _spelled, a token of up to 8 bytes (most are) compared as one word where both sides
+    # have 8 bytes to load (tb_len: token_bytes' size), not by a memcmp call
+    cdef int64_t ln, t0
+    cdef uint64_t a, b
+    if tid < 0 or tid >= ntok:
+        return -1
+    t0 = token_offsets[tid]
+    ln = token_offsets[tid + 1] - t0
+    if ln <= 0 or ln > text_len - at[0]:
+        return -1
+    if FX_LITTLE and ln <= 8 and at[0] + 8 <= text_len and t0 + 8 <= tb_len:
+        memcpy(&a, text + at[0], 8)
+        memcpy(&b, token_bytes + t0, 8)
+        if ((a ^ b) << (64 - 8 * ln)) != 0:  # the low ln bytes: the token's
+            return -1
+    elif memcmp(text + at[0], token_bytes + t0, ln) != 0:
+        return -1
+    at[0] += ln
+    return 0
+
+
+cdef int _byte_spans(const uint8_t *text, int64_t nbytes, int64_t nchars,
+                     const int64_t *cspans, Py_ssize_t m, int64_t *bspans,
+                     int64_t *starts) noexcept nogil:
+    # the character positions cspans[:m] (-1 kept; else 0..nchars) as byte positions of the
+    # UTF-8 text; -4 where the text does not hold nchars characters. Positions in order (the
+    # turns of a row) are found in one pass that skips whole words; others take a table of
+    # every character's start (starts: nchars + 1 entries)
+    cdef Py_ssize_t k
+    cdef int64_t c, i, v, at = 0, here = 0
+    if fx_utf8_count(text, nbytes) != nchars:
+        return -4
+    c = 0
+    for k in range(m):
+        if cspans[k] >= 0:
+            if cspans[k] < c:
+                break
+            c = cspans[k]
+    else:
+        for k in range(m):
+            v = cspans[k]
+            if v < 0:
+                bspans[k] = v
+            else:  # character `here` starts at byte `at`
+                at = fx_utf8_skip(text, nbytes, at, v - here)
+                here = v
+                bspans[k] = at
+        return 0
+    c = 0
+    for i in range(nbytes):
+        if (text[i] & 0xC0) != 0x80:
+            starts[c] = i
+            c += 1
+    starts[nchars] = nbytes
+    for k in range(m):
+        v = cspans[k]
+        bspans[k] = v if v < 0 else starts[v]
     return 0
 
 
@@ -417,19 +491,21 @@ def chat_row_offsets(object ids, const int64_t[:, ::1] offsets, const int64_t[:,
 cdef int64_t _row_labels(const int32_t *ids, Py_ssize_t n, const uint8_t *text, int64_t nbytes,
                          int64_t nchars, const int64_t *cspans, Py_ssize_t nturns,
                          const int64_t *token_offsets, int64_t ntok,
-                         const uint8_t *token_bytes, const int64_t *eot_ids, Py_ssize_t neot,
+                         const uint8_t *token_bytes, int64_t tb_len,
+                         const int64_t *eot_ids, Py_ssize_t neot,
                          const int64_t *eos_ids, Py_ssize_t neos, int eot_mode, int eos_mode,
                          int64_t *ends, int64_t *starts, int64_t *bspans, int64_t *tok,
                          int64_t *pos, uint8_t *keep, int32_t *labels) noexcept nogil:
     # one row of chat_rows_bytes: its status, and its labels when -1 (scratch sized by the
     # caller: ends, pos (2n) and keep for the ids, starts for the characters + 1, bspans and
     # tok for the turns)
-    cdef int64_t at = 0, c, v
+    cdef int64_t at = 0
     cdef Py_ssize_t i, k, n0, n1
     if n == 0:
         return -3
     for i in range(n):
-        if _spelled(ids[i], text, nbytes, token_offsets, ntok, token_bytes, &at) != 0:
+        if _spelled_word(ids[i], text, nbytes, token_offsets, ntok, token_bytes, tb_len,
+                         &at) != 0:
             return -2
         ends[i] = at
     if at != nbytes:
@@ -437,20 +513,9 @@ cdef int64_t _row_labels(const int32_t *ids, Py_ssize_t n, const uint8_t *text, 
     if nchars == nbytes:  # ASCII: characters are bytes
         for k in range(2 * nturns):
             bspans[k] = cspans[k]
-    else:  # where each character starts (the text is valid UTF-8: one str's encoding)
-        c = 0
-        for i in range(nbytes):
-            if (text[i] & 0xC0) != 0x80:
-                if c == nchars:
-                    return -4
-                starts[c] = i
-                c += 1
-        if c != nchars:
-            return -4
-        starts[nchars] = nbytes
-        for k in range(2 * nturns):
-            v = cspans[k]
-            bspans[k] = v if v < 0 else starts[v]  # 0 <= v <= nchars: checked by the caller
+    elif _byte_spans(text, nbytes, nchars, cspans, 2 * nturns, bspans, starts) != 0:
+        return -4  # (the text is valid UTF-8: one str's encoding; 0 <= v <= nchars: checked
+                   # by the caller)
     k = _turn_tokens_into(ends, n, bspans, nturns, tok)
     if k != -1:
         return k  # n > 0: never -3
@@ -532,7 +597,8 @@ def chat_rows_bytes(const int32_t[::1] ids, const int64_t[::1] id_offsets,
                 ip + id_offsets[r], id_offsets[r + 1] - id_offsets[r], tp + text_offsets[r],
                 text_offsets[r + 1] - text_offsets[r], chars[r], sp + 2 * span_offsets[r],
                 span_offsets[r + 1] - span_offsets[r], &token_offsets[0],
-                token_offsets.shape[0] - 1, bp, _ptr64(eot_ids), eot_ids.shape[0],
+                token_offsets.shape[0] - 1, bp, token_bytes.shape[0], _ptr64(eot_ids),
+                eot_ids.shape[0],
                 _ptr64(eos_ids), eos_ids.shape[0], eot_mode, eos_mode, &ends[0], &starts[0],
                 &turn[0, 0], &turn[1, 0], &pos[0], &keep[0], lp + id_offsets[r])
             if status[r] == -4:

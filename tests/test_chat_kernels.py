@@ -170,6 +170,47 @@ def test_batch_byte_kernel_equals_the_row_kernel(case):
 
 
 @needs_ext
+@pytest.mark.parametrize("order", ["in order", "reversed"])
+def test_batch_byte_kernel_on_long_rows_with_many_turns(order):
+    """Rows of thousands of characters (1 to 4 bytes each) cut into tokens of 1 to 12 bytes,
+    with 40 turns: the batch kernel finds the turns' bytes by skipping whole words when the
+    turns are in order, by a table of character starts when not, and compares tokens of up
+    to 8 bytes as words; each row equals the row kernel's answer (byte spans made in
+    Python), and a token swapped anywhere is -2."""
+    rng = np.random.default_rng(11)
+    alphabet = list("abc \n") + ["é", "数", "🙂", "ß"]
+    rows, table = [], {}
+    for r in range(6):
+        text = "".join(rng.choice(alphabet, int(rng.integers(2000, 6000))))
+        data = text.encode()
+        cuts, at = [], 0
+        while at < len(data):
+            at = min(len(data), at + int(rng.integers(1, 13)))
+            cuts.append(at)
+        ids, start = [], 0
+        for end in cuts:
+            ids.append(table.setdefault(data[start:end], len(table)))
+            start = end
+        marks = np.sort(rng.choice(len(text) + 1, 80, replace=False))
+        spans = [(int(a), int(b)) for a, b in marks.reshape(-1, 2)]
+        if order == "reversed":
+            spans = spans[::-1]
+        if r == 5:  # one token swapped: the ids do not spell the text
+            k = len(ids) // 2
+            ids[k], ids[k + 1] = ids[k + 1], ids[k]
+        rows.append((text, ids, spans))
+    toff, blob = _token_table(sorted(table, key=table.get))
+    eot = [table.setdefault(b"\n", len(table))] if b"\n" in table else []
+    got = _rows_bytes(rows, toff, blob, eot, [], "turn", None)
+    for (text, ids, spans), (labels, status) in zip(rows, got, strict=True):
+        want = _outcome(backend.pack_ext.chat_labels_bytes, list(ids), text.encode(), toff,
+                        blob, _byte_spans(text, spans), np.array(eot, np.int64),
+                        np.zeros(0, np.int64), CODES["turn"], 0)
+        assert (labels, status) == want
+    assert [s for _, s in got] == [-1] * 5 + [-2]
+
+
+@needs_ext
 def test_batch_byte_kernel_checks_its_arrays():
     toff, blob = _token_table([b"a", b"b", "é".encode()])
     ok = [("ab", [0, 1], [(0, 1)]), ("é", [2], [(0, 1)])]
@@ -430,3 +471,4 @@ def test_the_c_reading_refuses_other_types(call):
 def test_placeholder_spans_refuses_a_segment_outside_the_text():
     with pytest.raises(ValueError, match=r"segments: \(2, 5\) is outside the text \(3\)"):
         backend.pack_ext.placeholder_spans("abc", [(2, 5)], ref.SENTINELS, 3, False)
+
