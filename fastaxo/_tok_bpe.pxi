@@ -515,6 +515,55 @@ cdef object _closed_up(object arr, const int64_t[::1] region, const int64_t[::1]
     return np.concatenate(parts) if parts else arr[:0].copy()
 
 
+def utf8_join(texts):
+    """The UTF-8 of a list (or tuple) of str, joined, made in C with the GIL released (the
+    chat engine's encoder thread makes it while the other thread renders): ``(data, offsets,
+    chars)``, a uint8 array, int64 offsets (text i is ``data[offsets[i]:offsets[i + 1]]``) and
+    int64 characters of each text. None where an item is not a str or holds a surrogate
+    (``str.encode`` then raises the error it should)."""
+    import numpy as np
+    cdef tuple keep = tuple(texts)  # (a list another thread changes cannot free a text)
+    cdef int64_t n = len(keep), i, k, room = 0, at = 0, w, pos = 0
+    cdef object t
+    kinds = np.empty(n, np.int8)
+    ptrs = np.empty(n, np.uintp)
+    lens = np.empty(n, np.int64)
+    offsets = np.empty(n + 1, np.int64)
+    cdef int8_t[::1] kd = kinds
+    cdef uintptr_t[::1] pt = ptrs
+    cdef int64_t[::1] ln = lens, off = offsets
+    for i in range(n):
+        t = keep[i]
+        if not isinstance(t, str):
+            return None
+        _unicode_ready(t)
+        k = PyUnicode_GET_LENGTH(t)
+        kd[i] = 0 if _unicode_is_ascii(t) else <int8_t>PyUnicode_KIND(t)
+        pt[i] = <uintptr_t>PyUnicode_DATA(t)
+        ln[i] = k
+        room += k if kd[i] == 0 else fx_ucs_utf8_bound(kd[i], k)
+    data = np.empty(max(room, 1), np.uint8)
+    cdef uint8_t[::1] buf = data
+    cdef uint8_t *bp = &buf[0]
+    cdef bint bad = False
+    with nogil:
+        off[0] = 0
+        for i in range(n):
+            if kd[i] == 0:
+                w = ln[i]
+                memcpy(bp + at, <const void *>pt[i], w)
+            else:
+                w = fx_ucs_to_utf8(kd[i], <const void *>pt[i], ln[i], bp + at, &pos)
+                if w < 0:
+                    bad = True
+                    break
+            at += w
+            off[i + 1] = at
+    if bad:
+        return None
+    return data[:at], offsets, lens
+
+
 def _fail_big_allocs(bint on):
     """Test hook: while on, the allocations of the encoder's large tables (a model's, a word
     cache's and its growth) fail as out of memory would. Returns the previous setting. Set it

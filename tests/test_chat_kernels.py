@@ -472,3 +472,22 @@ def test_placeholder_spans_refuses_a_segment_outside_the_text():
     with pytest.raises(ValueError, match=r"segments: \(2, 5\) is outside the text \(3\)"):
         backend.pack_ext.placeholder_spans("abc", [(2, 5)], ref.SENTINELS, 3, False)
 
+
+@needs_ext
+def test_utf8_join_equals_str_encode():
+    """_tok.utf8_join (the chat engine's encoder thread makes the texts' UTF-8 with it, the
+    GIL released) gives str.encode's bytes, offsets and character counts, for every storage
+    of a str (ASCII, Latin-1, 2 and 4 bytes a code point) and empty texts; None for what
+    str.encode refuses (a lone surrogate) and for an item that is not a str."""
+    texts = ["", "plain ascii " * 50, "caf\u00e9 \u00ff", "\u6570\u636e \u0100", "emoji \U0001f642",
+             "", "x" * 7, "\u00e9" * 9 + "\U0001f680" * 3, "mixed a\u00e9\u6570\U0001f642z"]
+    data, offsets, chars = backend.tok_ext.utf8_join(texts)
+    assert data.dtype == np.uint8 and offsets.dtype == chars.dtype == np.int64
+    assert bytes(data) == b"".join(t.encode("utf-8") for t in texts)
+    assert offsets.tolist() == np.cumsum([0] + [len(t.encode()) for t in texts]).tolist()
+    assert chars.tolist() == [len(t) for t in texts]
+    assert backend.tok_ext.utf8_join(("a", "b")) is not None  # a tuple too
+    empty = backend.tok_ext.utf8_join([])
+    assert len(empty[0]) == 0 and empty[1].tolist() == [0] and len(empty[2]) == 0
+    assert backend.tok_ext.utf8_join(["ok", "lone \ud800"]) is None
+    assert backend.tok_ext.utf8_join(["ok", b"bytes"]) is None

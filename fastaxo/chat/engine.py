@@ -162,11 +162,10 @@ class ChatEngine:
 
     def _front(self, conversations: Sequence[list[dict[str, Any]]], part: range,
                out: list[Row | Fallback | None]
-               ) -> tuple[dict[int, str], dict[int, np.ndarray], dict[int, list[int]],
-                          dict[int, bytes]]:
+               ) -> tuple[dict[int, str], dict[int, np.ndarray], dict[int, list[int]]]:
         """Rows ``part`` (indices into ``conversations`` and ``out``) rendered and placed:
-        their texts, trainable turns' spans and trainable turns, and the texts' UTF-8 where
-        fastaxo's encoder will read it; a row that cannot be is a Fallback in ``out``."""
+        their texts, trainable turns' spans and trainable turns; a row that cannot be is a
+        Fallback in ``out``."""
         spec = self.spec
         rows = []
         for i in part:
@@ -191,11 +190,7 @@ class ChatEngine:
             if out[i] is None:
                 spans[i] = self._good_spans(conversations[i], texts[i], state[i])
         self._per_turn_spans(conversations, texts, state, spans, out)
-        # made here, not on the encoder's thread: this thread waits for that one, and
-        # str.encode holds the GIL
-        utf8 = ({i: texts[i].encode("utf-8") for i in spans if out[i] is None}
-                if self._byte_path()[1] == "fastaxo" else {})
-        return texts, spans, trainable, utf8
+        return texts, spans, trainable
 
     def _byte_path(self) -> tuple[tuple[np.ndarray, np.ndarray, bool] | None, str]:
         """The byte table labels are made from (None: the offsets path for every row) and the
@@ -403,8 +398,8 @@ class ChatEngine:
                 spans[i][k] = span
 
     def _tokenize(self, texts: dict[int, str], spans: dict[int, np.ndarray],
-                  trainable: dict[int, list[int]], utf8: dict[int, bytes],
-                  out: list[Row | Fallback | None], threads: int | None = None) -> None:
+                  trainable: dict[int, list[int]], out: list[Row | Fallback | None],
+                  threads: int | None = None) -> None:
         """Ids and labels of the rows still open. Byte-level tokenizers: ids alone (fastaxo's
         encoder or HF's, :attr:`ChatSpec.encoder`) and labels from their bytes; the rows that
         cannot (text an NFC tokenizer would change, ids that do not spell the text) take ids
@@ -422,8 +417,8 @@ class ChatEngine:
                           or unicodedata.is_normalized("NFC", texts[i]))
                     (by_bytes if ok else need).append(i)
                 if enc == "fastaxo":
-                    done = self._rows_fastaxo(texts, utf8, by_bytes, spans, trainable, table,
-                                              out, threads)
+                    done = self._rows_fastaxo(texts, by_bytes, spans, trainable, table, out,
+                                              threads)
                 else:
                     done = self._rows_hf_ids(texts, by_bytes, spans, trainable, table, out)
                 need.extend(i for i in by_bytes if i not in done)
@@ -451,25 +446,21 @@ class ChatEngine:
                 done.add(i)
         return done
 
-    def _rows_fastaxo(self, texts: dict[int, str], utf8: dict[int, bytes], rows: list[int],
+    def _rows_fastaxo(self, texts: dict[int, str], rows: list[int],
                       spans: dict[int, np.ndarray], trainable: dict[int, list[int]],
                       table: tuple[np.ndarray, np.ndarray, bool],
                       out: list[Row | Fallback | None], threads: int | None = None) -> set[int]:
-        """The rows made from fastaxo's ids: each text's UTF-8 (``utf8``, else made here) read
-        by the encoder and the label kernel alike, ids as int32 until the row is proven."""
+        """The rows made from fastaxo's ids: the texts' UTF-8 (:func:`_utf8_of`, made on this
+        thread) read by the encoder and the label kernel alike, ids as int32 until the row is
+        proven."""
         import pyarrow as pa
 
         done: set[int] = set()
         if not rows:
             return done
-        encoded = [utf8[i] if i in utf8 else texts[i].encode("utf-8") for i in rows]
-        offsets = np.zeros(len(rows) + 1, np.int64)
-        np.cumsum([len(b) for b in encoded], out=offsets[1:])
-        joined = b"".join(encoded)
-        del encoded
-        data = np.frombuffer(joined, np.uint8)
+        data, offsets, chars = _utf8_of([texts[i] for i in rows])
         arr = pa.LargeStringArray.from_buffers(len(rows), pa.py_buffer(offsets),
-                                               pa.py_buffer(joined))
+                                               pa.py_buffer(data))
         vals, id_off = self.spec.fastaxo_ids(arr, threads, validate=False)  # (str.encode's)
         span_rows = [spans[i] for i in rows]
         span_off = np.zeros(len(rows) + 1, np.int64)
@@ -477,8 +468,7 @@ class ChatEngine:
         tok_off, tok_bytes, _ = table
         # every row at once, the GIL released: the other thread renders meanwhile
         labels, status = backend.pack_ext.chat_rows_bytes(  # type: ignore[union-attr]
-            vals, id_off, data, offsets,
-            np.fromiter([len(texts[i]) for i in rows], np.int64, count=len(rows)),
+            vals, id_off, data, offsets, chars,
             np.concatenate(span_rows), span_off, tok_off, tok_bytes, self._eot, self._eos,
             self._modes[0], self._modes[1])
         id_at = id_off.tolist()
@@ -550,6 +540,21 @@ class ChatEngine:
         if isinstance(ids, np.ndarray):  # ChatEngine(arrays=True): no mask list per row
             return {"input_ids": ids, "labels": labels}
         return {"input_ids": ids, "labels": labels, "attention_mask": [1] * len(ids)}
+
+
+def _utf8_of(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The UTF-8 of ``texts`` joined (a uint8 array), its int64 offsets and each text's
+    characters: made in C with the GIL released (``_tok.utf8_join``: the encoder's thread
+    makes it while the other thread renders), else by ``str.encode``, which raises for a lone
+    surrogate as it should."""
+    got = backend.tok_ext.utf8_join(texts) if backend.tok_ext is not None else None
+    if got is not None:
+        return got
+    encoded = [t.encode("utf-8") for t in texts]
+    offsets = np.zeros(len(texts) + 1, np.int64)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return (np.frombuffer(b"".join(encoded), np.uint8), offsets,
+            np.fromiter(map(len, texts), np.int64, count=len(texts)))
 
 
 class _Pending:
