@@ -18,8 +18,25 @@ cdef inline bint _starts_at(str text, str w, Py_ssize_t pos) except -1:
     return PyUnicode_Tailmatch(text, w, pos, PY_SSIZE_T_MAX, -1) == 1
 
 
+# A way of writing longer than this is filed under its length and ends, not hashed whole: a
+# content's hash (SipHash over every character, 4 bytes each in a text with an emoji) cost
+# more than the rest of the parse.
+cdef Py_ssize_t _KEY_WHOLE = 32
+cdef Py_ssize_t _KEY_END = 16
+
+
+cdef inline object _key_at(str s, Py_ssize_t pos, Py_ssize_t size):
+    # the bucket of the way s[pos:pos + size]: the string itself when short, else its length
+    # and its first and last _KEY_END characters (ways in one bucket are then compared whole)
+    if size <= _KEY_WHOLE:
+        return PyUnicode_Substring(s, pos, pos + size)
+    return (size, PyUnicode_Substring(s, pos, pos + _KEY_END),
+            PyUnicode_Substring(s, pos + size - _KEY_END, pos + size))
+
+
 cdef object _written_at(str text, Py_ssize_t pos, object ways, dict owner):
-    # locate._written_at: the way of writing (of one length) that text holds at pos, or None
+    # locate._written_at: the way of writing (of one length) that text holds at pos, as its
+    # owner entry [way, turn] (turn -1: two turns write it), or None
     cdef Py_ssize_t i, m
     cdef str w
     if ways is None:
@@ -31,11 +48,23 @@ cdef object _written_at(str text, Py_ssize_t pos, object ways, dict owner):
         for i in range(m):
             w = <str>PyList_GET_ITEM(ways, i)
             if _starts_at(text, w, pos):
-                return w
+                return _entry(owner, w)
         return None
     w = <str>PyList_GET_ITEM(ways, 0)
-    got = PyUnicode_Substring(text, pos, pos + len(w))
-    return got if got in owner else None
+    bucket = owner.get(_key_at(text, pos, len(w)))
+    if bucket is not None:
+        for e in <list>bucket:
+            if _starts_at(text, <str>(<list>e)[0], pos):
+                return e
+    return None
+
+
+cdef object _entry(dict owner, str w):
+    # the owner entry of the way w (which is one)
+    for e in <list>owner[_key_at(w, 0, len(w))]:
+        if (<list>e)[0] is w or (<list>e)[0] == w:
+            return e
+    raise AssertionError("locate_parse: a way without its entry")  # pragma: no cover
 
 
 def locate_parse(str text, list frames, list written, Py_ssize_t max_ends,
@@ -44,7 +73,7 @@ def locate_parse(str text, list frames, list written, Py_ssize_t max_ends,
     ``frames[0] X0 frames[1] ... frames[n]`` with each ``X_k`` one of ``written[k]``
     (``(variant, text)`` pairs): ``(start, variant, length)`` per k, or None. Its bounds are
     parse's: at most ``max_ends`` ends tried after a content, ``budget`` characters
-    searched."""
+    searched. (The ways are filed by length and ends, not hashed whole: :func:`_key_at`.)"""
     cdef dict owner = {}, by_len = {}
     cdef Py_ssize_t k, n = len(written), pos, found, hi, tries, p, longest = 0
     cdef Py_ssize_t size = len(text), ln
@@ -55,20 +84,32 @@ def locate_parse(str text, list frames, list written, Py_ssize_t max_ends,
     for k in range(n):
         for pair in <list?>written[k]:
             w = <str?>(<tuple?>pair)[1]
-            prev = owner.get(w, k)
-            owner[w] = k if prev == k else -1
+            ln = len(w)
+            key = _key_at(w, 0, ln)
+            bucket = owner.get(key)
+            if bucket is None:
+                owner[key] = [[w, k]]
+            else:
+                for e in <list>bucket:
+                    if (<list>e)[0] == w:
+                        if (<list>e)[1] != k:
+                            (<list>e)[1] = -1
+                        break
+                else:
+                    (<list>bucket).append([w, k])
+                    bucket = None
+                if bucket is not None:
+                    continue  # not a new way
+            lst = by_len.get(ln)
+            if lst is None:
+                by_len[ln] = [w]
+            else:
+                (<list>lst).append(w)
+            if ln > longest:
+                longest = ln
     after = <str?>frames[0]
     if not _starts_at(text, after, 0):
         return None
-    for w in owner:
-        ln = len(w)
-        lst = by_len.get(ln)
-        if lst is None:
-            by_len[ln] = [w]
-        else:
-            (<list>lst).append(w)
-        if ln > longest:
-            longest = ln
     pos = len(after)
     for k in range(n):
         after = <str?>frames[k + 1]
@@ -94,11 +135,12 @@ def locate_parse(str text, list frames, list written, Py_ssize_t max_ends,
             budget -= hi - pos
             if budget < 0:
                 return None
-        if hit is None or owner[hit] != k:
+        if hit is None or (<list>hit)[1] != k:
             return None
+        w = <str>(<list>hit)[0]
         for pair in <list?>written[k]:
-            if (<tuple?>pair)[1] == hit:
-                got.append((pos, (<tuple?>pair)[0], len(hit)))
+            if (<tuple?>pair)[1] is w or (<tuple?>pair)[1] == w:
+                got.append((pos, (<tuple?>pair)[0], len(w)))
                 break
         else:  # pragma: no cover - hit is owned by turn k: one of its ways
             raise AssertionError("locate_parse: a turn's own way was not found")

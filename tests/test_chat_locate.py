@@ -8,6 +8,8 @@ algorithm), whichever path made them."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fastaxo._core import backend
 from fastaxo._reference import chat as ref
@@ -266,3 +268,40 @@ def test_parse_work_is_bounded_by_the_text(parse):
         text(short).index(f">{c}<") + 1 for c in short]
     for turns in ([("x" * 50_000)] + short[1:], short[1:] + ["x" * 50_000]):
         assert parse(text(turns), frames, _w(*turns)) is None
+
+
+@pytest.mark.skipif(backend.pack_ext is None, reason="compiled extension not loaded")
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_parse_in_c_equals_parse(data):
+    """The C parse files long ways of writing by their length and ends (not hashed whole):
+    ways that share a length and both ends, the same content in two turns, several ways of a
+    turn, frames that recur inside contents and texts that are not the frame read the same
+    as the Python parse."""
+    head = data.draw(st.sampled_from(["", "p" * 20, "q" * 40]))
+    pool = [head + data.draw(st.text("ab</>", max_size=30)) + head[::-1] for _ in range(4)]
+    n = data.draw(st.integers(0, 7))
+    written = []
+    for _ in range(n):
+        ways = data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3))
+        written.append([(v, w) for v, w in enumerate(dict.fromkeys(ways))])
+    frames = [data.draw(st.sampled_from(["<", "</>", "<x>", "", "\n"])) for _ in range(n + 1)]
+    chosen = [data.draw(st.sampled_from(ws))[1] for ws in written]
+    text = frames[0] + "".join(c + f for c, f in zip(chosen, frames[1:], strict=True))
+    if data.draw(st.booleans()):  # damaged: a character changed or cut
+        i = data.draw(st.integers(0, max(0, len(text) - 1)))
+        text = text[:i] + data.draw(st.sampled_from(["", "b", "/"])) + text[i + 1:]
+    for max_ends, budget in ((8, 4 * len(text) + 4096), (1, 50)):
+        assert backend.pack_ext.locate_parse(text, frames, written, max_ends, budget) == (
+            _parse_ref(text, frames, written, max_ends, budget))
+
+
+def _parse_ref(text, frames, written, max_ends, budget):
+    """locate.parse with the given bounds."""
+    from unittest import mock
+
+    from fastaxo.chat import locate
+
+    with mock.patch.object(locate, "_MAX_ENDS", max_ends), \
+            mock.patch.object(locate, "_scan_budget", lambda t: budget):
+        return locate.parse(text, frames, written)
