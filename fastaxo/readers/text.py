@@ -27,6 +27,12 @@ INFER_BYTES = 16 << 20  # JSON Lines / CSV column types come from the first 16 M
 MAX_JSON_DEPTH = 128
 
 
+# what to do about column types fixed by the first 16 MiB (the CLI has no schema option)
+SCHEMA_HINT = ("; pass schema= to set them (iter_batches(schema=...), prepare(reader_options="
+               "{'schema': ...})); `fastaxo prepare` reads the types from the first 16 MiB: put "
+               "rows that hold every column's type there")
+
+
 def json_too_deep(block: memoryview | bytes, limit: int) -> int:
     """The 0-based index of the first line of ``block`` nested deeper than ``limit`` (outside
     strings, escapes honoured; csrc/fx_json.h), or -1: the compiled scan (~1.5-4 GB/s, a few
@@ -386,8 +392,7 @@ class TextDecoder:
                         "must be valid UTF-8: fix or drop that line")
                     break
         hint = ("" if self.kind == "text" or where.startswith("line ") else
-                "; the first 16 MiB of the first file fixed the column types: pass schema= to "
-                "set them")
+                "; the first 16 MiB of the first file fixed the column types" + SCHEMA_HINT)
         return FileFormatError(f"{self.path} ({where}): {e}{hint}", self.path, where)
 
     def _infer(self) -> pa.Schema:
@@ -496,7 +501,7 @@ class TextDecoder:
             f"{self.path} (block at byte {pos}): "
             + (f"column {'; '.join(diff)}" if chosen and diff else
                f"columns {t.schema} differ from the source's {want}")
-            + "; pass schema= to fix the types")
+            + SCHEMA_HINT)
 
     def close(self) -> None:
         if self._first is not None:
