@@ -341,18 +341,24 @@ def test_bad_arguments_exit_2(argv):
     assert "usage:" in r.stderr
 
 
-def test_tokenizer(tmp_path):
+def _word_tokenizer(texts, where):
+    """A word-level tokenizer trained on ``texts``, saved in the directory ``where``."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(texts, trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
+    where.mkdir()
+    tok.save(str(where / "tokenizer.json"))
+    return tok
+
+
+def test_tokenizer(tmp_path):
     rng = np.random.default_rng(7)
     words = [f"w{k}" for k in range(40)]
     texts = [" ".join(rng.choice(words, int(rng.integers(1, 30)))) for _ in range(300)]
     texts += texts[:40]  # exact duplicates
-    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(texts, trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
-    (tmp_path / "tok").mkdir()
-    tok.save(str(tmp_path / "tok" / "tokenizer.json"))
+    tok = _word_tokenizer(texts, tmp_path / "tok")
     with open(tmp_path / "raw.jsonl", "w") as fh:
         for i, t in enumerate(texts):
             fh.write(json.dumps({"id": i, "body": t}) + "\n")
@@ -379,17 +385,11 @@ def test_the_first_input_is_read_while_the_tokenizer_loads(tmp_path, monkeypatch
     parse, the GIL released); a load that fails stops that read-ahead with the call."""
     import threading
 
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
     from fastaxo.errors import InvalidInputError
     from fastaxo.pipeline.options import PrepareOptions
 
     texts = [f"w{k % 40} w{k % 7} w{k % 13}" for k in range(3000)]
-    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.train_from_iterator(texts, trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
-    (tmp_path / "tok").mkdir()
-    tok.save(str(tmp_path / "tok" / "tokenizer.json"))
+    _word_tokenizer(texts, tmp_path / "tok")
     with open(tmp_path / "raw.jsonl", "w") as fh:
         for t in texts:
             fh.write(json.dumps({"text": t}) + "\n")
