@@ -647,7 +647,6 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
         i = int(np.flatnonzero(~np.asarray(arr.is_valid()))[0])
         raise NullValueError(f"{row_where(path, row0 + i)}: {column} is null; expected a list "
                              "of messages")
-    _check_messages_utf8(arr, column, path, row0)
     if ct.fields:  # (Axolotl's message_property_mappings: ShareGPT's from / value)
         arr = rename_message_fields(arr, ct.fields, column)
     # a conversation over the bound never becomes Python objects: its size comes from the
@@ -661,6 +660,8 @@ def chat_tokenize(ct: ChatTokenizer, arr: pa.Array, column: str, path: str, row0
                               int(sizes[i]), limit)  # type: ignore[index]
     # (a conversation over the bound never becomes Python objects)
     turns = arrow_turns(arr) if not len(big) else None
+    if turns is None:  # (ArrowTurns names a message that is not UTF-8 as it decodes it)
+        _check_messages_utf8(arr, column, path, row0)
     convs = pylist_without(arr, big) if turns is None else turns
     ids: list[Any] = [[] for _ in range(len(convs))]  # (not iterated: turns are made lazily)
     labels: list[Any] = [[] for _ in range(len(convs))]

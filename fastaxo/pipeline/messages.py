@@ -112,11 +112,35 @@ class ArrowTurns(Sequence[list[dict[str, Any]]]):
 
         at = self._at
         m0, m1 = at[r0], at[r1]
-        roles = self._roles.slice(m0, m1 - m0).to_pylist()
+        try:
+            roles = self._roles.slice(m0, m1 - m0).to_pylist()
+            contents = self._contents.slice(m0, m1 - m0).to_pylist()
+        except UnicodeDecodeError:  # (Arrow's JSON reader keeps such bytes): name the message
+            raise self._not_utf8(m0, m1) from None
         names = {r: ROLE_NAMES.get(r, r) for r in set(roles)}
-        messages = [{"role": names[r], "content": c} for r, c in zip(
-            roles, self._contents.slice(m0, m1 - m0).to_pylist(), strict=True)]
+        messages = [{"role": names[r], "content": c}
+                    for r, c in zip(roles, contents, strict=True)]
         return [messages[at[k] - m0:at[k + 1] - m0] for k in range(r0, r1)]
+
+    def _not_utf8(self, m0: int, m1: int) -> Exception:
+        """The error for the first message in [m0, m1) whose role or content is not UTF-8,
+        naming its row as the chat path's errors do ("messages: row R message M ...")."""
+        import bisect
+
+        from fastaxo.errors import InvalidInputError
+
+        for m in range(m0, m1):
+            for name, col in (("role", self._roles), ("content", self._contents)):
+                value = col.slice(m, 1)
+                try:
+                    value.to_pylist()
+                except UnicodeDecodeError as e:
+                    r = bisect.bisect_right(self._at, m) - 1
+                    return InvalidInputError(
+                        f"messages: row {r} message {m - self._at[r]} {name} is not UTF-8 text "
+                        f"(byte 0x{e.object[e.start]:02x} at offset {e.start:,}); a tokenizer "
+                        "takes text")
+        return InvalidInputError("messages: a message is not UTF-8 text")  # pragma: no cover
 
 
 def content_bytes(arr: pa.Array) -> np.ndarray | None:
