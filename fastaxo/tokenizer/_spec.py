@@ -131,7 +131,10 @@ def _pretok(pre: Any) -> int:
     # (a ByteLevel without use_regex runs GPT-2's regex on each piece of the Split: HF's
     # default; the C scanner does the Split alone)
     if level["add_prefix_space"] or level.get("use_regex", True):
-        raise Unsupported("ByteLevel after Split: expected add_prefix_space and use_regex off")
+        raise Unsupported("ByteLevel after Split: expected add_prefix_space and use_regex off, "
+                          f"got {level['add_prefix_space']} and "
+                          + (str(level["use_regex"]) if "use_regex" in level else
+                             "no use_regex (HF's default: true)"))
     return PATTERNS[pattern]
 
 
