@@ -245,26 +245,10 @@ def chat_labels(list ids, object offsets, const int64_t[:, ::1] spans, const int
 
 cdef inline int _spelled(int64_t tid, const uint8_t *text, int64_t text_len,
                          const int64_t *token_offsets, int64_t ntok, const uint8_t *token_bytes,
-                         int64_t *at) noexcept nogil:
-    # token tid's bytes are text's next bytes: advance *at past them (0), else -1
-    cdef int64_t ln
-    if tid < 0 or tid >= ntok:
-        return -1
-    ln = token_offsets[tid + 1] - token_offsets[tid]
-    if ln <= 0 or ln > text_len - at[0]:
-        return -1
-    if memcmp(text + at[0], token_bytes + token_offsets[tid], ln) != 0:
-        return -1
-    at[0] += ln
-    return 0
-
-
-cdef inline int _spelled_word(int64_t tid, const uint8_t *text, int64_t text_len,
-                              const int64_t *token_offsets, int64_t ntok,
-                              const uint8_t *token_bytes, int64_t tb_len, int64_t *at
-                              ) noexcept nogil:
-    # _spelled, a token of up to 8 bytes (most are) compared as one word where both sides
-    # have 8 bytes to load (tb_len: token_bytes' size), not by a memcmp call
+                         int64_t tb_len, int64_t *at) noexcept nogil:
+    # token tid's bytes are text's next bytes: advance *at past them (0), else -1. A token of
+    # up to 8 bytes (most are) is compared as one word where both sides have 8 bytes to load
+    # (tb_len: token_bytes' size), not by a memcmp call
     cdef int64_t ln, t0
     cdef uint64_t a, b
     if tid < 0 or tid >= ntok:
@@ -327,7 +311,7 @@ cdef inline int _spelled_at(int64_t tid, const uint8_t[::1] text, const int64_t[
                             const uint8_t[::1] token_bytes, int64_t *at) noexcept:
     return _spelled(tid, &text[0] if text.shape[0] else NULL, text.shape[0], &token_offsets[0],
                     token_offsets.shape[0] - 1,
-                    &token_bytes[0] if token_bytes.shape[0] else NULL, at)
+                    &token_bytes[0] if token_bytes.shape[0] else NULL, token_bytes.shape[0], at)
 
 
 cdef Py_ssize_t _turn_tokens_into(const int64_t *ends, Py_ssize_t n, const int64_t *spans,
@@ -504,8 +488,7 @@ cdef int64_t _row_labels(const int32_t *ids, Py_ssize_t n, const uint8_t *text, 
     if n == 0:
         return -3
     for i in range(n):
-        if _spelled_word(ids[i], text, nbytes, token_offsets, ntok, token_bytes, tb_len,
-                         &at) != 0:
+        if _spelled(ids[i], text, nbytes, token_offsets, ntok, token_bytes, tb_len, &at) != 0:
             return -2
         ends[i] = at
     if at != nbytes:
