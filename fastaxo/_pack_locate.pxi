@@ -59,6 +59,23 @@ cdef object _written_at(str text, Py_ssize_t pos, object ways, dict owner):
     return None
 
 
+cdef bint _file(dict owner, str w, Py_ssize_t k) except -1:
+    # w filed in owner as a way of turn k: True when new; else the equal way already filed
+    # keeps its turn if it is k's, and becomes -1 (two turns write it) if not
+    key = _key_at(w, 0, len(w))
+    bucket = owner.get(key)
+    if bucket is None:
+        owner[key] = [[w, k]]
+        return True
+    for e in <list>bucket:
+        if (<list>e)[0] == w:
+            if (<list>e)[1] != k:
+                (<list>e)[1] = -1
+            return False
+    (<list>bucket).append([w, k])
+    return True
+
+
 cdef object _entry(dict owner, str w):
     # the owner entry of the way w (which is one)
     for e in <list>owner[_key_at(w, 0, len(w))]:
@@ -84,22 +101,9 @@ def locate_parse(str text, list frames, list written, Py_ssize_t max_ends,
     for k in range(n):
         for pair in <list?>written[k]:
             w = <str?>(<tuple?>pair)[1]
+            if not _file(owner, w, k):
+                continue  # not a new way
             ln = len(w)
-            key = _key_at(w, 0, ln)
-            bucket = owner.get(key)
-            if bucket is None:
-                owner[key] = [[w, k]]
-            else:
-                for e in <list>bucket:
-                    if (<list>e)[0] == w:
-                        if (<list>e)[1] != k:
-                            (<list>e)[1] = -1
-                        break
-                else:
-                    (<list>bucket).append([w, k])
-                    bucket = None
-                if bucket is not None:
-                    continue  # not a new way
             lst = by_len.get(ln)
             if lst is None:
                 by_len[ln] = [w]
