@@ -72,6 +72,69 @@ cdef extern from *:
     bint _unicode_is_ascii "fx_unicode_is_ascii"(object o)
 
 
+cdef int64_t _strs_utf8(const _Source *src, int64_t first, int64_t last, uint8_t *buf,
+                        int64_t *off) noexcept nogil:
+    """Texts [first, last) of src's str storage as UTF-8 into buf (room: their bounds):
+    off[0] = 0, off[k + 1] the end of text first + k. -1, or the index of the first text
+    holding a surrogate (UTF-8 cannot hold one)."""
+    cdef int64_t i, at = 0, w, pos = 0
+    off[0] = 0
+    for i in range(first, last):
+        if src.kinds[i] == 0:
+            w = src.lens[i]
+            memcpy(buf + at, <const void *>src.ptrs[i], w)
+        else:
+            w = fx_ucs_to_utf8(src.kinds[i], <const void *>src.ptrs[i], src.lens[i], buf + at,
+                               &pos)
+            if w < 0:
+                return i
+        at += w
+        off[i - first + 1] = at
+    return -1
+
+
+cdef object _str_storage(tuple keep):
+    """Where each str of ``keep`` is held (PEP 393) as arrays: kinds (0 ASCII, else 1, 2 or 4
+    bytes a code point), data addresses, lengths, and a bound of each one's UTF-8 bytes; None
+    where an item is not a str. (``keep`` holds the texts while the addresses are read.)"""
+    import numpy as np
+    cdef int64_t n = len(keep), i, k
+    cdef object t
+    kinds = np.empty(n, np.int8)
+    ptrs = np.empty(n, np.uintp)
+    lens = np.empty(n, np.int64)
+    bounds = np.empty(n, np.int64)
+    cdef int8_t[::1] kd = kinds
+    cdef uintptr_t[::1] pt = ptrs
+    cdef int64_t[::1] ln = lens, bd = bounds
+    for i in range(n):
+        t = keep[i]
+        if not isinstance(t, str):
+            return None
+        _unicode_ready(t)
+        k = PyUnicode_GET_LENGTH(t)
+        kd[i] = 0 if _unicode_is_ascii(t) else <int8_t>PyUnicode_KIND(t)
+        pt[i] = <uintptr_t>PyUnicode_DATA(t)
+        ln[i] = k
+        bd[i] = k if kd[i] == 0 else fx_ucs_utf8_bound(kd[i], k)
+    return kinds, ptrs, lens, bounds
+
+
+cdef void _str_source(_Source *src, object storage):
+    """src pointed at the arrays of :func:`_str_storage` (the caller keeps them alive)."""
+    cdef int8_t[::1] kd = storage[0]
+    cdef uintptr_t[::1] pt = storage[1]
+    cdef int64_t[::1] ln = storage[2], bd = storage[3]
+    cdef bint some = kd.shape[0] > 0
+    src.data = NULL
+    src.off = NULL
+    src.validate = False
+    src.kinds = &kd[0] if some else NULL
+    src.ptrs = &pt[0] if some else NULL
+    src.lens = &ln[0] if some else NULL
+    src.bounds = &bd[0] if some else NULL
+
+
 cdef void _check_mode(int mode, int num_threads) except *:
     if mode not in (FX_OFFSETS_NONE, FX_OFFSETS_BYTES, FX_OFFSETS_CHARS):
         raise ValueError(f"mode: expected OFFSETS_NONE, OFFSETS_BYTES or OFFSETS_CHARS, "
@@ -90,7 +153,7 @@ cdef int8_t _encode_source(const fx_bpe *m, fx_bpe_cache *cache, const _Source *
     if src.data != NULL:
         return _encode_chunk(m, cache, src.data, src.off, first, last, specials, src.validate,
                              ids, spans, mode, cap, counts, used, bad)
-    cdef int64_t i, room = 0, at = 0, w, pos = 0
+    cdef int64_t i, room = 0
     cdef int8_t rc
     for i in range(first, last):
         room += src.bounds[i]
@@ -101,21 +164,12 @@ cdef int8_t _encode_source(const fx_bpe *m, fx_bpe_cache *cache, const _Source *
         free(buf)
         free(off)
         return FX_ENOMEM
-    off[0] = 0
-    for i in range(first, last):
-        if src.kinds[i] == 0:
-            w = src.lens[i]
-            memcpy(buf + at, <const void *>src.ptrs[i], w)
-        else:
-            w = fx_ucs_to_utf8(src.kinds[i], <const void *>src.ptrs[i], src.lens[i], buf + at,
-                               &pos)
-            if w < 0:
-                free(buf)
-                free(off)
-                bad[0] = i
-                return FX_ESURROGATE
-        at += w
-        off[i - first + 1] = at
+    i = _strs_utf8(src, first, last, buf, off)
+    if i >= 0:
+        free(buf)
+        free(off)
+        bad[0] = i
+        return FX_ESURROGATE
     rc = _encode_chunk(m, cache, buf, off, 0, last - first, specials, False, ids, spans, mode,
                        cap, counts + first, used, bad)
     if rc and bad[0] >= 0:
@@ -315,37 +369,14 @@ cdef class BPEModel:
         that encodes it: no str.encode under the GIL, no joined copy. None where the sequence
         holds something other than a str or a str holding a surrogate (the caller's
         str.encode path then raises the error it should), or NFC outgrew a chunk's room."""
-        import numpy as np
         cdef tuple keep = tuple(texts)  # (a list another thread changes cannot free a text)
-        cdef int64_t n = len(keep), i, k
-        cdef object t
         _check_mode(mode, num_threads)
-        kinds = np.empty(n, np.int8)
-        ptrs = np.empty(n, np.uintp)
-        lens = np.empty(n, np.int64)
-        bounds = np.empty(n, np.int64)
-        cdef int8_t[::1] kd = kinds
-        cdef uintptr_t[::1] pt = ptrs
-        cdef int64_t[::1] ln = lens, bd = bounds
-        for i in range(n):
-            t = keep[i]
-            if not isinstance(t, str):
-                return None
-            _unicode_ready(t)
-            k = PyUnicode_GET_LENGTH(t)
-            kd[i] = 0 if _unicode_is_ascii(t) else <int8_t>PyUnicode_KIND(t)
-            pt[i] = <uintptr_t>PyUnicode_DATA(t)
-            ln[i] = k
-            bd[i] = k if kd[i] == 0 else fx_ucs_utf8_bound(kd[i], k)
+        storage = _str_storage(keep)
+        if storage is None:
+            return None
         cdef _Source src
-        src.data = NULL
-        src.off = NULL
-        src.validate = False
-        src.kinds = &kd[0] if n else NULL
-        src.ptrs = &pt[0] if n else NULL
-        src.lens = &ln[0] if n else NULL
-        src.bounds = &bd[0] if n else NULL
-        return self._encode(&src, bounds, specials, num_threads, mode)
+        _str_source(&src, storage)
+        return self._encode(&src, storage[3], specials, num_threads, mode)
 
     cdef object _encode(self, const _Source *src, object sizes, bint specials, int num_threads,
                         int mode):
@@ -523,45 +554,21 @@ def utf8_join(texts):
     (``str.encode`` then raises the error it should)."""
     import numpy as np
     cdef tuple keep = tuple(texts)  # (a list another thread changes cannot free a text)
-    cdef int64_t n = len(keep), i, k, room = 0, at = 0, w, pos = 0
-    cdef object t
-    kinds = np.empty(n, np.int8)
-    ptrs = np.empty(n, np.uintp)
-    lens = np.empty(n, np.int64)
-    offsets = np.empty(n + 1, np.int64)
-    cdef int8_t[::1] kd = kinds
-    cdef uintptr_t[::1] pt = ptrs
-    cdef int64_t[::1] ln = lens, off = offsets
-    for i in range(n):
-        t = keep[i]
-        if not isinstance(t, str):
-            return None
-        _unicode_ready(t)
-        k = PyUnicode_GET_LENGTH(t)
-        kd[i] = 0 if _unicode_is_ascii(t) else <int8_t>PyUnicode_KIND(t)
-        pt[i] = <uintptr_t>PyUnicode_DATA(t)
-        ln[i] = k
-        room += k if kd[i] == 0 else fx_ucs_utf8_bound(kd[i], k)
-    data = np.empty(max(room, 1), np.uint8)
-    cdef uint8_t[::1] buf = data
-    cdef uint8_t *bp = &buf[0]
-    cdef bint bad = False
-    with nogil:
-        off[0] = 0
-        for i in range(n):
-            if kd[i] == 0:
-                w = ln[i]
-                memcpy(bp + at, <const void *>pt[i], w)
-            else:
-                w = fx_ucs_to_utf8(kd[i], <const void *>pt[i], ln[i], bp + at, &pos)
-                if w < 0:
-                    bad = True
-                    break
-            at += w
-            off[i + 1] = at
-    if bad:
+    storage = _str_storage(keep)
+    if storage is None:
         return None
-    return data[:at], offsets, lens
+    cdef _Source src
+    _str_source(&src, storage)
+    cdef int64_t n = len(keep), bad
+    offsets = np.empty(n + 1, np.int64)
+    data = np.empty(max(int(storage[3].sum()), 1), np.uint8)
+    cdef int64_t[::1] off = offsets
+    cdef uint8_t[::1] buf = data
+    with nogil:
+        bad = _strs_utf8(&src, 0, n, &buf[0], &off[0])
+    if bad >= 0:
+        return None
+    return data[:offsets[n]], offsets, storage[2]
 
 
 def _fail_big_allocs(bint on):
