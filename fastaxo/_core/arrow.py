@@ -122,6 +122,24 @@ def offsets_of(arr: pa.Array, large: bool) -> np.ndarray:
     return np.frombuffer(arr.buffers()[1], dtype=odt, count=arr.offset + len(arr) + 1)[arr.offset :]
 
 
+def first_not_utf8(arr: pa.Array, skip: frozenset[int] = frozenset()
+                   ) -> tuple[int, UnicodeDecodeError] | None:
+    """The first string of ``arr`` (string / large_string; a null reads as empty) that is not
+    UTF-8, read from its buffers, and Python's error for it (``start``: the offset of the
+    bad byte in that string); None where every one is. The indices ``skip`` are not read."""
+    offs = offsets_of(arr, pa.types.is_large_string(arr.type))
+    buf = arr.buffers()[2]
+    data = memoryview(buf) if buf is not None else memoryview(b"")
+    for i in range(len(arr)):
+        if i in skip:
+            continue
+        try:
+            bytes(data[int(offs[i]):int(offs[i + 1])]).decode("utf-8")
+        except UnicodeDecodeError as e:
+            return i, e
+    return None
+
+
 def fixed_view(arr: pa.Array) -> np.ndarray:
     """The values of a fixed-width number array without nulls, slice applied, no copy."""
     dtype = numpy_dtype(arr.type)

@@ -376,17 +376,12 @@ def _check_utf8(arr: pa.Array, skip: np.ndarray, column: str, path: str, row0: i
         return
     except pa.ArrowInvalid:
         pass
-    dropped = set(skip.tolist())
-    for i, value in enumerate(_raw_strings(arr)):
-        if i in dropped:
-            continue
-        try:
-            value.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise InvalidInputError(
-                f"{row_where(path, row0 + i)}: {column} is not UTF-8 text (byte "
-                f"0x{e.object[e.start]:02x} at offset {e.start:,}); a tokenizer takes text"
-            ) from None
+    got = arrow.first_not_utf8(arr, frozenset(skip.tolist()))
+    if got is not None:
+        i, e = got
+        raise InvalidInputError(
+            f"{row_where(path, row0 + i)}: {column} is not UTF-8 text (byte "
+            f"0x{e.object[e.start]:02x} at offset {e.start:,}); a tokenizer takes text")
     arr.validate(full=True)  # not the text: the array itself is broken, say what Arrow says
 
 
@@ -410,27 +405,17 @@ def _check_messages_utf8(arr: pa.Array, column: str, path: str, row0: int) -> No
         with contextlib.suppress(pa.ArrowInvalid):
             child.validate(full=True)  # (Arrow's UTF-8 check of this slice: GB/s)
             continue
-        parent = np.asarray(arr.value_parent_indices())
-        for m, value in enumerate(_raw_strings(child)):
-            try:
-                value.decode("utf-8")
-            except UnicodeDecodeError as e:
-                r = int(parent[m])
-                raise InvalidInputError(
-                    f"{row_where(path, row0 + r)}: {column} message "
-                    f"{m - int(np.searchsorted(parent, r))} {t.value_type.field(k).name} is "
-                    f"not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start:,}); "
-                    "a tokenizer takes text") from None
+        got = arrow.first_not_utf8(child)
+        if got is not None:
+            m, e = got
+            parent = np.asarray(arr.value_parent_indices())
+            r = int(parent[m])
+            raise InvalidInputError(
+                f"{row_where(path, row0 + r)}: {column} message "
+                f"{m - int(np.searchsorted(parent, r))} {t.value_type.field(k).name} is "
+                f"not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start:,}); "
+                "a tokenizer takes text")
         child.validate(full=True)  # not the text: the array itself is broken
-
-
-def _raw_strings(arr: pa.Array) -> Any:
-    """The bytes of each string of ``arr`` (a null gives b""), from its buffers."""
-    offs = arrow.offsets_of(arr, pa.types.is_large_string(arr.type))
-    buf = arr.buffers()[2]
-    data = memoryview(buf) if buf is not None else memoryview(b"")
-    for i in range(len(arr)):
-        yield bytes(data[int(offs[i]):int(offs[i + 1])])
 
 
 def _fast_ids(tt: TextTokenizer, arr: pa.Array, skip: np.ndarray) -> pa.Array:

@@ -129,19 +129,17 @@ class ArrowTurns(Sequence[list[dict[str, Any]]]):
 
         from fastaxo.errors import InvalidInputError
 
-        for m in range(m0, m1):
-            for name, col in (("role", self._roles), ("content", self._contents)):
-                value = col.slice(m, 1)
-                try:
-                    value.to_pylist()
-                except UnicodeDecodeError as e:
-                    r = bisect.bisect_right(self._at, m) - 1
-                    return InvalidInputError(
-                        f"messages: row {r} message {m - self._at[r]} {name} is not UTF-8 text "
-                        f"(byte 0x{e.object[e.start]:02x} at offset {e.start:,}); a tokenizer "
-                        "takes text")
-        return InvalidInputError("messages: a message is not UTF-8 text")  # pragma: no cover
-
+        bad = [(got[0], name, got[1]) for name, col in (("role", self._roles),
+                                                         ("content", self._contents))
+               if (got := arrow.first_not_utf8(col.slice(m0, m1 - m0))) is not None]
+        if not bad:  # pragma: no cover - to_pylist raised for one of them
+            return InvalidInputError("messages: a message is not UTF-8 text")
+        k, name, e = min(bad, key=lambda b: b[0])  # (the role first where both are bad)
+        m = m0 + k
+        r = bisect.bisect_right(self._at, m) - 1
+        return InvalidInputError(
+            f"messages: row {r} message {m - self._at[r]} {name} is not UTF-8 text "
+            f"(byte 0x{e.object[e.start]:02x} at offset {e.start:,}); a tokenizer takes text")
 
 def content_bytes(arr: pa.Array) -> np.ndarray | None:
     """Per conversation of the list<struct> column ``arr``, the UTF-8 bytes of its messages'

@@ -284,13 +284,13 @@ class Tokenizer:
                     raise InvalidTypeError(f"texts: expected a list of str or a pyarrow "
                                            f"string array, got {type(texts).__name__} ({e})"
                                            ) from None
-            got = self._model.encode_strs(texts, bool(specials),
+            got = self._model.encode_strs(texts, specials,
                                           resolve_num_threads(num_threads), mode)
             if got is not None:
                 return got
         data, offsets, arrow = _buffers(texts)
         try:
-            return self._model.encode_many(data, offsets, bool(specials),
+            return self._model.encode_many(data, offsets, specials,
                                            resolve_num_threads(num_threads), mode,
                                            arrow and bool(validate))
         except ValueError as e:  # only Arrow text can be other than UTF-8
