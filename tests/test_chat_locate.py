@@ -112,15 +112,17 @@ def test_parse_refuses_a_reading_that_is_not_the_only_one(parse, text, frames, w
 
 # -- templates against Axolotl's algorithm -----------------------------------------------------
 
-def test_qwen3_rows_take_one_render_and_two_per_sequence_of_roles(qwen):
-    """Text 1 each, and the two renders with every content a placeholder once per sequence of
-    roles (kept on the spec: a second run renders text 1 alone)."""
+def test_qwen3_rows_take_three_renders_per_sequence_of_roles(qwen):
+    """Per sequence of roles: text 1 of its first row (the later rows' texts come from the path
+    recorded on it: :mod:`fastaxo.chat.paths`), and the two renders with every content a
+    placeholder (all kept on the spec: a second run renders nothing)."""
     spec = _spec(qwen)
     convs = chat_data.conversations(seed=21, n=40, turns=(2, 6), hi=80)
     sequences = {tuple(m["role"] for m in c) for c in convs}
     assert len(sequences) < len(convs) / 2
-    assert _run(spec, convs) == len(convs) + 2 * len(sequences)
-    assert _run(spec, convs) == len(convs)
+    assert _run(spec, convs) == 3 * len(sequences)
+    assert _run(spec, convs) == 0
+    assert spec.paths().hits == 2 * len(convs) - len(sequences)
 
 
 def test_rows_the_whole_frame_does_not_prove_take_three_renders(qwen):

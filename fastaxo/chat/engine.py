@@ -4,8 +4,10 @@
 Axolotl finds each trainable turn by rendering the whole conversation twice more with a
 placeholder in the turn's place and diffing the texts (O(turns x length) per conversation).
 Here each conversation is rendered once whatever its length (text 1, the text that is
-tokenized), and once per sequence of roles with every message's content replaced by each of
-Axolotl's two placeholders (:class:`_Frames`: those renders depend on the roles alone); a row
+tokenized; where the template's path for the conversation's structure was recorded,
+:mod:`fastaxo.chat.paths` gives that text without Jinja), and once per sequence of roles with
+every message's content replaced by each of Axolotl's two placeholders (:class:`_Frames`:
+those renders depend on the roles alone); a row
 text 1 does not read through that frame is rendered with every trainable message's content
 replaced by each placeholder (three renders a row). The placeholder renders fix the template's
 text around the contents (the frame), and text 1 must be that frame with each content written
@@ -205,8 +207,8 @@ class ChatEngine:
         big is a Fallback."""
         limit = self.spec.max_row_bytes
         got = {}
-        for i, t in zip(rows, self._render_each([conversations[i] for i in rows], rows),
-                        strict=True):
+        for i, t in zip(rows, self._render_each([conversations[i] for i in rows], rows,
+                                                self.spec.paths()), strict=True):
             if isinstance(t, OutputTooLarge):
                 out[i] = _too_large(i, t.chars, limit)
             elif isinstance(t, BaseException):
@@ -219,15 +221,16 @@ class ChatEngine:
                 got[i] = t
         return got
 
-    def _render_each(self, convs: list[list[dict[str, Any]]], rows: list[int]
-                     ) -> list[Any]:
-        """Each conversation rendered, or the exception its render raised; a template past its
+    def _render_each(self, convs: list[list[dict[str, Any]]], rows: list[int],
+                     paths: Any = None) -> list[Any]:
+        """Each conversation rendered (or its text from ``paths``, the template's recorded
+        paths: :meth:`ChatSpec.paths`), or the exception its render raised; a template past its
         step bound stops the pass (naming the row)."""
         got: list[Any] = []
-        render = self.spec.render
+        render = paths.text if paths is not None else lambda c: self.spec.render([c])[0]
         for c, i in zip(convs, rows, strict=True):
             try:
-                got.append(render([c])[0])
+                got.append(render(c))
             except TemplateLimitError as e:
                 raise TemplateLimitError(f"row {i}: {e}") from None
             except (ChatTemplateError, OutputTooLarge) as e:

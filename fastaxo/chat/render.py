@@ -34,7 +34,7 @@ __all__ = ["DEFAULT_MAX_STEPS", "OutputTooLarge", "compile_renderer",
            "template_source_error"]
 
 DEFAULT_MAX_STEPS = 10_000_000
-_LOOP, _TICK, _JOIN = "__fastaxo_loop", "__fastaxo_tick", "__fastaxo_concat"
+LOOP, TICK, JOIN = "__fastaxo_loop", "__fastaxo_tick", "__fastaxo_concat"
 _RESERVED = "__fastaxo"
 _DIGITS = re.compile(r"\d{7,}")  # widths in format strings worth a look
 
@@ -71,7 +71,7 @@ def compile_renderer(env: Any, source: str, variables: dict[str, Any], *, max_st
 
     benv = env.overlay()
     sandbox_call, sandbox_binop = type(env).call, type(env).call_binop
-    _bound_getattr(benv, env)
+    bound_getattr(benv, env)
     benv.intercepted_binops = frozenset({"*", "+", "**", "%"})
     limit = _Sizes(max_chars)
 
@@ -106,7 +106,7 @@ def compile_renderer(env: Any, source: str, variables: dict[str, Any], *, max_st
         if name.name.startswith(_RESERVED):
             raise ChatTemplateError(f"chat_template: the name {name.name!r} is reserved")
     check_constants(ast, benv, limit)
-    _Instrument().visit(ast)
+    instrument(ast)
     template = benv.template_class.from_code(benv, benv.compile(ast), benv.make_globals(None),
                                              None)
     if "lipsum" in template.globals:  # lipsum(n) builds n paragraphs: no chat template needs it
@@ -116,7 +116,7 @@ def compile_renderer(env: Any, source: str, variables: dict[str, Any], *, max_st
         left = [max_steps]
 
         def loop(iterable: Any) -> Any:
-            return _Counted(iterable, left, max_steps)
+            return Counted(iterable, left, max_steps)
 
         def tick() -> str:
             left[0] -= 1
@@ -137,7 +137,7 @@ def compile_renderer(env: Any, source: str, variables: dict[str, Any], *, max_st
             context = template.new_context({
                 "messages": conversation, "tools": None, "documents": None,
                 "add_generation_prompt": False, **variables, **extra,
-                _LOOP: loop, _TICK: tick, _JOIN: concat})
+                LOOP: loop, TICK: tick, JOIN: concat})
             for piece in template.root_render_func(context):
                 size += len(piece)
                 if size > max_chars:
@@ -257,7 +257,7 @@ def _too_many_steps(max_steps: int) -> TemplateLimitError:
                               "macro calls) in one render")
 
 
-class _Counted:
+class Counted:
     """A for-loop's iterable whose every item costs a step of the render's budget ``left``;
     sized when the original is (``loop.length`` stays as cheap as it was)."""
 
@@ -291,7 +291,7 @@ def _instrument_classes() -> Any:
             if node.recursive:  # a recursive loop calls its body with new iterables
                 node.body.insert(0, _tick_stmt(node.lineno))
             else:
-                node.iter = nodes.Call(nodes.Name(_LOOP, "load"), [node.iter], [], None, None
+                node.iter = nodes.Call(nodes.Name(LOOP, "load"), [node.iter], [], None, None
                                        ).set_lineno(node.lineno)
             return node
 
@@ -304,21 +304,22 @@ def _instrument_classes() -> Any:
 
         def visit_Concat(self, node: Any) -> Any:
             self.generic_visit(node)
-            return nodes.Call(nodes.Name(_JOIN, "load"), list(node.nodes), [], None, None
+            return nodes.Call(nodes.Name(JOIN, "load"), list(node.nodes), [], None, None
                               ).set_lineno(node.lineno)
 
     def _tick_stmt(lineno: int) -> Any:
-        return nodes.ExprStmt(nodes.Call(nodes.Name(_TICK, "load"), [], [], None, None)
+        return nodes.ExprStmt(nodes.Call(nodes.Name(TICK, "load"), [], [], None, None)
                               ).set_lineno(lineno)
 
     return Instrument
 
 
-def _Instrument() -> Any:  # noqa: N802 - a class made on first use (jinja2 imported lazily)
+def instrument(ast: Any) -> None:
+    """The step counts and the size-checked ``~`` put into a parsed template (in place)."""
     cls = _instrument_cache.get("cls")
-    if cls is None:
+    if cls is None:  # a class made on first use (jinja2 imported lazily)
         cls = _instrument_cache["cls"] = _instrument_classes()
-    return cls()
+    cls().visit(ast)
 
 
 _instrument_cache: dict[str, Any] = {}
@@ -430,7 +431,7 @@ def _bounded_filter(f: Callable[..., Any], limit: _Sizes) -> Callable[..., Any]:
 
     @functools.wraps(f)
     def bounded(*args: Any, **kwargs: Any) -> Any:
-        pos = _filter_args(args)
+        pos = filter_args(args)
         limit.ints(pos[1:], name)
         limit.ints(kwargs.values(), name)
         if pos:
@@ -452,7 +453,7 @@ def _bounded_filter(f: Callable[..., Any], limit: _Sizes) -> Callable[..., Any]:
     return bounded
 
 
-def _filter_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
+def filter_args(args: tuple[Any, ...]) -> tuple[Any, ...]:
     # a filter marked pass_context / pass_eval_context / pass_environment gets that first
     if args and isinstance(args[0], _passed_types()):
         return args[1:]
@@ -475,7 +476,7 @@ def _sandbox_call_binop() -> Any:
     return SandboxedEnvironment.call_binop
 
 
-def _bound_getattr(fast_env: Any, env: Any) -> None:
+def bound_getattr(fast_env: Any, env: Any) -> None:
     """``obj.attr`` as the sandbox answers it, quicker: a plain dict's key straight from the
     dict, and the sandbox's safety verdict remembered per (type, name) (it depends on nothing
     else for ImmutableSandboxedEnvironment)."""

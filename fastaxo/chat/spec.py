@@ -325,6 +325,25 @@ class ChatSpec:
             cache["render"] = _bounded_renderer(self)
         return cache["render"]
 
+    def paths(self) -> Any:
+        """The template's recorded paths (:class:`fastaxo.chat.paths.Paths`): each
+        conversation's rendered text, with no render where one fits; None without the bounded
+        renderer or where no path can be recorded for the template."""
+        cache = self.__dict__.setdefault("_cache", {})
+        if "paths" not in cache:
+            from fastaxo.chat import paths
+
+            cache["paths"] = None
+            fast = self._fast_render()
+            if fast is not None:
+                env, source, variables = fast.parts
+                record = paths.compile_recorder(env, source, variables,
+                                                max_steps=self.max_steps)
+                if record is not None:
+                    cache["paths"] = paths.Paths(record, lambda c: self.render([c])[0],
+                                                 self.max_row_bytes)
+        return cache["paths"]
+
     def _fast_backend(self) -> Any:
         """The tokenizers.Tokenizer behind the transformers tokenizer, when calling it directly
         is what ``tokenizer(texts, add_special_tokens=False)`` does (no stored truncation or
@@ -459,8 +478,10 @@ def _bounded_renderer(spec: ChatSpec) -> Any:
         env = snapshot.jinja_environment(tok)
     except Exception:  # noqa: BLE001 - transformers internals moved: use the public call
         return None
-    render = compile_renderer(env, source, {**tok.special_tokens_map, **spec.template_kwargs},
-                              max_steps=spec.max_steps, max_chars=spec.max_row_bytes)
+    variables = {**tok.special_tokens_map, **spec.template_kwargs}
+    render = compile_renderer(env, source, variables, max_steps=spec.max_steps,
+                              max_chars=spec.max_row_bytes)
+    render.parts = (env, source, variables)  # type: ignore[attr-defined] # (for paths())
     for probe in _PROBES:
         # transformers' render runs only after the bounded one finished: the same template
         # takes the same steps, so an unbounded template stops here, with its limit error
