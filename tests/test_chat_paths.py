@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).parent))
 import chat_data  # noqa: E402
 
-from fastaxo.chat import ChatSpec, environment, paths  # noqa: E402
+from fastaxo.chat import ChatEngine, ChatSpec, Fallback, environment, paths  # noqa: E402
 from fastaxo.chat.render import compile_renderer  # noqa: E402
 
 MAX_CHARS = 1 << 20
@@ -204,8 +204,8 @@ def test_a_path_that_differs_from_its_render_disables_the_paths(monkeypatch):
 
     def wrong(conv):
         got = record(conv)
-        text = got.text
-        got.text = lambda contents: text(contents) + "!"
+        values = got.values
+        got.values = lambda contents: (*values(contents), "!")
         return got
 
     p = paths.Paths(wrong, render, MAX_CHARS)
@@ -268,3 +268,37 @@ def _qwen3_spec():
     if not _QWEN3:
         _QWEN3.append(ChatSpec.create(chat_data.qwen3_tokenizer()))
     return _QWEN3[0]
+
+
+@pytest.mark.parametrize("template,placed", [
+    (None, True),  # Qwen3's own
+    ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | trim }}<|im_end|>\n"
+     "{% endfor %}", True),
+    # a placeholder answers a guard otherwise: the path does not place, the proof does
+    ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+     "{% if 'zz' in m.content %}zz\n{% endif %}{% endfor %}", False),
+    # a content written twice
+    ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}|{{ m.content }}"
+     "<|im_end|>\n{% endfor %}", False),
+])
+def test_rows_placed_by_their_path_equal_the_reference(monkeypatch, template, placed):
+    """Rows whose trainable contents the path places skip the frame proof: their rows must
+    still be Axolotl's (the reference port's), and a path that cannot place leaves the row to
+    the proof."""
+    from fastaxo._reference import chat as ref
+    from fastaxo.chat.locate import RowState
+
+    spec = ChatSpec.create(chat_data.qwen3_tokenizer(), template)
+    calls = []
+    place = RowState.place
+    monkeypatch.setattr(RowState, "place", lambda self, w: (calls.append(w), place(self, w)))
+    convs = chat_data.conversations(seed=9, n=24, turns=(2, 6), hi=60)
+    convs += [[{"role": "user", "content": "q"}, {"role": "assistant", "content": c}]
+              for c in ("a", " a ", "\n\na", "[[dummy_message]]", "dummy", "")]
+    got = ChatEngine(spec).run(convs)
+    for c, g in zip(convs, got, strict=True):
+        if placed:
+            assert not isinstance(g, Fallback), g
+        if not isinstance(g, Fallback):  # (else Axolotl's code makes the row)
+            assert g == ref.tokenize_conversation(c, spec), c
+    assert (len(calls) > len(convs) // 2) if placed else not calls, len(calls)

@@ -176,11 +176,13 @@ class ChatEngine:
                 out[i] = Fallback(problem)
             else:
                 rows.append(i)
-        texts = self._texts(conversations, rows, out)
         trainable = {i: [j for j, t in enumerate(conversations[i])
                          if spec.train_on_inputs or t["role"] in spec.roles_to_train]
-                     for i in texts}
+                     for i in rows}
+        texts, placed = self._texts(conversations, rows, trainable, out)
         state = {i: RowState(conversations[i], trainable[i]) for i in texts}
+        for i, where in placed.items():  # placed by the path their text came from
+            state[i].place(where)
         self._prove(texts, state, out)
         for i, st in state.items():
             if not st.settled and not st.assign_markers(self._taken):
@@ -192,7 +194,7 @@ class ChatEngine:
             if out[i] is None:
                 spans[i] = self._good_spans(conversations[i], texts[i], state[i])
         self._per_turn_spans(conversations, texts, state, spans, out)
-        return texts, spans, trainable
+        return texts, spans, {i: trainable[i] for i in texts}
 
     def _byte_path(self) -> tuple[tuple[np.ndarray, np.ndarray, bool] | None, str]:
         """The byte table labels are made from (None: the offsets path for every row) and the
@@ -202,13 +204,25 @@ class ChatEngine:
 
     # -- steps ------------------------------------------------------------------------------
     def _texts(self, conversations: Sequence[list[dict[str, Any]]], rows: list[int],
-               out: list[Row | Fallback | None]) -> dict[int, str]:
-        """Text 1 of each row; a row the template refuses, renders to nothing or renders too
-        big is a Fallback."""
+               trainable: dict[int, list[int]], out: list[Row | Fallback | None]
+               ) -> tuple[dict[int, str], dict[int, list[tuple[int, int]]]]:
+        """Text 1 of each row, and the rows whose text came from a recorded path that places
+        their trainable contents (:meth:`Paths.placed`: each one's ``(start, length)``); a
+        row the template refuses, renders to nothing or renders too big is a Fallback."""
         limit = self.spec.max_row_bytes
         got = {}
+        placed: dict[int, list[tuple[int, int]]] = {}
+        paths = self.spec.paths()
+        render = None
+        if paths is not None:
+            def render(c: list[dict[str, Any]], i: int) -> str:
+                text, where = paths.placed(c, tuple(trainable[i]), ref.SENTINELS)
+                if where is not None and where:
+                    placed[i] = where
+                return text
+
         for i, t in zip(rows, self._render_each([conversations[i] for i in rows], rows,
-                                                self.spec.paths()), strict=True):
+                                                render), strict=True):
             if isinstance(t, OutputTooLarge):
                 out[i] = _too_large(i, t.chars, limit)
             elif isinstance(t, BaseException):
@@ -219,18 +233,23 @@ class ChatEngine:
                 out[i] = _too_large(i, len(t.encode("utf-8", "surrogatepass")), limit)
             else:
                 got[i] = t
-        return got
+        return got, {i: w for i, w in placed.items() if i in got}
 
     def _render_each(self, convs: list[list[dict[str, Any]]], rows: list[int],
-                     paths: Any = None) -> list[Any]:
-        """Each conversation rendered (or its text from ``paths``, the template's recorded
-        paths: :meth:`ChatSpec.paths`), or the exception its render raised; a template past its
-        step bound stops the pass (naming the row)."""
+                     render: Callable[[list[dict[str, Any]], int], str] | None = None
+                     ) -> list[Any]:
+        """Each conversation rendered (or by ``render(conversation, row)``), or the exception
+        its render raised; a template past its step bound stops the pass (naming the row)."""
         got: list[Any] = []
-        render = paths.text if paths is not None else lambda c: self.spec.render([c])[0]
+        if render is None:
+            spec = self.spec
+
+            def render(c: list[dict[str, Any]], i: int) -> str:
+                return spec.render([c])[0]
+
         for c, i in zip(convs, rows, strict=True):
             try:
-                got.append(render(c))
+                got.append(render(c, i))
             except TemplateLimitError as e:
                 raise TemplateLimitError(f"row {i}: {e}") from None
             except (ChatTemplateError, OutputTooLarge) as e:

@@ -105,6 +105,12 @@ class RowState:
         got = _parse(text, frames, ways)
         return got is not None and self._place([got[j] for j in self.trainable])
 
+    def place(self, where: list[tuple[int, int]]) -> None:
+        """Every trainable turn placed by the recorded path text 1 came from
+        (:meth:`fastaxo.chat.paths.Path.places` proves what :meth:`prove` would): ``(start,
+        length)`` each, as the template wrote it."""
+        self._place([(start, 0, length) for start, length in where])
+
     def _place(self, got: list[tuple[int, int, int]]) -> bool:
         """Every trainable turn placed from a proven reading, ``(start, variant, length)``."""
         for k, (start, v, length) in enumerate(got):

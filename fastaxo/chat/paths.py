@@ -22,6 +22,7 @@ disables the paths (it would be a fault here, and the real render is always righ
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 from collections.abc import Callable
@@ -176,22 +177,73 @@ def _cat(*parts: Any) -> _Cat:
 
 
 class Path:
-    """One recorded path of a template: ``text(contents)`` is the render of a conversation of
-    the recorded structure whose contents (one str per message) answer every guard as
-    recorded, else None."""
+    """One recorded path of a template: ``values(contents)`` is the render of a conversation
+    of the recorded structure whose contents (one str per message) answer every guard as
+    recorded, as its pieces (text and contents, ``"".join`` them), else None."""
 
-    __slots__ = ("text",)
+    __slots__ = ("_places", "guards", "pieces", "values")
 
     def __init__(self, guards: list[Any], pieces: list[Any], clock: list[tuple[str, str]],
                  strftime: Callable[[str], str] | None):
-        self.text = _compile(guards, pieces, clock, strftime)
+        self.guards, self.pieces = guards, pieces
+        self.values = _compile(guards, pieces, clock, strftime)
+        self._places: dict[tuple[Any, ...], tuple[int, ...] | None] = {}
+
+    def text(self, contents: list[str]) -> str | None:
+        got = self.values(contents)
+        return None if got is None else "".join(got)
+
+    def places(self, messages: tuple[int, ...], placeholders: tuple[str, ...]
+               ) -> tuple[int, ...] | None:
+        """The index in :attr:`pieces` of each of ``messages``' contents, when each is written
+        once, and writes each placeholder as it is, and the placeholder answers every guard on
+        that message as recorded: then a render with any of those contents replaced by a
+        placeholder is this path's text with the placeholder in its piece (the guards ask of
+        one message each). Else None."""
+        key = (messages, placeholders)
+        if key not in self._places:
+            self._places[key] = self._find(messages, placeholders)
+        return self._places[key]
+
+    def _find(self, messages: tuple[int, ...], placeholders: tuple[str, ...]
+              ) -> tuple[int, ...] | None:
+        at: dict[int, list[int]] = {}
+        for n, p in enumerate(self.pieces):
+            if not isinstance(p, str):
+                at.setdefault(p[0], []).append(n)
+        if any(len(at.get(j, ())) != 1 for j in messages):
+            return None
+        for s in placeholders:
+            if any(_chained(s, self.pieces[at[j][0]][1]) != s for j in messages):
+                return None
+            if any(k in messages and _asked(_chained(s, chain), op, arg) is not answer
+                   for k, chain, op, arg, answer in self.guards):
+                return None
+        return tuple(at[j][0] for j in messages)
+
+
+def _chained(value: str, chain: tuple[tuple[str, Any], ...]) -> str:
+    for method, chars in chain:
+        value = getattr(value, method)(chars)
+    return value
+
+
+def _asked(value: str, op: str, arg: Any) -> bool:
+    if op == "bool":
+        return bool(value)
+    if op == "in":
+        return bool(arg in value)
+    if op == "eq":
+        return value == arg
+    return bool(getattr(value, op)(arg))
 
 
 def _compile(guards: list[Any], pieces: list[Any], clock: list[tuple[str, str]],
-             strftime: Callable[[str], str] | None) -> Callable[[list[str]], str | None]:
-    """The guards and the filling as one Python function (constants by ``repr``)."""
+             strftime: Callable[[str], str] | None
+             ) -> Callable[[list[str]], tuple[str, ...] | None]:
+    """The guards and the pieces as one Python function (constants by ``repr``)."""
     names: dict[tuple[int, tuple[Any, ...]], str] = {}
-    lines = ["def text(c):"]
+    lines = ["def values(c):"]
 
     def value(k: int, chain: tuple[Any, ...]) -> str:
         key = (k, chain)
@@ -211,10 +263,10 @@ def _compile(guards: list[Any], pieces: list[Any], clock: list[tuple[str, str]],
     for fmt, answer in clock:
         lines.append(f"    if strftime({fmt!r}) != {answer!r}: return None")
     parts = [repr(p) if isinstance(p, str) else value(*p) for p in pieces]
-    lines.append(f"    return ''.join(({', '.join(parts)},))" if parts else "    return ''")
+    lines.append(f"    return ({''.join(p + ', ' for p in parts)})")
     scope: dict[str, Any] = {"strftime": strftime}
     exec(compile("\n".join(lines), "<fastaxo recorded path>", "exec"), scope)  # noqa: S102
-    return scope["text"]
+    return scope["values"]
 
 
 def structure(conversation: Any) -> tuple[Any, ...] | None:
@@ -261,21 +313,36 @@ class Paths:
     def text(self, conversation: list[dict[str, Any]]) -> str:
         """The template's output for ``conversation``: from a recorded path where one fits,
         else rendered (and a path recorded from that render when there is room)."""
+        return self.placed(conversation)[0]
+
+    def placed(self, conversation: list[dict[str, Any]], messages: tuple[int, ...] = (),
+               placeholders: tuple[str, ...] = ()
+               ) -> tuple[str, list[tuple[int, int]] | None]:
+        """:meth:`text`, and where it came from a path that places ``messages``
+        (:meth:`Path.places`), each one's ``(start, length)`` in it (else None)."""
         key = structure(conversation) if self.broken is None else None
         if key is None:
-            return self._render(conversation)
+            return self._render(conversation), None
         got = self._paths.get(key, ())
         if got:
             contents = [m["content"] for m in conversation]
             for p in got:
-                t = p.text(contents)
-                if t is not None and len(t) <= self._max:  # (else the render says how big)
-                    self.hits += 1
-                    return t
+                values = p.values(contents)
+                if values is None:
+                    continue
+                text = "".join(values)
+                if len(text) > self._max:  # the render says how big
+                    break
+                self.hits += 1
+                where = p.places(messages, placeholders) if messages else None
+                if where is None:
+                    return text, None
+                ends = list(itertools.accumulate(map(len, values)))
+                return text, [(ends[n] - len(values[n]), len(values[n])) for n in where]
         text = self._render(conversation)  # raises what the template raises: no path
         if len(got) < self.MAX_PATHS and self.worth_trying():
             self._learn(key, conversation, text)
-        return text
+        return text, None
 
     def worth_trying(self) -> bool:
         """Whether recording still pays: not after many refusals with few paths."""
