@@ -129,9 +129,9 @@ class ChatEngine:
         row, 0-based in ``conversations``) for a template past its bounds.
 
         Rows go in parts of :data:`PART_ROWS` (the first a quarter of that: the encoder
-        waits for it): while one part's texts are tokenized (C, no GIL) on a thread of its
-        own, the next part is rendered and placed; the thread is joined before the next part's
-        tokenization starts. The last part is tokenized here, with the encoder's threads.
+        waits for it): while one part's texts are tokenized (C, no GIL, the encoder's
+        threads) on a thread of its own, the next part is rendered and placed; the thread is
+        joined before the next part's tokenization starts. The last part is tokenized here.
         ``on_rows(k)`` is told each part's rows as the part is done (prepare's progress)."""
         out: list[Row | Fallback | None] = [None] * len(conversations)
         parts = _parts(len(out))
@@ -151,8 +151,10 @@ class ChatEngine:
                     self._tokenize(*work, out)
                     if on_rows is not None:
                         on_rows(len(part))
-                else:  # one encoder thread: the other core renders the next part
-                    pending = _Pending(self._tokenize, *work, out, threads=1)
+                else:  # the encoder's threads, beside the render of the next part (from
+                    # recorded paths it takes a fraction of a core; one encoder thread left
+                    # the other core idle half the time)
+                    pending = _Pending(self._tokenize, *work, out)
                     last = len(part)
         finally:
             if pending is not None:
@@ -583,7 +585,7 @@ class _Pending:
     """``fn(*args, threads=threads)`` on a thread of its own; :meth:`wait` joins it and raises
     what it raised."""
 
-    def __init__(self, fn: Any, *args: Any, threads: int | None):
+    def __init__(self, fn: Any, *args: Any, threads: int | None = None):
         self.error: BaseException | None = None
 
         def body() -> None:
