@@ -302,3 +302,28 @@ def test_rows_placed_by_their_path_equal_the_reference(monkeypatch, template, pl
         if not isinstance(g, Fallback):  # (else Axolotl's code makes the row)
             assert g == ref.tokenize_conversation(c, spec), c
     assert (len(calls) > len(convs) // 2) if placed else not calls, len(calls)
+
+
+def test_threads_share_one_paths_object():
+    """Four threads render through one Paths at once (prepare's render thread, the plugin's
+    callers): every text is the render's."""
+    import threading
+
+    render, record = _built("affix", FOLLOWED["affix"])
+    p = paths.Paths(record, render, MAX_CHARS)
+    convs = chat_data.conversations(seed=3, n=200, turns=(1, 5), hi=30)
+    convs = [[{**m, "content": ("<think>" if k % 3 == 0 else "") + m["content"]}
+              for k, m in enumerate(c)] for c in convs]
+    bad: list = []
+
+    def work(seed):
+        for c in convs[seed::4] + convs:
+            if p.text(c) != render(c):
+                bad.append(c)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad and p.broken is None and p.hits > len(convs)

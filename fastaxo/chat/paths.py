@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -296,8 +295,9 @@ def structure(conversation: Any) -> tuple[Any, ...] | None:
 
 class Paths:
     """The recorded paths of one template, by conversation :func:`structure` (at most
-    ``per_structure`` each, ``max_structures`` in all). Thread-safe: recording is serialised,
-    reading needs no lock (dict reads, lists replaced whole)."""
+    :attr:`MAX_PATHS` each, :attr:`MAX_STRUCTURES` in all). Thread-safe without a lock (none to
+    be held across a fork): each recording has its own state, a structure's paths are
+    replaced whole; two threads recording one structure at once may keep one path more."""
 
     MAX_PATHS = 4
     MAX_STRUCTURES = 4096
@@ -306,7 +306,6 @@ class Paths:
                  render: Callable[[list[dict[str, Any]]], str], max_chars: int):
         self._record, self._render, self._max = record, render, max_chars
         self._paths: dict[tuple[Any, ...], tuple[Path, ...]] = {}
-        self._lock = threading.Lock()
         self.hits = self.recorded = self.refused = 0
         self.broken: str | None = None
 
@@ -351,20 +350,19 @@ class Paths:
 
     def _learn(self, key: tuple[Any, ...], conversation: list[dict[str, Any]],
                text: str) -> None:
-        with self._lock:
-            path = self._record(conversation)
-            if path is None:
-                self.refused += 1
-                return
-            got = path.text([m["content"] for m in conversation])
-            if got is None:  # the clock moved on since the render
-                return
-            if got != text:  # never: it would be a fault of the recorder
-                self.broken = "a recorded path differs from the template's render"
-                self._paths.clear()
-                return
-            self.recorded += 1
-            self._paths[key] = (*self._paths.get(key, ()), path)
+        path = self._record(conversation)
+        if path is None:
+            self.refused += 1
+            return
+        got = path.text([m["content"] for m in conversation])
+        if got is None:  # the clock moved on since the render
+            return
+        if got != text:  # never: it would be a fault of the recorder
+            self.broken = "a recorded path differs from the template's render"
+            self._paths.clear()
+            return
+        self.recorded += 1
+        self._paths[key] = (*self._paths.get(key, ()), path)
 
 
 def compile_recorder(env: Any, source: str, variables: dict[str, Any], *, max_steps: int
