@@ -629,11 +629,11 @@ def test_tokenize_turns_reads_each_block_once(qwen, monkeypatch):
     again once their block went); the rows equal tokenize_chat's of the same messages."""
     import pyarrow as pa
 
-    from fastaxo.chat import engine
+    from fastaxo.chat import parts
     from fastaxo.chat.tokenize import tokenize_turns
     from fastaxo.pipeline.messages import ArrowTurns, arrow_turns
 
-    monkeypatch.setattr(engine, "PART_ROWS", 8)  # parts of 8 rows (the first 2), as prepare's
+    monkeypatch.setattr(parts, "PART_ROWS", 8)  # parts of 8 rows (the first 2), as prepare's
     monkeypatch.setattr(ArrowTurns, "BLOCK", 4)  # 256 over blocks of 64, 8 kept
     monkeypatch.setattr(ArrowTurns, "KEEP", 3)
     convs = chat_data.conversations(seed=11, n=30, turns=(2, 4), hi=30)
@@ -654,11 +654,11 @@ def test_arrow_turns_keep_only_the_last_blocks_and_remake_the_rest(monkeypatch):
     went is made again, equal; the engine's part fits in the blocks kept."""
     import pyarrow as pa
 
-    from fastaxo.chat import engine
+    from fastaxo.chat import parts
     from fastaxo.chat.tokenize import normalize_messages
     from fastaxo.pipeline.messages import ArrowTurns, arrow_turns
 
-    assert ArrowTurns.KEEP * ArrowTurns.BLOCK >= engine.PART_ROWS + ArrowTurns.BLOCK
+    assert ArrowTurns.KEEP * ArrowTurns.BLOCK >= parts.PART_ROWS + ArrowTurns.BLOCK
     monkeypatch.setattr(ArrowTurns, "BLOCK", 4)
     monkeypatch.setattr(ArrowTurns, "KEEP", 3)
     convs = chat_data.conversations(seed=9, n=40, turns=(1, 4), hi=30)

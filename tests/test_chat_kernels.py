@@ -491,3 +491,16 @@ def test_utf8_join_equals_str_encode():
     assert len(empty[0]) == 0 and empty[1].tolist() == [0] and len(empty[2]) == 0
     assert backend.tok_ext.utf8_join(["ok", "lone \ud800"]) is None
     assert backend.tok_ext.utf8_join(["ok", b"bytes"]) is None
+    # into a given array when it has room for the bound (4 bytes a character here)
+    room = np.full(4 * sum(map(len, texts)) + 1, 7, np.uint8)
+    got, off2, _ = backend.tok_ext.utf8_join(texts, room)
+    assert np.shares_memory(got, room) and bytes(got) == bytes(data)
+    assert off2.tolist() == offsets.tolist()
+    small = np.zeros(3, np.uint8)
+    got, _, _ = backend.tok_ext.utf8_join(texts, small)
+    assert not np.shares_memory(got, small) and bytes(got) == bytes(data)
+    frozen = np.zeros(len(room), np.uint8)
+    frozen.flags.writeable = False
+    for bad in (np.zeros(8, np.int32), np.zeros((2, 4), np.uint8), room[::2], frozen, b"x"):
+        with pytest.raises(ValueError, match="out: expected a writable"):
+            backend.tok_ext.utf8_join(texts, bad)

@@ -327,3 +327,20 @@ def test_threads_share_one_paths_object():
     for t in threads:
         t.join()
     assert not bad and p.broken is None and p.hits > len(convs)
+
+
+def test_a_pass_of_many_parts_reuses_its_memory_and_equals_the_reference():
+    """Rows in several parts whose texts grow and shrink (the UTF-8 buffer a pass reuses,
+    grown on the way; the parts' encodes beside the renders): every row is the reference
+    port's."""
+    from fastaxo._reference import chat as ref
+    from fastaxo.chat import parts as chat_parts
+
+    spec = _qwen3_spec()
+    convs = []
+    for k in range(2 * chat_parts.PART_ROWS + 90):
+        hi = 400 if k % 97 == 5 else 30
+        convs.append(chat_data.conversations(seed=k, n=1, turns=(2, 4), hi=hi)[0])
+    got = ChatEngine(spec).run(convs)
+    for c, g in zip(convs, got, strict=True):
+        assert g == ref.tokenize_conversation(c, spec), c

@@ -44,7 +44,6 @@ would not stop); a conversation whose text is larger than ``max_row_bytes`` is a
 
 from __future__ import annotations
 
-import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -63,6 +62,7 @@ from fastaxo.chat.locate import (
     common_suffix,
     frame,
 )
+from fastaxo.chat.parts import Pending, Scratch, chunks, part_ranges, utf8_of
 from fastaxo.chat.render import OutputTooLarge
 from fastaxo.chat.spec import ChatSpec
 from fastaxo.errors import (
@@ -77,8 +77,6 @@ __all__ = ["ChatEngine", "Fallback", "MAX_TRAINABLE_TURNS"]
 # Placeholder comparisons that run past the message into the template (a content that is a
 # prefix of a placeholder, or repeats around it) are not followed further than this.
 _SCAN_CAP = 256
-# Characters per tokenizer call: bounds the Python lists of ids and offsets held at once.
-_BATCH_CHARS = 4 << 20
 _MODES = {"turn": 1, "all": 2, "last": 3}
 _OVERLAP = "a message's text overlaps Axolotl's placeholder"
 
@@ -128,17 +126,19 @@ class ChatEngine:
         :class:`Fallback`. Raises :class:`~fastaxo.errors.TemplateLimitError` (naming the
         row, 0-based in ``conversations``) for a template past its bounds.
 
-        Rows go in parts of :data:`PART_ROWS` (the first a quarter of that: the encoder
-        waits for it): while one part's texts are tokenized (C, no GIL, the encoder's
-        threads) on a thread of its own, the next part is rendered and placed; the thread is
-        joined before the next part's tokenization starts. The last part is tokenized here.
+        Rows go in parts of :data:`~fastaxo.chat.parts.PART_ROWS` (the first a quarter of
+        that: the encoder waits for it): while one part's texts are tokenized (C, no GIL, the
+        encoder's threads) on a thread of its own, the next part is rendered and placed; the
+        thread is joined before the next part's tokenization starts. The last part is
+        tokenized here.
         ``on_rows(k)`` is told each part's rows as the part is done (prepare's progress)."""
         out: list[Row | Fallback | None] = [None] * len(conversations)
-        parts = _parts(len(out))
+        parts = part_ranges(len(out))
         if len(parts) > 1:  # not built by two threads at once
             self.spec.build_tables()
-        pending: _Pending | None = None
+        pending: Pending | None = None
         last = 0  # rows of the part being tokenized on its thread
+        scratch = Scratch()  # (one part is tokenized at a time)
         try:
             for part in parts:
                 work = self._front(conversations, part, out)
@@ -148,13 +148,13 @@ class ChatEngine:
                     if on_rows is not None:
                         on_rows(last)
                 if part is parts[-1]:  # nothing left to render: every thread encodes
-                    self._tokenize(*work, out)
+                    self._tokenize(*work, out, scratch=scratch)
                     if on_rows is not None:
                         on_rows(len(part))
                 else:  # the encoder's threads, beside the render of the next part (from
                     # recorded paths it takes a fraction of a core; one encoder thread left
                     # the other core idle half the time)
-                    pending = _Pending(self._tokenize, *work, out)
+                    pending = Pending(self._tokenize, *work, out, scratch=scratch)
                     last = len(part)
         finally:
             if pending is not None:
@@ -423,14 +423,14 @@ class ChatEngine:
 
     def _tokenize(self, texts: dict[int, str], spans: dict[int, np.ndarray],
                   trainable: dict[int, list[int]], out: list[Row | Fallback | None],
-                  threads: int | None = None) -> None:
+                  threads: int | None = None, scratch: Scratch | None = None) -> None:
         """Ids and labels of the rows still open. Byte-level tokenizers: ids alone (fastaxo's
         encoder or HF's, :attr:`ChatSpec.encoder`) and labels from their bytes; the rows that
         cannot (text an NFC tokenizer would change, ids that do not spell the text) take ids
         and character offsets from the same encoder (fastaxo's gives HF's offsets exactly)."""
         table, enc = self._byte_path()
         ready = [i for i in spans if out[i] is None]
-        for chunk in _chunks(ready, texts):
+        for chunk in chunks(ready, texts):
             need = chunk
             if table is not None:
                 by_bytes: list[int] = []
@@ -442,7 +442,7 @@ class ChatEngine:
                     (by_bytes if ok else need).append(i)
                 if enc == "fastaxo":
                     done = self._rows_fastaxo(texts, by_bytes, spans, trainable, table, out,
-                                              threads)
+                                              threads, scratch)
                 else:
                     done = self._rows_hf_ids(texts, by_bytes, spans, trainable, table, out)
                 need.extend(i for i in by_bytes if i not in done)
@@ -473,7 +473,8 @@ class ChatEngine:
     def _rows_fastaxo(self, texts: dict[int, str], rows: list[int],
                       spans: dict[int, np.ndarray], trainable: dict[int, list[int]],
                       table: tuple[np.ndarray, np.ndarray, bool],
-                      out: list[Row | Fallback | None], threads: int | None = None) -> set[int]:
+                      out: list[Row | Fallback | None], threads: int | None = None,
+                      scratch: Scratch | None = None) -> set[int]:
         """The rows made from fastaxo's ids: the texts' UTF-8 (:func:`_utf8_of`, made on this
         thread) read by the encoder and the label kernel alike, ids as int32 until the row is
         proven."""
@@ -482,7 +483,7 @@ class ChatEngine:
         done: set[int] = set()
         if not rows:
             return done
-        data, offsets, chars = _utf8_of([texts[i] for i in rows])
+        data, offsets, chars = utf8_of([texts[i] for i in rows], scratch)
         arr = pa.LargeStringArray.from_buffers(len(rows), pa.py_buffer(offsets),
                                                pa.py_buffer(data))
         vals, id_off = self.spec.fastaxo_ids(arr, threads, validate=False)  # (str.encode's)
@@ -566,47 +567,6 @@ class ChatEngine:
         return {"input_ids": ids, "labels": labels, "attention_mask": [1] * len(ids)}
 
 
-def _utf8_of(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The UTF-8 of ``texts`` joined (a uint8 array), its int64 offsets and each text's
-    characters: made in C with the GIL released (``_tok.utf8_join``: the encoder's thread
-    makes it while the other thread renders), else by ``str.encode``, which raises for a lone
-    surrogate as it should."""
-    got = backend.tok_ext.utf8_join(texts) if backend.tok_ext is not None else None
-    if got is not None:
-        return got
-    encoded = [t.encode("utf-8") for t in texts]
-    offsets = np.zeros(len(texts) + 1, np.int64)
-    np.cumsum([len(b) for b in encoded], out=offsets[1:])
-    return (np.frombuffer(b"".join(encoded), np.uint8), offsets,
-            np.fromiter(map(len, texts), np.int64, count=len(texts)))
-
-
-class _Pending:
-    """``fn(*args, threads=threads)`` on a thread of its own; :meth:`wait` joins it and raises
-    what it raised."""
-
-    def __init__(self, fn: Any, *args: Any, threads: int | None = None):
-        self.error: BaseException | None = None
-
-        def body() -> None:
-            try:
-                fn(*args, threads=threads)
-            except BaseException as e:  # noqa: BLE001 - raised again by wait()
-                self.error = e
-
-        self.thread = threading.Thread(target=body, name="fastaxo-chat-tokenize", daemon=True)
-        self.thread.start()
-
-    def join(self) -> None:
-        self.thread.join()
-
-    def wait(self) -> None:
-        self.thread.join()
-        if self.error is not None:
-            err, self.error = self.error, None
-            raise err
-
-
 class _Frames:
     """Per sequence of roles, the frame of the renders with every content a placeholder
     (:func:`~fastaxo.chat.locate.frame`; ``[]``: the renders failed or are not one frame),
@@ -640,18 +600,6 @@ class _Frames:
 
 
 FRAME_KEYS = 4096
-
-# Rows per part of ChatEngine.run: one part is tokenized while the next is rendered (~0.4 s of
-# renders for 16-turn rows; a part's texts, ~6 MB, are the memory it adds)
-PART_ROWS = 256
-
-
-def _parts(n: int) -> list[range]:
-    """Rows 0..n in parts: a quarter of :data:`PART_ROWS` first (nothing is tokenized while
-    it renders), then :data:`PART_ROWS` each."""
-    first = min(n, max(1, PART_ROWS // 4))
-    return ([range(first)] if n else []) + [
-        range(a, min(a + PART_ROWS, n)) for a in range(first, n, PART_ROWS)]
 
 # the Fallback reason (and ChatResult.empty key) of a conversation over max_row_bytes
 TOO_LARGE = "the conversation is larger than max_row_bytes"
@@ -781,15 +729,3 @@ def _placeholder_span(full: str, p: int, length: int, sentinel: str, cap: int = 
         if j - j0 > cap:
             return None
     return i, n - j
-
-
-def _chunks(rows: list[int], texts: dict[int, str]) -> list[list[int]]:
-    chunks: list[list[int]] = []
-    size = _BATCH_CHARS
-    for i in rows:
-        if size + len(texts[i]) > _BATCH_CHARS and (not chunks or chunks[-1]):
-            chunks.append([])
-            size = 0
-        chunks[-1].append(i)
-        size += len(texts[i])
-    return chunks

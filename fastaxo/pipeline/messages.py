@@ -78,7 +78,7 @@ class ArrowTurns(Sequence[list[dict[str, Any]]]):
     works, and a part's objects (~3x its text) go once later parts are read."""
 
     BLOCK = 64
-    KEEP = 8  # blocks: more than one part of the engine (PART_ROWS)
+    KEEP = 8  # blocks: more than one part of the engine (chat.parts.PART_ROWS)
 
     def __init__(self, roles: pa.Array, contents: pa.Array, at: list[int]):
         self._roles, self._contents, self._at = roles, contents, at
