@@ -84,10 +84,14 @@ UNFOLLOWED = {
     "string": _LOOP + "{{ m.content | string | length }}{{ m.content }}" + _END,
     "cat_read": _LOOP + "{{ (m.content ~ 'x') | length }}" + _END,
     "tilde_join": _LOOP + "{{ [m.content, 'x'] | join }}" + _END,
+    # a list or str indexed by a content: the sandbox's getattr fallback (x["count"])
+    "str_index": _LOOP + "{{ 'abc'[m.content] }}{{ m.content }}" + _END,
+    "list_index": _LOOP + "{{ messages[m.content] }}{{ m.content }}" + _END,
+    "slice_index": _LOOP + "{{ messages[m.content:] | length }}{{ m.content }}" + _END,
 }
 
 _PIECES = ("", "a", "x", "hi", " ", "\n", "\t", "<think>", "</think>", "<tool_response>",
-           "</tool_response>", "é", "A", "\U00100000", "\U000f0001")
+           "</tool_response>", "é", "A", "\U00100000", "\U000f0001", "count", "upper")
 
 
 def _env():
@@ -101,7 +105,8 @@ def _built(name, source, max_chars=MAX_CHARS):
     if name not in _BUILT:
         env = _env()
         render = compile_renderer(env, source, {}, max_steps=100_000, max_chars=max_chars)
-        record = paths.compile_recorder(env, source, {}, max_steps=100_000)
+        record = paths.compile_recorder(env, source, {}, max_steps=100_000,
+                                        max_chars=max_chars)
         _BUILT[name] = (render, record)
     return _BUILT[name]
 
@@ -169,7 +174,8 @@ def test_the_clock_is_a_guard():
     env.globals["strftime_now"] = lambda fmt: now[0]
     source = "Today is {{ strftime_now('%d %b %Y') }}." + FOLLOWED["plain"]
     render = compile_renderer(env, source, {}, max_steps=100_000, max_chars=MAX_CHARS)
-    p = paths.Paths(paths.compile_recorder(env, source, {}, max_steps=100_000), render,
+    p = paths.Paths(paths.compile_recorder(env, source, {}, max_steps=100_000,
+                                            max_chars=MAX_CHARS), render,
                     MAX_CHARS)
     conv = [{"role": "user", "content": "q"}]
     assert p.text(conv) == p.text(conv) == render(conv)
@@ -184,9 +190,9 @@ def test_marker_characters_in_the_template_roles_or_contents():
     nothing; such a character in a role or a content changes nothing."""
     env = _env()
     assert paths.compile_recorder(env, "\U00100000" + FOLLOWED["plain"], {},
-                                  max_steps=100) is None
+                                  max_steps=100, max_chars=MAX_CHARS) is None
     assert paths.compile_recorder(env, FOLLOWED["plain"], {"x": ["\U00100001"]},
-                                  max_steps=100) is None
+                                  max_steps=100, max_chars=MAX_CHARS) is None
     render, record = _built("plain", FOLLOWED["plain"])
     p = paths.Paths(record, render, MAX_CHARS)
     for role in ("\U00100000", "u\U00100001", "\U00100000\U00100001", "\U0010fffd"):
@@ -219,7 +225,8 @@ def test_a_text_past_the_size_bound_is_the_renders_error():
 
     env = _env()
     render = compile_renderer(env, FOLLOWED["plain"], {}, max_steps=1000, max_chars=40)
-    p = paths.Paths(paths.compile_recorder(env, FOLLOWED["plain"], {}, max_steps=1000),
+    p = paths.Paths(paths.compile_recorder(env, FOLLOWED["plain"], {}, max_steps=1000,
+                                            max_chars=40),
                     render, 40)
     assert p.text([{"role": "u", "content": "short"}]) == "<|u|>short<|end|>\n"
     with pytest.raises(OutputTooLarge):
@@ -229,12 +236,16 @@ def test_a_text_past_the_size_bound_is_the_renders_error():
 
 def test_other_message_fields_are_part_of_the_structure():
     source = ("{% for m in messages %}{{ m.role }}{% if m.name %}({{ m.name }}){% endif %}"
-              ": {{ m.content }}\n{% endfor %}")
+              "{{ m.name }}: {{ m.content }}{% for k, v in m.items() %}{{ k }}{% endfor %}\n"
+              "{% endfor %}")
     render, record = _built("named", source)
     p = paths.Paths(record, render, MAX_CHARS)
     rows = [[{"role": "user", "name": n, "content": c}, {"role": "assistant", "content": c}]
             for n in ("bob", "", None, 1, True, "bob") for c in ("a", "b")]
     rows += [[{"content": "c", "role": "user"}], [{"role": "user", "content": "c", "x": [1]}]]
+    # fields equal under == that write differently: 0.0 / -0.0, and keys 1 / True
+    rows += [[{"role": "user", "name": w, "content": c}] for w in (0.0, -0.0, 0.0) for c in "ab"]
+    rows += [[{"role": "user", "content": c, k: "x"}] for k in (1, True) for c in "ab"]
     for conv in rows:
         assert p.text(conv) == render(conv)
     assert p.hits >= 6
@@ -344,3 +355,47 @@ def test_a_pass_of_many_parts_reuses_its_memory_and_equals_the_reference():
     got = ChatEngine(spec).run(convs)
     for c, g in zip(convs, got, strict=True):
         assert g == ref.tokenize_conversation(c, spec), c
+
+
+def test_a_text_built_past_the_bound_but_not_written_is_the_renders_error():
+    """The render checks every text ``+`` and ``~`` build against max_chars, written or not:
+    a path checks the same sizes, so a row whose contents make one too big is rendered (and
+    raises) where a shorter one takes the path."""
+    from fastaxo.chat.render import OutputTooLarge
+
+    source = ("{% for m in messages %}{% set t = m.content ~ m.content ~ m.content %}"
+              "<|{{ m.role }}|>{{ m.content + '.' }}{% endfor %}")
+    render, record = _built("built_big", source, max_chars=60)
+    p = paths.Paths(record, render, 60)
+    short = [{"role": "u", "content": "q"}]
+    assert p.text(short) == p.text(short) == render(short) and p.hits == 1
+    for n in (19, 20, 21, 30):
+        conv = [{"role": "u", "content": "x" * n}]
+        assert _outcome(p.text, conv) == _outcome(render, conv)
+    assert _outcome(render, [{"role": "u", "content": "x" * 21}]) is OutputTooLarge
+
+
+def test_one_message_twice_takes_no_path():
+    """A conversation holding one message object twice: ``is sameas`` sees it, the
+    recorder's copies would not."""
+    source = ("{% if messages[0] is sameas messages[1] %}SAME{% endif %}"
+              "{% for m in messages %}{{ m.content }}{% endfor %}")
+    render, record = _built("sameas", source)
+    p = paths.Paths(record, render, MAX_CHARS)
+    m = {"role": "user", "content": "a"}
+    rows = [[{"role": "user", "content": "a"}, {"role": "user", "content": "a"}], [m, m],
+            [{"role": "user", "content": "b"}, {"role": "user", "content": "b"}], [m, m]]
+    for conv in rows:
+        assert p.text(conv) == render(conv)
+    assert render([m, m]).startswith("SAME")
+
+
+def test_a_long_chain_of_strips_takes_no_path():
+    source = ("{% set ns = namespace(c='') %}{% for m in messages %}{% set ns.c = m.content %}"
+              "{% endfor %}{% for i in range(1500) %}{% set ns.c = ns.c.strip() %}{% endfor %}"
+              "{{ ns.c }}")
+    render, record = _built("strips_1500", source)
+    p = paths.Paths(record, render, MAX_CHARS)
+    for c in (" a ", " b "):
+        assert p.text([{"role": "user", "content": c}]) == c.strip()
+    assert p.recorded == 0

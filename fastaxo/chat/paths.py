@@ -35,6 +35,7 @@ _MARK0 = 0x100000  # supplementary private use area B: a template that holds any
 _MAX_SLOTS = 0xFFFD
 _MARK_RE = re.compile("[\U00100000-\U0010FFFF]")
 _METHODS = frozenset({"startswith", "endswith", "strip", "lstrip", "rstrip"})
+_MAX_CHAIN = 8  # string methods on one content (each a line of the path's function)
 # Jinja tests whose answer is the same for every str (checked on two at compile time)
 _CONST_TESTS = frozenset({"string", "defined", "undefined", "none", "mapping", "sequence",
                           "iterable", "number", "integer", "float", "boolean", "true", "false",
@@ -52,11 +53,13 @@ class _Record:
     """What one recording render wrote down: the guards (in order, each once) and the
     contents (with their string methods) the output holds, in order."""
 
-    __slots__ = ("clock", "guards", "seen", "slots")
+    __slots__ = ("clock", "guards", "seen", "sizes", "slots")
 
     def __init__(self) -> None:
         self.guards: list[tuple[int, tuple[tuple[str, Any], ...], str, Any, Any]] = []
         self.seen: set[tuple[Any, ...]] = set()
+        # every text built from contents (+, ~): the render checks each against max_chars
+        self.sizes: list[tuple[int, tuple[tuple[int, tuple[tuple[str, Any], ...]], ...]]] = []
         self.slots: list[tuple[int, tuple[tuple[str, Any], ...]]] = []
         self.clock: list[tuple[str, str]] = []
 
@@ -66,6 +69,14 @@ class _Record:
             self.seen.add(key)
             self.guards.append((*key, answer))
         return answer
+
+    def size(self, cat: _Cat) -> None:
+        parts = cat._parts
+        key = (sum(len(p) for p in parts if isinstance(p, str)),
+               tuple((p._k, p._chain) for p in parts if isinstance(p, _Slot)))
+        if key[1] and ("size", key) not in self.seen:
+            self.seen.add(("size", key))
+            self.sizes.append(key)
 
 
 def _untracked(*args: Any, **kwargs: Any) -> Any:
@@ -125,6 +136,8 @@ class _Slot:
     def _stripped(self, op: str, chars: Any) -> _Slot:
         if chars is not None:
             chars = _str_arg(chars)
+        if len(self._chain) >= _MAX_CHAIN:
+            raise _Untracked
         return _Slot(self._k, (*self._chain, (op, chars)), getattr(self._value, op)(chars),
                      self._rec)
 
@@ -172,7 +185,11 @@ def _cat(*parts: Any) -> _Cat:
             out.append(p)
         else:
             raise _Untracked
-    return _Cat(tuple(out))
+    cat = _Cat(tuple(out))
+    rec = next((p._rec for p in out if isinstance(p, _Slot)), None)
+    if rec is not None:
+        rec.size(cat)
+    return cat
 
 
 class Path:
@@ -182,10 +199,10 @@ class Path:
 
     __slots__ = ("_places", "guards", "pieces", "values")
 
-    def __init__(self, guards: list[Any], pieces: list[Any], clock: list[tuple[str, str]],
-                 strftime: Callable[[str], str] | None):
-        self.guards, self.pieces = guards, pieces
-        self.values = _compile(guards, pieces, clock, strftime)
+    def __init__(self, rec: _Record, pieces: list[Any], strftime: Callable[[str], str] | None,
+                 max_chars: int):
+        self.guards, self.pieces = rec.guards, pieces
+        self.values = _compile(rec, pieces, strftime, max_chars)
         self._places: dict[tuple[Any, ...], tuple[int, ...] | None] = {}
 
     def text(self, contents: list[str]) -> str | None:
@@ -237,10 +254,10 @@ def _asked(value: str, op: str, arg: Any) -> bool:
     return bool(getattr(value, op)(arg))
 
 
-def _compile(guards: list[Any], pieces: list[Any], clock: list[tuple[str, str]],
-             strftime: Callable[[str], str] | None
-             ) -> Callable[[list[str]], tuple[str, ...] | None]:
-    """The guards and the pieces as one Python function (constants by ``repr``)."""
+def _compile(rec: _Record, pieces: list[Any], strftime: Callable[[str], str] | None,
+             max_chars: int) -> Callable[[list[str]], tuple[str, ...] | None]:
+    """The guards, the size checks and the pieces as one Python function (constants by
+    ``repr``)."""
     names: dict[tuple[int, tuple[Any, ...]], str] = {}
     lines = ["def values(c):"]
 
@@ -253,14 +270,17 @@ def _compile(guards: list[Any], pieces: list[Any], clock: list[tuple[str, str]],
             lines.append(f"    {name} = {expr}")
         return names[key]
 
-    for k, chain, op, arg, answer in guards:
+    for k, chain, op, arg, answer in rec.guards:
         v = value(k, chain)
         test = {"bool": f"bool({v})", "in": f"({arg!r} in {v})", "eq": f"({v} == {arg!r})",
                 "startswith": f"{v}.startswith({arg!r})",
                 "endswith": f"{v}.endswith({arg!r})"}[op]
         lines.append(f"    if {test} is not {answer!r}: return None")
-    for fmt, answer in clock:
+    for fmt, answer in rec.clock:
         lines.append(f"    if strftime({fmt!r}) != {answer!r}: return None")
+    for literal, slots in rec.sizes:  # (past max_chars the render raises: no path then)
+        total = " + ".join(f"len({value(k, chain)})" for k, chain in slots)
+        lines.append(f"    if {literal} + {total} > {max_chars}: return None")
     parts = [repr(p) if isinstance(p, str) else value(*p) for p in pieces]
     lines.append(f"    return ({''.join(p + ', ' for p in parts)})")
     scope: dict[str, Any] = {"strftime": strftime}
@@ -272,7 +292,8 @@ def structure(conversation: Any) -> tuple[Any, ...] | None:
     """What of a conversation a path depends on besides its contents (the roles and any other
     message fields, in order), or None when it is not a list of dicts whose contents are str
     and whose other fields are plain scalars."""
-    if type(conversation) is not list:
+    if type(conversation) is not list or len({id(m) for m in conversation}) != len(
+            conversation):  # (one message twice: the recorder's copies would differ by `is`)
         return None
     key: list[Any] = []
     for m in conversation:
@@ -283,10 +304,12 @@ def structure(conversation: Any) -> tuple[Any, ...] | None:
             continue
         fields: list[tuple[Any, ...]] = []
         for name, v in m.items():
+            if type(name) is not str:  # (1 == True: equal keys that write differently)
+                return None
             if name == "content":
                 fields.append((name,))
-            elif type(v) in _SCALARS:
-                fields.append((name, type(v), v))
+            elif type(v) in _SCALARS:  # a float by its bits (0.0 == -0.0)
+                fields.append((name, type(v), v.hex() if type(v) is float else v))
             else:
                 return None
         key.append(tuple(fields))
@@ -365,8 +388,8 @@ class Paths:
         self._paths[key] = (*self._paths.get(key, ()), path)
 
 
-def compile_recorder(env: Any, source: str, variables: dict[str, Any], *, max_steps: int
-                     ) -> Callable[[list[dict[str, Any]]], Path | None] | None:
+def compile_recorder(env: Any, source: str, variables: dict[str, Any], *, max_steps: int,
+                     max_chars: int) -> Callable[[list[dict[str, Any]]], Path | None] | None:
     """``record(conversation) -> Path | None`` for ``source`` in an overlay of the sandboxed
     environment ``env`` (the one :func:`~fastaxo.chat.render.compile_renderer` renders in),
     or None for a template no path can be recorded for (one that holds a marker character,
@@ -406,7 +429,16 @@ def compile_recorder(env: Any, source: str, variables: dict[str, Any], *, max_st
             raise _Untracked
         return sandbox_call(benv, context, obj, *args, **kwargs)
 
-    benv.call_binop, benv.call = call_binop, call
+    def getitem(obj: Any, argument: Any) -> Any:
+        # a list or str indexed by a content: the sandbox answers TypeError with getattr
+        # (``x["count"]`` is a method), a read of the content no guard holds
+        if _tracked(argument) or (type(argument) is slice and any(
+                map(_tracked, (argument.start, argument.stop, argument.step)))):
+            raise _Untracked
+        return sandbox_getitem(benv, obj, argument)
+
+    sandbox_getitem = type(env).getitem
+    benv.call_binop, benv.call, benv.getitem = call_binop, call, getitem
     benv.filters = {name: _filter(name, f) for name, f in env.filters.items()}
     tests = {name: _test(name, f) for name, f in env.tests.items()}
     if any(t is None for t in tests.values()):
@@ -425,10 +457,10 @@ def compile_recorder(env: Any, source: str, variables: dict[str, Any], *, max_st
     template = benv.template_class.from_code(benv, benv.compile(ast), benv.make_globals(None),
                                              None)
     strftime = env.globals.get("strftime_now")
-    return _recorder(template, variables, max_steps, strftime)
+    return _recorder(template, variables, max_steps, max_chars, strftime)
 
 
-def _recorder(template: Any, variables: dict[str, Any], max_steps: int,
+def _recorder(template: Any, variables: dict[str, Any], max_steps: int, max_chars: int,
                              strftime: Callable[[str], str] | None
                              ) -> Callable[[list[dict[str, Any]]], Path | None]:
     from fastaxo.chat import render as r
@@ -491,12 +523,16 @@ def _recorder(template: Any, variables: dict[str, Any], max_steps: int,
             return None
         except Exception:  # noqa: BLE001 - the real render raised the same, or it is ours
             return None
-        return _path(text, rec, strftime)
+        try:
+            return _path(text, rec, strftime, max_chars)
+        except (RecursionError, MemoryError, SyntaxError):  # (a path too big to compile)
+            return None
 
     return record
 
 
-def _path(text: str, rec: _Record, strftime: Callable[[str], str] | None) -> Path | None:
+def _path(text: str, rec: _Record, strftime: Callable[[str], str] | None,
+          max_chars: int) -> Path | None:
     """The recorded output split at the markers, each of which must appear once, in order."""
     pieces: list[Any] = []
     at = n = 0
@@ -511,7 +547,7 @@ def _path(text: str, rec: _Record, strftime: Callable[[str], str] | None) -> Pat
         return None
     if at < len(text):
         pieces.append(text[at:])
-    return Path(rec.guards, pieces, rec.clock, strftime)
+    return Path(rec, pieces, strftime, max_chars)
 
 
 def _strings(x: Any) -> list[str]:

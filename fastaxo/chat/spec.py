@@ -338,7 +338,8 @@ class ChatSpec:
             if fast is not None:
                 env, source, variables = fast.parts
                 record = paths.compile_recorder(env, source, variables,
-                                                max_steps=self.max_steps)
+                                                max_steps=self.max_steps,
+                                                max_chars=self.max_row_bytes)
                 if record is not None:
                     cache["paths"] = paths.Paths(record, lambda c: self.render([c])[0],
                                                  self.max_row_bytes)
