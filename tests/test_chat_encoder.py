@@ -491,7 +491,7 @@ def test_rows_in_parts_equal_rows_in_one_part(spec, monkeypatch):
     error names its row among all; the thread's error reaches the caller; no thread is left."""
     import threading
 
-    from fastaxo.chat import engine as engine_mod
+    from fastaxo.chat import parts as parts_mod
     from fastaxo.errors import ChatTemplateError
 
     monkeypatch.delenv(ENV, raising=False)
@@ -502,7 +502,7 @@ def test_rows_in_parts_equal_rows_in_one_part(spec, monkeypatch):
     whole = ChatEngine(spec, arrays=True)
     want = _plain(whole.run(convs))
     before = threading.active_count()
-    monkeypatch.setattr(engine_mod, "PART_ROWS", 3)
+    monkeypatch.setattr(parts_mod, "PART_ROWS", 3)
     parted = ChatEngine(spec, arrays=True)
     got = _plain(parted.run(convs))
     assert threading.active_count() == before
