@@ -219,7 +219,7 @@ class ChatEngine:
         if paths is not None:
             def render(c: list[dict[str, Any]], i: int) -> str:
                 text, where = paths.placed(c, tuple(trainable[i]), ref.SENTINELS)
-                if where is not None and where:
+                if where:
                     placed[i] = where
                 return text
 

@@ -22,6 +22,7 @@ disables the paths (it would be a fault here, and the real render is always righ
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Callable
@@ -453,7 +454,7 @@ def compile_recorder(env: Any, source: str, variables: dict[str, Any], *, max_st
                                         nodes.Include, nodes.Import, nodes.FromImport))):
         return None  # (a random choice; escaping turned on in a block; other templates)
     r.instrument(ast)
-    _Sinks().visit(ast)
+    _sinks_class()().visit(ast)
     template = benv.template_class.from_code(benv, benv.compile(ast), benv.make_globals(None),
                                              None)
     strftime = env.globals.get("strftime_now")
@@ -461,8 +462,8 @@ def compile_recorder(env: Any, source: str, variables: dict[str, Any], *, max_st
 
 
 def _recorder(template: Any, variables: dict[str, Any], max_steps: int, max_chars: int,
-                             strftime: Callable[[str], str] | None
-                             ) -> Callable[[list[dict[str, Any]]], Path | None]:
+              strftime: Callable[[str], str] | None
+              ) -> Callable[[list[dict[str, Any]]], Path | None]:
     from fastaxo.chat import render as r
 
     def record(conversation: list[dict[str, Any]]) -> Path | None:
@@ -511,12 +512,9 @@ def _recorder(template: Any, variables: dict[str, Any], max_steps: int, max_char
 
         messages = [{k: (_Slot(i, (), v, rec) if k == "content" else v) for k, v in m.items()}
                     for i, m in enumerate(conversation)]
-        context = template.new_context({
-            "messages": messages, "tools": None, "documents": None,
-            "add_generation_prompt": False, **variables,
+        context = template.new_context(r.render_vars(messages, variables, {
             **({"strftime_now": clock} if strftime is not None else {}),
-            r.LOOP: loop, r.TICK: tick, r.JOIN: concat,
-            _SINK: sink, _NEST: nest})
+            r.LOOP: loop, r.TICK: tick, r.JOIN: concat, _SINK: sink, _NEST: nest}))
         try:
             text = "".join(template.root_render_func(context))
         except _Untracked:
@@ -562,8 +560,6 @@ def _strings(x: Any) -> list[str]:
 
 def _filter(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
     """The filter, refusing a content unless it is ``trim`` (a strip) or ``default``."""
-    import functools
-
     from fastaxo.chat import render as r
 
     @functools.wraps(f)
@@ -586,8 +582,6 @@ def _filter(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
 def _test(name: str, f: Callable[..., Any]) -> Callable[..., Any] | None:
     """The test, answering for a content as for any str, or as a guard (``eq``/``ne``);
     None when a test listed as constant is not (another environment's)."""
-    import functools
-
     from fastaxo.chat import render as r
 
     const = None
@@ -619,6 +613,7 @@ def _test(name: str, f: Callable[..., Any]) -> Callable[..., Any] | None:
     return tested
 
 
+@functools.cache  # a class made on first use (jinja2 imported lazily)
 def _sinks_class() -> Any:
     from jinja2 import nodes
     from jinja2.visitor import NodeTransformer
@@ -649,13 +644,3 @@ def _sinks_class() -> Any:
             return node
 
     return Sinks
-
-
-_sinks_cache: dict[str, Any] = {}
-
-
-def _Sinks() -> Any:  # noqa: N802 - a class made on first use (jinja2 imported lazily)
-    cls = _sinks_cache.get("cls")
-    if cls is None:
-        cls = _sinks_cache["cls"] = _sinks_class()
-    return cls()

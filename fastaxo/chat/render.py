@@ -134,10 +134,8 @@ def compile_renderer(env: Any, source: str, variables: dict[str, Any], *, max_st
         try:
             # Template.render's own loop (root_render_func over a new context), counting: not
             # Template.generate, whose wrapper costs a generator frame per piece
-            context = template.new_context({
-                "messages": conversation, "tools": None, "documents": None,
-                "add_generation_prompt": False, **variables, **extra,
-                LOOP: loop, TICK: tick, JOIN: concat})
+            context = template.new_context(render_vars(
+                conversation, variables, {**extra, LOOP: loop, TICK: tick, JOIN: concat}))
             for piece in template.root_render_func(context):
                 size += len(piece)
                 if size > max_chars:
@@ -156,6 +154,14 @@ def compile_renderer(env: Any, source: str, variables: dict[str, Any], *, max_st
 
     render.hooks = "python" if fast is None else "_pack"  # type: ignore[attr-defined]
     return render
+
+
+def render_vars(messages: Any, variables: dict[str, Any], extra: dict[str, Any]
+                ) -> dict[str, Any]:
+    """What a render sees: ``apply_chat_template``'s variables (``messages``, no tools or
+    documents, no generation prompt), the template's ``variables``, then ``extra``."""
+    return {"messages": messages, "tools": None, "documents": None,
+            "add_generation_prompt": False, **variables, **extra}
 
 
 def _one_line(e: BaseException) -> str:
@@ -278,6 +284,7 @@ class Counted:
             yield item
 
 
+@functools.cache  # a class made on first use (jinja2 imported lazily)
 def _instrument_classes() -> Any:
     from jinja2 import nodes
     from jinja2.visitor import NodeTransformer
@@ -316,13 +323,7 @@ def _instrument_classes() -> Any:
 
 def instrument(ast: Any) -> None:
     """The step counts and the size-checked ``~`` put into a parsed template (in place)."""
-    cls = _instrument_cache.get("cls")
-    if cls is None:  # a class made on first use (jinja2 imported lazily)
-        cls = _instrument_cache["cls"] = _instrument_classes()
-    cls().visit(ast)
-
-
-_instrument_cache: dict[str, Any] = {}
+    _instrument_classes()().visit(ast)
 
 
 class _Sizes:
