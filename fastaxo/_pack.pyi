@@ -79,7 +79,7 @@ def chat_rows_bytes(
     ids: np.ndarray, id_offsets: np.ndarray, text: bytes | np.ndarray, text_offsets: np.ndarray,
     chars: np.ndarray, spans: np.ndarray, span_offsets: np.ndarray, token_offsets: np.ndarray,
     token_bytes: np.ndarray, eot_ids: np.ndarray, eos_ids: np.ndarray, eot_mode: int,
-    eos_mode: int,
+    eos_mode: int, num_threads: int = ...,
 ) -> tuple[np.ndarray, np.ndarray]: ...
 def pooled_list(values: np.ndarray, pool: list[int]) -> list[int]: ...
 def locate_parse(
@@ -90,7 +90,8 @@ def locate_ways(
     turns: list[dict[str, Any]], last: int, variants: tuple[Callable[[str, bool], str], ...],
 ) -> list[list[tuple[int, str]]]: ...
 def placeholder_spans(
-    full: str, segments: list[tuple[int, int] | None], sentinels: tuple[str, ...], cap: int,
+    full: str | bytes, segments: list[tuple[int, int] | None],
+    sentinels: tuple[str, ...] | tuple[bytes, ...], cap: int,
     skip_first: bool,
 ) -> tuple[np.ndarray, list[int]]: ...
 def chat_row_offsets(

@@ -5,7 +5,7 @@ The public API is :mod:`fastaxo.packing` and :mod:`fastaxo.padding`; they valida
 This module trusts them for types but re-checks every invariant that protects memory (output
 sizes, row widths) and reports a violation instead of writing out of bounds.
 """
-from cython.parallel cimport prange
+from cython.parallel cimport prange, threadid
 from libc.stdint cimport INT64_MAX, int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
 from libc.string cimport memcmp, memcpy, memset
 from cpython.list cimport PyList_GET_SIZE, PyList_GET_ITEM, PyList_New, PyList_SET_ITEM

@@ -516,7 +516,8 @@ def chat_rows_bytes(const int32_t[::1] ids, const int64_t[::1] id_offsets,
                     const int64_t[::1] chars, const int64_t[:, ::1] spans,
                     const int64_t[::1] span_offsets, const int64_t[::1] token_offsets,
                     const uint8_t[::1] token_bytes, const int64_t[::1] eot_ids,
-                    const int64_t[::1] eos_ids, int eot_mode, int eos_mode):
+                    const int64_t[::1] eos_ids, int eot_mode, int eos_mode,
+                    int num_threads=1):
     """:func:`chat_labels_bytes` for a batch of rows in Arrow layout, the GIL released: row r's
     int32 ids are ``ids[id_offsets[r]:id_offsets[r + 1]]`` (fastaxo's encoder), its UTF-8 text
     ``text[text_offsets[r]:text_offsets[r + 1]]`` holding ``chars[r]`` characters, its turns'
@@ -526,7 +527,7 @@ def chat_rows_bytes(const int32_t[::1] ids, const int64_t[::1] id_offsets,
     Returns ``(labels, status)``: int32 labels aligned with ``ids``, and per row -1 (its
     labels are made), k >= 0 (turn k starts past the last token), -2 (the ids do not spell the
     text: an NFC tokenizer changed it, say) or -3 (no ids); labels of rows not -1 are
-    unspecified.
+    unspecified. Rows go to ``num_threads`` threads (each with scratch of its own).
     """
     cdef Py_ssize_t rows = chars.shape[0], r, k, n, nt, c
     cdef Py_ssize_t max_n = 0, max_c = 0, max_t = 0
@@ -557,38 +558,42 @@ def chat_rows_bytes(const int32_t[::1] ids, const int64_t[::1] id_offsets,
         max_n = max(max_n, n)
         max_c = max(max_c, chars[r])
         max_t = max(max_t, nt)
+    if num_threads < 1:
+        raise ValueError(f"num_threads: expected >= 1, got {num_threads}")
+    cdef int nth = <int>min(num_threads, max(rows, 1))
     labels_arr = np.empty(ids.shape[0], np.int32)
     status_arr = np.empty(rows, np.int64)
-    ends_arr = np.empty(max_n + 1, np.int64)
-    pos_arr = np.empty(2 * max_n + 1, np.int64)
-    keep_arr = np.empty(max_n + 1, np.uint8)
-    starts_arr = np.empty(max_c + 1, np.int64)
-    turn_arr = np.empty((2, 2 * max_t + 1), np.int64)
+    # scratch per thread: the ids' ends, positions and marks, the characters' starts, the turns
+    cdef Py_ssize_t wn = max_n + 1, wp = 2 * max_n + 1, wc = max_c + 1, wt = 2 * max_t + 1
+    ends_arr = np.empty(nth * wn, np.int64)
+    pos_arr = np.empty(nth * wp, np.int64)
+    keep_arr = np.empty(nth * wn, np.uint8)
+    starts_arr = np.empty(nth * wc, np.int64)
+    turn_arr = np.empty(nth * 2 * wt, np.int64)
     cdef int32_t[::1] labels = labels_arr
     cdef int64_t[::1] status = status_arr, ends = ends_arr, pos = pos_arr, starts = starts_arr
     cdef uint8_t[::1] keep = keep_arr
-    cdef int64_t[:, ::1] turn = turn_arr
+    cdef int64_t[::1] turn = turn_arr
     cdef const int32_t *ip = &ids[0] if ids.shape[0] else NULL
     cdef const uint8_t *tp = &text[0] if text.shape[0] else NULL
     cdef const uint8_t *bp = &token_bytes[0] if token_bytes.shape[0] else NULL
     cdef const int64_t *sp = &spans[0, 0] if spans.shape[0] else NULL
     cdef int32_t *lp = &labels[0] if labels.shape[0] else NULL
-    cdef bint bad_chars = False
-    with nogil:
-        for r in range(rows):
-            status[r] = _row_labels(
-                ip + id_offsets[r], id_offsets[r + 1] - id_offsets[r], tp + text_offsets[r],
-                text_offsets[r + 1] - text_offsets[r], chars[r], sp + 2 * span_offsets[r],
-                span_offsets[r + 1] - span_offsets[r], &token_offsets[0],
-                token_offsets.shape[0] - 1, bp, token_bytes.shape[0], _ptr64(eot_ids),
-                eot_ids.shape[0],
-                _ptr64(eos_ids), eos_ids.shape[0], eot_mode, eos_mode, &ends[0], &starts[0],
-                &turn[0, 0], &turn[1, 0], &pos[0], &keep[0], lp + id_offsets[r])
-            if status[r] == -4:
-                bad_chars = True
-                break
-    if bad_chars:
-        raise ValueError(f"chars: row {r} does not hold {chars[r]} characters")
+    cdef Py_ssize_t t
+    for r in prange(rows, nogil=True, num_threads=nth, schedule="dynamic", chunksize=4):
+        t = threadid()
+        status[r] = _row_labels(
+            ip + id_offsets[r], id_offsets[r + 1] - id_offsets[r], tp + text_offsets[r],
+            text_offsets[r + 1] - text_offsets[r], chars[r], sp + 2 * span_offsets[r],
+            span_offsets[r + 1] - span_offsets[r], &token_offsets[0],
+            token_offsets.shape[0] - 1, bp, token_bytes.shape[0], _ptr64(eot_ids),
+            eot_ids.shape[0],
+            _ptr64(eos_ids), eos_ids.shape[0], eot_mode, eos_mode, &ends[t * wn],
+            &starts[t * wc], &turn[t * 2 * wt], &turn[t * 2 * wt + wt], &pos[t * wp],
+            &keep[t * wn], lp + id_offsets[r])
+    for r in range(rows):
+        if status[r] == -4:
+            raise ValueError(f"chars: row {r} does not hold {chars[r]} characters")
     return labels_arr, status_arr
 
 

@@ -182,15 +182,20 @@ def locate_ways(list turns, Py_ssize_t last, tuple variants):
     return out
 
 
-def placeholder_spans(str full, list segments, tuple sentinels, Py_ssize_t cap,
+def placeholder_spans(object full, list segments, tuple sentinels, Py_ssize_t cap,
                       bint skip_first):
     """Each proven turn's character span as Axolotl's diffs of ``full`` against ``full`` with
     the turn's segment replaced by each of ``sentinels`` give it, united
     (fastaxo.chat.engine._placeholder_span per sentinel, scans bounded by ``cap``):
     ``(spans, failed)``, an ``(turns, 2)`` int64 array (-1: no segment, or failed) and the
     turns whose scan ran past ``cap``. ``skip_first``: turn 0 is a system message the
-    strategy skips, (0, 0)."""
+    strategy skips, (0, 0). ``full`` may be the text's UTF-8 (``bytes``, valid UTF-8, the
+    segments and ``sentinels`` in bytes too): the same spans in bytes (the scans compare
+    bytes, then step back to whole characters; ``cap`` counts bytes)."""
     cdef Py_ssize_t k, nk = len(segments), a, b, s0, s1
+    cdef bint utf8 = type(full) is bytes
+    if not utf8 and type(full) is not str:
+        raise TypeError(f"full: expected str or bytes, got {type(full).__name__}")
     cdef list failed = []
     spans_arr = np.full((nk, 2), -1, np.int64)
     cdef int64_t[:, ::1] spans = spans_arr
@@ -207,8 +212,12 @@ def placeholder_spans(str full, list segments, tuple sentinels, Py_ssize_t cap,
         b = (<tuple?>seg)[1]
         ok = True
         for t in range(len(sentinels)):
-            if not _placeholder_span(full, a, b - a, <str?>sentinels[t], cap, &s0, &s1):
-                ok = False
+            if utf8:
+                ok = _placeholder_span_utf8(<bytes>full, a, b - a, <bytes?>sentinels[t], cap,
+                                            &s0, &s1)
+            else:
+                ok = _placeholder_span(full, a, b - a, <str?>sentinels[t], cap, &s0, &s1)
+            if not ok:
                 break
             if t == 0:
                 spans[k, 0], spans[k, 1] = s0, s1
@@ -253,6 +262,53 @@ cdef bint _placeholder_span(str full, Py_ssize_t p, Py_ssize_t length, str senti
         j += 1
         if j - j0 > cap:
             return False
+    start[0] = i
+    end[0] = n - j
+    return True
+
+
+cdef inline uint8_t _dummy_byte(const uint8_t *full, Py_ssize_t p, Py_ssize_t length,
+                                const uint8_t *sentinel, Py_ssize_t x, Py_ssize_t i) noexcept:
+    # _dummy_at over UTF-8 bytes
+    if i < p:
+        return full[i]
+    if i < p + x:
+        return sentinel[i - p]
+    return full[i - x + length]
+
+
+cdef bint _placeholder_span_utf8(bytes text, Py_ssize_t p, Py_ssize_t length, bytes sentinel,
+                                 Py_ssize_t cap, Py_ssize_t *start, Py_ssize_t *end
+                                 ) except -1:
+    # _placeholder_span over valid UTF-8: two valid UTF-8 texts agree on their first (last)
+    # characters exactly where they agree on those bytes, so the byte scans give the character
+    # spans once a scan that stopped inside a character steps back to its first byte (forward,
+    # for the scan from the end); a scan that runs out stops between characters in both texts
+    cdef Py_ssize_t n = len(text), x = len(sentinel), nd, limit, i, j, j0, bound
+    cdef const uint8_t *full = <const uint8_t *><char *>text
+    cdef const uint8_t *sent = <const uint8_t *><char *>sentinel
+    nd = n - length + x
+    limit = min(n, nd)
+    if p < 0 or length < 0 or p + length > n:
+        raise ValueError(f"segments: ({p}, {p + length}) is outside the text ({n})")
+    i = p
+    while i < limit and full[i] == _dummy_byte(full, p, length, sent, x, i):
+        i += 1
+        if i - p > cap:
+            return False
+    if i < limit:
+        while i > p and (full[i] & 0xC0) == 0x80:
+            i -= 1
+    bound = limit - i
+    j0 = min(n - p - length, bound)
+    j = j0
+    while j < bound and full[n - 1 - j] == _dummy_byte(full, p, length, sent, x, nd - 1 - j):
+        j += 1
+        if j - j0 > cap:
+            return False
+    if j < bound:
+        while j > 0 and (full[n - j] & 0xC0) == 0x80:
+            j -= 1
     start[0] = i
     end[0] = n - j
     return True

@@ -579,6 +579,38 @@ def utf8_join(texts, out=None):
     return data[:offsets[n]], offsets, storage[2]
 
 
+def utf8_split(const uint8_t[::1] data, const int64_t[::1] offsets, Py_ssize_t first,
+               Py_ssize_t last):
+    """Strings ``first..last`` of an Arrow string column (``data`` its values, ``offsets`` its
+    int64 offsets) as ``bytes``, each checked to be UTF-8 as Python's strict decoder takes it
+    (the GIL released for the check): the chat engine's UTF-8 rows read contents without
+    decoding them. Returns the list, or the index of the first string that is not UTF-8."""
+    if not 0 <= first <= last < offsets.shape[0]:
+        raise ValueError(f"first, last: expected 0 <= first <= last < {offsets.shape[0]}, got "
+                         f"{first}, {last}")
+    cdef Py_ssize_t i, bad = -1
+    cdef int64_t a, b
+    for i in range(first, last):
+        if not 0 <= offsets[i] <= offsets[i + 1] <= data.shape[0]:
+            raise ValueError(f"offsets: string {i} spans [{offsets[i]}, {offsets[i + 1]}), "
+                             f"outside the {data.shape[0]} bytes of data")
+    cdef const uint8_t *p = &data[0] if data.shape[0] else <const uint8_t *>b""
+    with nogil:
+        for i in range(first, last):
+            if not fx_utf8_valid(p + offsets[i], <size_t>(offsets[i + 1] - offsets[i])):
+                bad = i
+                break
+    if bad >= 0:
+        return bad
+    cdef list out = PyList_New(last - first)
+    for i in range(first, last):
+        a, b = offsets[i], offsets[i + 1]
+        got = PyBytes_FromStringAndSize(<const char *>(p + a), b - a)
+        Py_INCREF(got)
+        PyList_SET_ITEM(out, i - first, got)
+    return out
+
+
 def _fail_big_allocs(bint on):
     """Test hook: while on, the allocations of the encoder's large tables (a model's, a word
     cache's and its growth) fail as out of memory would. Returns the previous setting. Set it

@@ -52,6 +52,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from fastaxo._core import backend
+from fastaxo._core.threads import resolve_num_threads
 from fastaxo._reference import chat as ref
 from fastaxo.chat.locate import (
     MARK_RE,
@@ -62,9 +63,18 @@ from fastaxo.chat.locate import (
     common_suffix,
     frame,
 )
-from fastaxo.chat.parts import Pending, Scratch, chunks, part_ranges, utf8_of
+from fastaxo.chat.parts import (
+    BATCH_BYTES,
+    BATCH_CHARS,
+    Pending,
+    Scratch,
+    chunks,
+    part_ranges,
+    utf8_of,
+)
 from fastaxo.chat.render import OutputTooLarge
-from fastaxo.chat.spec import ChatSpec
+from fastaxo.chat.spec import ChatSpec, encode_threads
+from fastaxo.chat.utf8rows import as_str, utf8_texts
 from fastaxo.errors import (
     ChatTemplateError,
     InvalidInputError,
@@ -171,8 +181,18 @@ class ChatEngine:
         their texts, trainable turns' spans and trainable turns; a row that cannot be is a
         Fallback in ``out``."""
         spec = self.spec
+        fast: tuple[dict[int, bytes], dict[int, np.ndarray], dict[int, list[int]]] = (
+            {}, {}, {})
+        try:  # rows that stay UTF-8: the labels read bytes, so fastaxo's ids only
+            table, enc = self._byte_path()
+        except InvalidInputError:  # (FASTAXO_TOKENIZER=fastaxo refused: _tokenize raises it)
+            table = None
+        if table is not None and enc == "fastaxo":
+            fast = utf8_texts(spec, conversations, part, _SCAN_CAP)
         rows = []
         for i in part:
+            if i in fast[0]:
+                continue
             problem = row_problem(conversations[i])
             if problem is not None:
                 out[i] = Fallback(problem)
@@ -196,7 +216,13 @@ class ChatEngine:
             if out[i] is None:
                 spans[i] = self._good_spans(conversations[i], texts[i], state[i])
         self._per_turn_spans(conversations, texts, state, spans, out)
-        return texts, spans, {i: trainable[i] for i in texts}
+        if not fast[0]:
+            return texts, spans, {i: trainable[i] for i in texts}
+        trainable.update(fast[2])
+        spans.update(fast[1])
+        mixed: dict[int, Any] = {**texts, **fast[0]}
+        return ({i: mixed[i] for i in part if i in mixed}, spans,
+                {i: trainable[i] for i in part if i in mixed})
 
     def _byte_path(self) -> tuple[tuple[np.ndarray, np.ndarray, bool] | None, str]:
         """The byte table labels are made from (None: the offsets path for every row) and the
@@ -430,7 +456,7 @@ class ChatEngine:
         and character offsets from the same encoder (fastaxo's gives HF's offsets exactly)."""
         table, enc = self._byte_path()
         ready = [i for i in spans if out[i] is None]
-        for chunk in chunks(ready, texts):
+        for chunk in chunks(ready, texts, BATCH_BYTES if enc == "fastaxo" else BATCH_CHARS):
             need = chunk
             if table is not None:
                 by_bytes: list[int] = []
@@ -448,6 +474,7 @@ class ChatEngine:
                 need.extend(i for i in by_bytes if i not in done)
                 self.encoder_counts[enc] += len(done)
                 if enc == "fastaxo":
+                    as_str(texts, spans, need)  # (UTF-8 rows: the offsets read characters)
                     self._rows_fastaxo_offsets(texts, need, spans, trainable, table, out,
                                                threads)
                     self.encoder_counts[enc] += len(need)
@@ -495,7 +522,8 @@ class ChatEngine:
         labels, status = backend.pack_ext.chat_rows_bytes(  # type: ignore[union-attr]
             vals, id_off, data, offsets, chars,
             np.concatenate(span_rows), span_off, tok_off, tok_bytes, self._eot, self._eos,
-            self._modes[0], self._modes[1])
+            self._modes[0], self._modes[1],
+            resolve_num_threads(threads or encode_threads()))  # (the encoder's count)
         id_at = id_off.tolist()
         pool = None if self.arrays else _int_pool(len(tok_off) - 1)
         pooled = backend.pack_ext.pooled_list  # type: ignore[union-attr]

@@ -11,10 +11,14 @@ import numpy as np
 
 from fastaxo._core import backend
 
-__all__ = ["BATCH_CHARS", "PART_ROWS", "Pending", "Scratch", "chunks", "part_ranges", "utf8_of"]
+__all__ = ["BATCH_BYTES", "BATCH_CHARS", "PART_ROWS", "Pending", "Scratch", "chunks", "part_ranges",
+           "utf8_of"]
 
 # Characters per tokenizer call: bounds the Python lists of ids and offsets held at once.
 BATCH_CHARS = 4 << 20
+# The same for fastaxo's encoder, whose ids are one int32 array (its scratch: 4 bytes a byte
+# of text); a part of the bench's rows (~6 MB) is then one call, not two
+BATCH_BYTES = 16 << 20
 
 # Rows per part of ChatEngine.run: one part is tokenized while the next is rendered (~0.4 s of
 # renders for 16-turn rows; a part's texts, ~6 MB, are the memory it adds)
@@ -29,13 +33,14 @@ def part_ranges(n: int) -> list[range]:
         range(a, min(a + PART_ROWS, n)) for a in range(first, n, PART_ROWS)]
 
 
-def chunks(rows: list[int], texts: dict[int, str]) -> list[list[int]]:
-    """``rows`` in order, cut into runs of at most :data:`BATCH_CHARS` characters of text (a
-    longer text is a run of its own)."""
+def chunks(rows: list[int], texts: dict[int, Any], limit: int = BATCH_CHARS
+           ) -> list[list[int]]:
+    """``rows`` in order, cut into runs of at most ``limit`` characters (or bytes, for a
+    text of bytes) of text (a longer text is a run of its own)."""
     got: list[list[int]] = []
-    size = BATCH_CHARS
+    size = limit
     for i in rows:
-        if size + len(texts[i]) > BATCH_CHARS and (not got or got[-1]):
+        if size + len(texts[i]) > limit and (not got or got[-1]):
             got.append([])
             size = 0
         got[-1].append(i)
@@ -43,12 +48,14 @@ def chunks(rows: list[int], texts: dict[int, str]) -> list[list[int]]:
     return got
 
 
-def utf8_of(texts: list[str], scratch: Scratch | None = None
+def utf8_of(texts: list[Any], scratch: Scratch | None = None
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The UTF-8 of ``texts`` joined (a uint8 array), its int64 offsets and each text's
     characters: made in C with the GIL released (``_tok.utf8_join``: the encoder's thread
     makes it while the other thread renders), else by ``str.encode``, which raises for a lone
     surrogate as it should."""
+    if any(type(t) is bytes for t in texts):  # UTF-8 rows (fastaxo.chat.utf8rows)
+        return _joined(texts, scratch)
     if backend.tok_ext is None:
         got = None
     elif scratch is None:
@@ -64,6 +71,26 @@ def utf8_of(texts: list[str], scratch: Scratch | None = None
     np.cumsum([len(b) for b in encoded], out=offsets[1:])
     return (np.frombuffer(b"".join(encoded), np.uint8), offsets,
             np.fromiter(map(len, texts), np.int64, count=len(texts)))
+
+
+def _joined(texts: list[Any], scratch: Scratch | None
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`utf8_of` where some texts are UTF-8 already (``bytes``): their "characters"
+    are their bytes (their spans are byte positions: the label kernel reads a row whose
+    characters are its bytes as ASCII)."""
+    utf8 = [t if type(t) is bytes else t.encode("utf-8") for t in texts]
+    offsets = np.zeros(len(texts) + 1, np.int64)
+    np.cumsum([len(b) for b in utf8], out=offsets[1:])
+    need = max(int(offsets[-1]), 1)
+    data = scratch.utf8 if scratch is not None and scratch.utf8 is not None else None
+    if data is None or len(data) < need:
+        data = np.empty(need, np.uint8)
+        if scratch is not None:
+            scratch.utf8 = data
+    for b, a in zip(utf8, offsets.tolist(), strict=False):
+        data[a:a + len(b)] = np.frombuffer(b, np.uint8)
+    chars = np.fromiter((len(t) for t in texts), np.int64, count=len(texts))
+    return data[:offsets[-1]], offsets, chars
 
 
 class Scratch:

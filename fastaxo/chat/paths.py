@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Path", "Paths", "compile_recorder"]
+__all__ = ["WHITESPACE", "Path", "Paths", "compile_recorder"]
 
 _SINK, _NEST = "__fastaxo_sink", "__fastaxo_nest"
 _OWN = frozenset({"sink", "nest", "concat"})  # the recorder's functions the template calls
@@ -198,12 +198,14 @@ class Path:
     of the recorded structure whose contents (one str per message) answer every guard as
     recorded, as its pieces (text and contents, ``"".join`` them), else None."""
 
-    __slots__ = ("_places", "guards", "pieces", "values")
+    __slots__ = ("_places", "guards", "pieces", "values", "values_utf8")
 
     def __init__(self, rec: _Record, pieces: list[Any], strftime: Callable[[str], str] | None,
                  max_chars: int):
         self.guards, self.pieces = rec.guards, pieces
         self.values = _compile(rec, pieces, strftime, max_chars)
+        # the same over each content's UTF-8, giving the pieces' UTF-8 (Paths.placed_utf8)
+        self.values_utf8 = _compile(rec, pieces, strftime, max_chars, utf8=True)
         self._places: dict[tuple[Any, ...], tuple[int, ...] | None] = {}
 
     def text(self, contents: list[str]) -> str | None:
@@ -256,23 +258,30 @@ def _asked(value: str, op: str, arg: Any) -> bool:
 
 
 def _compile(rec: _Record, pieces: list[Any], strftime: Callable[[str], str] | None,
-             max_chars: int) -> Callable[[list[str]], tuple[str, ...] | None]:
+             max_chars: int, utf8: bool = False) -> Callable[[list[Any]], tuple[Any, ...] | None]:
     """The guards, the size checks and the pieces as one Python function (constants by
-    ``repr``)."""
+    ``repr``). With ``utf8`` the function takes each content's UTF-8 (``bytes``) and gives the
+    pieces' UTF-8: every guard asks the same of the bytes (UTF-8 is self-synchronizing: one
+    text holds, starts or ends with another, or equals it, exactly where its bytes do), the
+    string methods are :func:`_strip_utf8`, and a size check counts bytes, never fewer than
+    characters (a text it refuses is rendered, and says its size)."""
     names: dict[tuple[int, tuple[Any, ...]], str] = {}
     lines = ["def values(c):"]
+    const = _utf8 if utf8 else (lambda x: x)
 
     def value(k: int, chain: tuple[Any, ...]) -> str:
         key = (k, chain)
         if key not in names:
             base = f"c[{k}]" if not chain else value(k, chain[:-1])
             name = names[key] = f"v{len(names)}"
-            expr = base if not chain else f"{base}.{chain[-1][0]}({chain[-1][1]!r})"
+            method, chars = chain[-1] if chain else ("", None)
+            expr = (base if not chain else f"strip({base}, {method!r}, {chars!r})" if utf8
+                    else f"{base}.{method}({chars!r})")
             lines.append(f"    {name} = {expr}")
         return names[key]
 
     for k, chain, op, arg, answer in rec.guards:
-        v = value(k, chain)
+        v, arg = value(k, chain), const(arg)
         test = {"bool": f"bool({v})", "in": f"({arg!r} in {v})", "eq": f"({v} == {arg!r})",
                 "startswith": f"{v}.startswith({arg!r})",
                 "endswith": f"{v}.endswith({arg!r})"}[op]
@@ -282,11 +291,48 @@ def _compile(rec: _Record, pieces: list[Any], strftime: Callable[[str], str] | N
     for literal, slots in rec.sizes:  # (past max_chars the render raises: no path then)
         total = " + ".join(f"len({value(k, chain)})" for k, chain in slots)
         lines.append(f"    if {literal} + {total} > {max_chars}: return None")
-    parts = [repr(p) if isinstance(p, str) else value(*p) for p in pieces]
+    parts = [repr(const(p)) if isinstance(p, str) else value(*p) for p in pieces]
     lines.append(f"    return ({''.join(p + ', ' for p in parts)})")
-    scope: dict[str, Any] = {"strftime": strftime}
+    scope: dict[str, Any] = {"strftime": strftime, "strip": _strip_utf8}
     exec(compile("\n".join(lines), "<fastaxo recorded path>", "exec"), scope)  # noqa: S102
     return scope["values"]
+
+
+def _utf8(x: Any) -> Any:
+    """A guard's argument or a piece of text as UTF-8 (a guard's argument is a str, a tuple
+    of str or None: :class:`_Slot`)."""
+    if type(x) is tuple:
+        return tuple(p.encode() for p in x)
+    return x.encode() if type(x) is str else x
+
+
+# the UTF-8 of every character str.strip() takes for whitespace, 1 to 3 bytes each
+# (str.isspace; tests/test_chat_utf8rows.py checks the list against every code point)
+WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004"
+              "\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+_SPACES = tuple(c.encode() for c in WHITESPACE)
+
+
+def _space_len(b: int) -> int:
+    # the length of a whitespace character from its first byte (C2: 2 bytes, E1-E3: 3)
+    return 1 if b < 0x80 else 2 if b == 0xC2 else 3
+
+
+def _strip_utf8(v: bytes, method: str, chars: str | None) -> bytes:
+    """``v.decode().<method>(chars).encode()`` for UTF-8 ``v``, without decoding it where
+    ``chars`` is None or ASCII (the common case: one ``startswith``/``endswith`` per end)."""
+    if chars is not None:
+        if chars.isascii():  # an ASCII byte is a whole character
+            return getattr(v, method)(chars.encode())
+        return getattr(v.decode(), method)(chars).encode()
+    a, b = 0, len(v)
+    if method != "rstrip":
+        while a < b and v.startswith(_SPACES, a, b):
+            a += _space_len(v[a])
+    if method != "lstrip":
+        while b > a and v.endswith(_SPACES, a, b):
+            b -= 1 if v[b - 1] < 0x80 else 2 if v[b - 2] == 0xC2 else 3
+    return v if (a, b) == (0, len(v)) else v[a:b]
 
 
 def structure(conversation: Any) -> tuple[Any, ...] | None:
@@ -366,6 +412,29 @@ class Paths:
         if len(got) < self.MAX_PATHS and self.worth_trying():
             self._learn(key, conversation, text)
         return text, None
+
+    def placed_utf8(self, roles: tuple[str, ...], contents: list[bytes],
+                    messages: tuple[int, ...], placeholders: tuple[str, ...]
+                    ) -> tuple[bytes, list[tuple[int, int]]] | None:
+        """:meth:`placed` for a conversation of plain ``{"role", "content"}`` messages given
+        as its roles and each content's UTF-8: the text's UTF-8 and each of ``messages``'
+        ``(start, length)`` in bytes, from the path :meth:`placed` would take (its guards ask
+        the same of the bytes). None where :meth:`placed` would render, or would not place
+        the messages, or the text may be past the size bound: :meth:`placed` then answers
+        (it records, places or says the size)."""
+        got = self._paths.get(roles, ()) if self.broken is None else ()
+        for p in got:
+            values = p.values_utf8(contents)
+            if values is None:
+                continue
+            where = p.places(messages, placeholders) if messages else ()
+            text = b"".join(values)
+            if where is None or len(text) > self._max:
+                return None
+            self.hits += 1
+            ends = list(itertools.accumulate(map(len, values)))
+            return text, [(ends[n] - len(values[n]), len(values[n])) for n in where]
+        return None
 
     def worth_trying(self) -> bool:
         """Whether recording still pays: not after many refusals with few paths."""

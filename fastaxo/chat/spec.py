@@ -28,7 +28,7 @@ from fastaxo.errors import (
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["ChatSpec", "TRAIN_OPTIONS"]
+__all__ = ["TRAIN_OPTIONS", "ChatSpec", "encode_threads"]
 
 LOG = logging.getLogger("fastaxo.chat")
 # apply_chat_template's own parameters: a chat_template_kwargs entry with one of these names
@@ -227,7 +227,7 @@ class ChatSpec:
         if isinstance(texts, list) and not texts:
             return np.zeros(0, np.int32), np.zeros(1, np.int64)
         arr = fx.encode_batch(texts, add_special_tokens=False,
-                              num_threads=num_threads or _encode_threads(), validate=validate)
+                              num_threads=num_threads or encode_threads(), validate=validate)
         return _ids_and_offsets(arr)
 
     def fastaxo_offsets(self, texts: Any, num_threads: int | None = None
@@ -242,7 +242,7 @@ class ChatSpec:
         if isinstance(texts, list) and not texts:
             return np.zeros(0, np.int32), np.zeros(1, np.int64), np.zeros((0, 2), np.int64)
         ids, offs = fx.encode_batch_offsets(texts, add_special_tokens=False,
-                                            num_threads=num_threads or _encode_threads())
+                                            num_threads=num_threads or encode_threads())
         pairs = arrow.fixed_view(offs.values.flatten()).reshape(-1, 2)
         return (*_ids_and_offsets(ids), pairs)
 
@@ -419,7 +419,7 @@ def _fastaxo_encoder(spec: ChatSpec, mode: str) -> tuple[Any, str | None]:
     return tok, None
 
 
-def _encode_threads() -> int | None:
+def encode_threads() -> int | None:
     """1 where HF's tokenizers would run on one thread (``TOKENIZERS_PARALLELISM`` false, as
     Axolotl's worker processes set it), else fastaxo's default."""
     import os

@@ -83,6 +83,7 @@ class ArrowTurns(Sequence[list[dict[str, Any]]]):
     def __init__(self, roles: pa.Array, contents: pa.Array, at: list[int]):
         self._roles, self._contents, self._at = roles, contents, at
         self._blocks: dict[int, list[list[dict[str, Any]]]] = {}
+        self._utf8: tuple[np.ndarray, np.ndarray] | None = None  # (values, int64 offsets)
 
     def __len__(self) -> int:
         return len(self._at) - 1
@@ -121,6 +122,36 @@ class ArrowTurns(Sequence[list[dict[str, Any]]]):
         messages = [{"role": names[r], "content": c}
                     for r, c in zip(roles, contents, strict=True)]
         return [messages[at[k] - m0:at[k + 1] - m0] for k in range(r0, r1)]
+
+    def utf8_rows(self, r0: int, r1: int
+                  ) -> tuple[list[tuple[str, ...]], list[list[bytes]]] | None:
+        """Rows ``r0..r1`` as their roles (the names :meth:`__getitem__` gives) and each
+        content's UTF-8, without a str or dict per message (the chat engine's UTF-8 rows,
+        :mod:`fastaxo.chat.utf8rows`); None where one of them is not UTF-8 (reading the
+        rows names it) or the tokenizer extension is not built."""
+        from fastaxo._core import backend
+        from fastaxo.chat.tokenize import ROLE_NAMES
+
+        if backend.tok_ext is None:
+            return None
+        at = self._at
+        m0, m1 = at[r0], at[r1]
+        if self._utf8 is None:
+            buf = self._contents.buffers()[2]
+            self._utf8 = (np.frombuffer(buf if buf is not None else b"", np.uint8),
+                          arrow.offsets_of(self._contents, pa.types.is_large_string(
+                              self._contents.type)).astype(np.int64))
+        got = backend.tok_ext.utf8_split(*self._utf8, m0, m1)
+        if type(got) is int:
+            return None
+        try:
+            roles = self._roles.slice(m0, m1 - m0).to_pylist()
+        except UnicodeDecodeError:
+            return None
+        names = {r: ROLE_NAMES.get(r, r) for r in set(roles)}
+        roles = [names[r] for r in roles]
+        return ([tuple(roles[at[k] - m0:at[k + 1] - m0]) for k in range(r0, r1)],
+                [got[at[k] - m0:at[k + 1] - m0] for k in range(r0, r1)])
 
     def _not_utf8(self, m0: int, m1: int) -> Exception:
         """The error for the first message in [m0, m1) whose role or content is not UTF-8,
