@@ -202,6 +202,64 @@ def test_one_byte_of_the_template_changed_misses(tmp_path, monkeypatch):
     assert snapshot.snapshot_key(str(d)) != before
 
 
+def test_a_replayed_backend_gives_fastaxo_its_recorded_bytes(tmp_path, monkeypatch):
+    """fastaxo's encoder built from a replay takes the record's tokenizer.json bytes as they
+    are (checked against their SHA-256): the same encoder as from the real tokenizer, and
+    the real backend is never loaded; bytes that are not the record's are not taken."""
+    import fastaxo
+
+    monkeypatch.setenv("FASTAXO_CACHE_DIR", str(tmp_path / "cache"))
+    d = _qwen_copy(tmp_path)
+    assert _record_once(d)["state"] == "miss"
+    loads: list = []
+    tok, info = _open(d, loads)
+    assert info["state"] == "hit"
+    backend = tok.backend_tokenizer
+    raw = backend.to_str_utf8()
+    assert raw is not None and not loads
+    from transformers import AutoTokenizer
+
+    live = AutoTokenizer.from_pretrained(str(d), local_files_only=True)
+    assert raw == live.backend_tokenizer.to_str().encode("utf-8")
+    assert fastaxo.Tokenizer.from_hf(tok).sha256 == fastaxo.Tokenizer.from_hf(live).sha256
+    assert not loads
+    rec = tok._fx.rec["backend"]
+    rec.sha256 = "0" * 64  # damaged: not the bytes the record names
+    assert backend.to_str_utf8() is None
+
+
+def test_the_key_follows_the_installed_packages(tmp_path, monkeypatch):
+    """The key names each package's installed copies as importlib.metadata finds them (the
+    first dist-info on sys.path wins there; every one counts here): a package installed in
+    front of the others, upgraded, or reinstalled changes it; a zip on sys.path (which the
+    scan does not read) takes importlib.metadata's versions."""
+    import importlib.metadata
+    import os
+    import sys
+    import time
+
+    names = snapshot._PACKAGES
+    got = snapshot._installed(names)
+    for n in names:  # (what importlib.metadata finds, the scan finds)
+        assert bool(got[n]) == (snapshot._version(n) is not None), n
+    d = tmp_path / "site"
+    info = d / "Jinja2-99.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: Jinja2\nVersion: 99.0\n")
+    monkeypatch.setattr(sys, "path", [str(d), *sys.path])
+    first = snapshot._installed(names)
+    assert first["jinja2"][0][0] == str(info) and first != got
+    assert importlib.metadata.version("jinja2") == "99.0"  # (the copy importlib would use)
+    later = time.time_ns() + 5_000_000_000
+    os.utime(info / "METADATA", ns=(later, later))  # reinstalled: same version, new files
+    assert snapshot._installed(names) != first
+    info.rename(d / "jinja2-100.0.dist-info")  # upgraded
+    assert snapshot._installed(names)["jinja2"][0][0].endswith("jinja2-100.0.dist-info")
+    (tmp_path / "z.zip").write_bytes(b"")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "z.zip"), *sys.path])
+    assert snapshot._installed(names) == {"versions": {n: snapshot._version(n) for n in names}}
+
+
 @pytest.mark.parametrize("damage", ["truncated", "the backend truncated", "not JSON",
                                     "another key", "a bad value", "a bad backend answer"])
 def test_a_damaged_record_is_ignored(tmp_path, monkeypatch, damage):

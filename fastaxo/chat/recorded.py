@@ -11,6 +11,7 @@ import functools
 import hashlib
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -81,6 +82,10 @@ def dumps(v: Any) -> str:
 
 
 # -- the backend (a tokenizers.Tokenizer) --------------------------------------------------------
+
+# a surrogate as surrogatepass writes it in UTF-8 (str.encode("utf-8") refuses one)
+_SURROGATE = re.compile(rb"\xed[\xa0-\xbf]")
+
 
 class RawBackend:
     """A replayed record's backend JSON as its file holds it, checked against its SHA-256 and
@@ -324,6 +329,18 @@ class BackendReplay:
             if name in _BACKEND_METHODS:
                 return functools.partial(_replay_call, st, name)
         return getattr(_real_backend(st), name)
+
+    def to_str_utf8(self) -> bytes | None:
+        """``to_str().encode("utf-8")`` from the record's bytes as its file holds them (checked
+        against its SHA-256; not decoded and encoded again: ~25 ms for Qwen3's 11 MB), or None
+        (the text is not in the record, holds a surrogate, or the real backend is in use).
+        :meth:`fastaxo.Tokenizer.from_hf` asks it, as a method of this class only."""
+        st = self._st
+        raw = st.rec["backend"] if st.backend is None else None
+        if (not isinstance(raw, RawBackend) or _SURROGATE.search(raw.data)
+                or hashlib.sha256(raw.data).hexdigest() != raw.sha256):
+            return None
+        return raw.data
 
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(_real_backend(self._st), name, value)

@@ -89,6 +89,13 @@ def _build(text: bytes) -> Spec:
 def _hf_json(obj: Any) -> bytes:
     """tokenizer.json text of a ``tokenizers.Tokenizer`` or a transformers fast tokenizer."""
     backend = getattr(obj, "backend_tokenizer", obj)
+    # a chat tokenizer snapshot's replayed backend (fastaxo.chat.recorded.BackendReplay) has
+    # the text's UTF-8 as its record holds it (looked up on the class: no other backend's
+    # attribute lookup runs)
+    raw = getattr(type(backend), "to_str_utf8", None)
+    got = raw(backend) if callable(raw) else None
+    if got is not None:
+        return got
     to_str = getattr(backend, "to_str", None)
     if not callable(to_str):
         raise InvalidTypeError(
