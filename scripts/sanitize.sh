@@ -42,7 +42,7 @@ export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:halt_on_error=1:a
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:exitcode=87:log_path=$WORK/report-ubsan
 TESTS=(tests/test_fuzz.py tests/test_safety.py tests/test_pack.py tests/test_pad.py
        tests/test_hash_rows.py tests/test_dedupe.py tests/test_rowset.py tests/test_sha256.py
-       tests/test_perm.py tests/test_chat_kernels.py
+       tests/test_perm.py tests/test_chat_kernels.py tests/test_chat_utf8rows.py
        tests/test_hostile_files.py::test_the_depth_scan_and_its_twin_follow_the_rules
        tests/test_hostile_files.py::test_the_depth_scan_on_long_lines_and_the_block_edges
        tests/test_unicode_tables.py tests/test_tokenizer.py tests/test_tokenizer_added.py

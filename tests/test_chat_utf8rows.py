@@ -120,6 +120,27 @@ def test_real_conversations_take_the_utf8_rows(name, monkeypatch):
     assert made > len(convs) // 2, made
 
 
+def test_a_template_with_a_lone_surrogate_has_no_utf8_path(monkeypatch):
+    """A template whose text holds a lone surrogate has no UTF-8: its paths have no UTF-8
+    function (recording them must not fail), and its rows go the str way, as before."""
+    template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}\ud800"
+                "<|im_end|>\n{% endfor %}")
+    spec = ChatSpec.create(chat_data.qwen3_tokenizer(), template)
+    convs = chat_data.conversations(seed=6, n=12, turns=(2, 4), hi=30)
+    turns = arrow_turns(pa.array(convs))
+    outcomes = []
+    for rows in ([turns[i] for i in range(len(turns))], turns):
+        try:
+            got = ChatEngine(spec, arrays=True).run(rows)
+            outcomes.append([g.reason if isinstance(g, Fallback) else g["input_ids"].tolist()
+                             for g in got])
+        except Exception as e:  # noqa: BLE001 - the same error either way
+            outcomes.append(type(e).__name__)
+    assert outcomes[0] == outcomes[1], outcomes
+    p = spec.paths()
+    assert p is not None and p.broken is None and p.recorded
+
+
 def test_a_content_that_is_not_utf8_is_named_as_before():
     good = pa.array(["hi", "yo"]).buffers()
     data = b"hi\xff\xfe"
@@ -133,6 +154,26 @@ def test_a_content_that_is_not_utf8_is_named_as_before():
     assert turns.utf8_rows(0, 1) is None
     with pytest.raises(InvalidInputError, match="row 0 message 1 content is not UTF-8"):
         ChatEngine(_spec("qwen3")).run(turns)
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_utf8_rows_are_the_rows_of_a_sliced_or_large_column(large):
+    """utf8_rows reads the buffers with the column's offset (a slice of a batch) and int64
+    offsets (large types): the same roles and contents as the rows made as Python objects."""
+    convs = chat_data.conversations(seed=2, n=40, turns=(1, 5), hi=40)
+    convs[5][0]["role"] = "human"  # (Axolotl's name for it: user)
+    arr = pa.array(convs)
+    if large:
+        item = pa.struct([("role", pa.large_string()), ("content", pa.large_string())])
+        arr = arr.cast(pa.large_list(item))
+    for part in (arr, arr.slice(7, 20), arr.slice(39)):
+        turns = arrow_turns(part)
+        assert turns is not None
+        n = len(turns)
+        roles, contents = turns.utf8_rows(0, n)
+        assert roles == [tuple(m["role"] for m in turns[i]) for i in range(n)]
+        assert contents == [[m["content"].encode() for m in turns[i]] for i in range(n)]
+        assert turns.utf8_rows(n // 2, n) == (roles[n // 2:], contents[n // 2:])
 
 
 @given(st.lists(st.binary(max_size=12), max_size=20), st.data())

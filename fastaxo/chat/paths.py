@@ -204,8 +204,13 @@ class Path:
                  max_chars: int):
         self.guards, self.pieces = rec.guards, pieces
         self.values = _compile(rec, pieces, strftime, max_chars)
-        # the same over each content's UTF-8, giving the pieces' UTF-8 (Paths.placed_utf8)
-        self.values_utf8 = _compile(rec, pieces, strftime, max_chars, utf8=True)
+        # the same over each content's UTF-8, giving the pieces' UTF-8 (Paths.placed_utf8);
+        # None where the template's text or a guard holds a lone surrogate (no UTF-8)
+        try:
+            self.values_utf8: Callable[[list[Any]], tuple[Any, ...] | None] | None = _compile(
+                rec, pieces, strftime, max_chars, utf8=True)
+        except UnicodeEncodeError:
+            self.values_utf8 = None
         self._places: dict[tuple[Any, ...], tuple[int, ...] | None] = {}
 
     def text(self, contents: list[str]) -> str | None:
@@ -424,6 +429,8 @@ class Paths:
         (it records, places or says the size)."""
         got = self._paths.get(roles, ()) if self.broken is None else ()
         for p in got:
+            if p.values_utf8 is None:
+                return None
             values = p.values_utf8(contents)
             if values is None:
                 continue
