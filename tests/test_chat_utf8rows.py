@@ -120,6 +120,21 @@ def test_real_conversations_take_the_utf8_rows(name, monkeypatch):
     assert made > len(convs) // 2, made
 
 
+def test_small_encoder_calls_over_mixed_rows(monkeypatch):
+    """A part's rows in many encoder calls (a small BATCH_BYTES), UTF-8 rows and str rows
+    mixed in one call (a template whose paths place some rows only): the same rows."""
+    from fastaxo.chat import parts as chat_parts
+
+    monkeypatch.setattr(chat_parts, "BATCH_BYTES", 3000)
+    convs = chat_data.conversations(seed=8, n=60, turns=(2, 4), hi=60)
+    for k in range(0, 60, 3):  # (the guards template places no row holding 语)
+        convs[k][-1]["content"] += " 语"
+    got, want, made = _both(_spec("guards"), convs, monkeypatch)
+    for c, g, w in zip(convs, got, want, strict=True):
+        assert _same(g, w), c
+    assert 0 < made < len(convs), made
+
+
 def test_a_template_with_a_lone_surrogate_has_no_utf8_path(monkeypatch):
     """A template whose text holds a lone surrogate has no UTF-8: its paths have no UTF-8
     function (recording them must not fail), and its rows go the str way, as before."""

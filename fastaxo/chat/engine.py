@@ -63,15 +63,7 @@ from fastaxo.chat.locate import (
     common_suffix,
     frame,
 )
-from fastaxo.chat.parts import (
-    BATCH_BYTES,
-    BATCH_CHARS,
-    Pending,
-    Scratch,
-    chunks,
-    part_ranges,
-    utf8_of,
-)
+from fastaxo.chat.parts import Pending, Scratch, chunks, part_ranges, utf8_of
 from fastaxo.chat.render import OutputTooLarge
 from fastaxo.chat.spec import ChatSpec, encode_threads
 from fastaxo.chat.utf8rows import as_str, utf8_texts
@@ -456,7 +448,7 @@ class ChatEngine:
         and character offsets from the same encoder (fastaxo's gives HF's offsets exactly)."""
         table, enc = self._byte_path()
         ready = [i for i in spans if out[i] is None]
-        for chunk in chunks(ready, texts, BATCH_BYTES if enc == "fastaxo" else BATCH_CHARS):
+        for chunk in chunks(ready, texts, utf8=enc == "fastaxo"):
             need = chunk
             if table is not None:
                 by_bytes: list[int] = []

@@ -16,8 +16,9 @@ __all__ = ["BATCH_BYTES", "BATCH_CHARS", "PART_ROWS", "Pending", "Scratch", "chu
 
 # Characters per tokenizer call: bounds the Python lists of ids and offsets held at once.
 BATCH_CHARS = 4 << 20
-# The same for fastaxo's encoder, whose ids are one int32 array (its scratch: 4 bytes a byte
-# of text); a part of the bench's rows (~6 MB) is then one call, not two
+# The same for fastaxo's encoder, in UTF-8 bytes (a str counts 4 a character: its most),
+# whose ids are one int32 array (its scratch: 4 bytes a byte of text); a part of the bench's
+# rows (~6 MB) is then one call, not two
 BATCH_BYTES = 16 << 20
 
 # Rows per part of ChatEngine.run: one part is tokenized while the next is rendered (~0.4 s of
@@ -33,18 +34,21 @@ def part_ranges(n: int) -> list[range]:
         range(a, min(a + PART_ROWS, n)) for a in range(first, n, PART_ROWS)]
 
 
-def chunks(rows: list[int], texts: dict[int, Any], limit: int = BATCH_CHARS
-           ) -> list[list[int]]:
-    """``rows`` in order, cut into runs of at most ``limit`` characters (or bytes, for a
-    text of bytes) of text (a longer text is a run of its own)."""
+def chunks(rows: list[int], texts: dict[int, Any], utf8: bool = False) -> list[list[int]]:
+    """``rows`` in order, cut into runs of at most :data:`BATCH_CHARS` characters of text, or
+    with ``utf8`` (fastaxo's encoder) :data:`BATCH_BYTES` bytes of UTF-8, a str counting 4 a
+    character (a longer text is a run of its own; a text of bytes counts its bytes)."""
+    limit, per_char = (BATCH_BYTES, 4) if utf8 else (BATCH_CHARS, 1)
     got: list[list[int]] = []
     size = limit
     for i in rows:
-        if size + len(texts[i]) > limit and (not got or got[-1]):
+        t = texts[i]
+        n = len(t) if type(t) is bytes else per_char * len(t)
+        if size + n > limit and (not got or got[-1]):
             got.append([])
             size = 0
         got[-1].append(i)
-        size += len(texts[i])
+        size += n
     return got
 
 
