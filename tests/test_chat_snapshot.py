@@ -229,10 +229,11 @@ def test_a_replayed_backend_gives_fastaxo_its_recorded_bytes(tmp_path, monkeypat
 
 
 def test_the_key_follows_the_installed_packages(tmp_path, monkeypatch):
-    """The key names each package's installed copies as importlib.metadata finds them (the
-    first dist-info on sys.path wins there; every one counts here): a package installed in
-    front of the others, upgraded, or reinstalled changes it; a zip on sys.path (which the
-    scan does not read) takes importlib.metadata's versions."""
+    """The key names each package's installed copy as importlib.metadata finds it (the first
+    sys.path directory holding one; a directory listed twice, or by another name, is the
+    same key: a child process may have site-packages twice): a package installed in front
+    of the others, upgraded, or reinstalled changes it; a zip on sys.path (which the scan
+    does not read) takes importlib.metadata's versions."""
     import importlib.metadata
     import os
     import sys
@@ -242,7 +243,11 @@ def test_the_key_follows_the_installed_packages(tmp_path, monkeypatch):
     got = snapshot._installed(names)
     for n in names:  # (what importlib.metadata finds, the scan finds)
         assert bool(got[n]) == (snapshot._version(n) is not None), n
-    d = tmp_path / "site"
+    twice = [p for p in sys.path for _ in (0, 1)] + [os.path.join(p, ".") for p in sys.path]
+    monkeypatch.setattr(sys, "path", twice)
+    assert snapshot._installed(names) == got
+    monkeypatch.undo()
+    d = Path(os.path.realpath(tmp_path)) / "site"
     info = d / "Jinja2-99.0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: Jinja2\nVersion: 99.0\n")

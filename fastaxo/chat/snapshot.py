@@ -138,21 +138,28 @@ def _norm(name: str) -> str:
 
 
 def _installed(names: tuple[str, ...]) -> dict[str, Any]:
-    """Per package, the installed copies importlib.metadata would find on ``sys.path`` (each
-    ``<name>-*.dist-info`` / ``.egg-info``, with its metadata file's size and mtime: an
-    upgrade or a reinstall changes them), read without importing importlib.metadata (its
-    e-mail parser and the version lookups were ~35 ms a run). Where ``sys.path`` holds what
-    this scan does not read (a zip or egg file), the versions from importlib.metadata."""
+    """Per package, the installed copy importlib.metadata finds: the ``<name>-*.dist-info`` /
+    ``.egg-info`` entries of the first ``sys.path`` directory that holds any (a directory
+    listed twice counts once), each with its metadata file's size and mtime (an upgrade or a
+    reinstall changes them); read without importing importlib.metadata (its e-mail parser
+    and the version lookups were ~35 ms a run). Where ``sys.path`` holds what this scan does
+    not read (a zip or egg file), the versions from importlib.metadata."""
     wanted = {_norm(n): n for n in names}
     got: dict[str, list[Any]] = {n: [] for n in names}
+    seen: set[str] = set()
     for entry in sys.path:
         where = entry or "."
         if os.path.isfile(where):
             return {"versions": {n: _version(n) for n in names}}
+        real = os.path.realpath(where)
+        if real in seen:
+            continue
+        seen.add(real)
         try:
             children = sorted(os.listdir(where))
         except OSError:
             continue
+        here: set[str] = set()
         for child in children:
             low = child.lower()
             if low.endswith(".egg"):
@@ -160,9 +167,10 @@ def _installed(names: tuple[str, ...]) -> dict[str, Any]:
             if not low.endswith((".dist-info", ".egg-info")):
                 continue
             name = wanted.get(_norm(low.rpartition(".")[0].partition("-")[0]))
-            if name is None:
-                continue
-            full = os.path.join(where, child)
+            if name is None or (got[name] and name not in here):
+                continue  # (a later directory's copy: importlib.metadata takes the first)
+            here.add(name)
+            full = os.path.join(real, child)
             meta = next((m for m in (os.path.join(full, "METADATA"),
                                      os.path.join(full, "PKG-INFO"), full)
                          if os.path.isfile(m)), None)
