@@ -109,18 +109,14 @@ class ArrowTurns(Sequence[list[dict[str, Any]]]):
         return block[i - b * self.BLOCK]
 
     def _make(self, r0: int, r1: int) -> list[list[dict[str, Any]]]:
-        from fastaxo.chat.tokenize import ROLE_NAMES
-
         at = self._at
         m0, m1 = at[r0], at[r1]
         try:
-            roles = self._roles.slice(m0, m1 - m0).to_pylist()
+            roles = self._role_names(m0, m1)
             contents = self._contents.slice(m0, m1 - m0).to_pylist()
         except UnicodeDecodeError:  # (Arrow's JSON reader keeps such bytes): name the message
             raise self._not_utf8(m0, m1) from None
-        names = {r: ROLE_NAMES.get(r, r) for r in set(roles)}
-        messages = [{"role": names[r], "content": c}
-                    for r, c in zip(roles, contents, strict=True)]
+        messages = [{"role": r, "content": c} for r, c in zip(roles, contents, strict=True)]
         return [messages[at[k] - m0:at[k + 1] - m0] for k in range(r0, r1)]
 
     def utf8_rows(self, r0: int, r1: int
@@ -130,7 +126,6 @@ class ArrowTurns(Sequence[list[dict[str, Any]]]):
         :mod:`fastaxo.chat.utf8rows`); None where one of them is not UTF-8 (reading the
         rows names it) or the tokenizer extension is not built."""
         from fastaxo._core import backend
-        from fastaxo.chat.tokenize import ROLE_NAMES
 
         if backend.tok_ext is None:
             return None
@@ -145,13 +140,20 @@ class ArrowTurns(Sequence[list[dict[str, Any]]]):
         if type(got) is int:
             return None
         try:
-            roles = self._roles.slice(m0, m1 - m0).to_pylist()
+            roles = self._role_names(m0, m1)
         except UnicodeDecodeError:
             return None
-        names = {r: ROLE_NAMES.get(r, r) for r in set(roles)}
-        roles = [names[r] for r in roles]
         return ([tuple(roles[at[k] - m0:at[k + 1] - m0]) for k in range(r0, r1)],
                 [got[at[k] - m0:at[k + 1] - m0] for k in range(r0, r1)])
+
+    def _role_names(self, m0: int, m1: int) -> list[str]:
+        """Messages ``m0..m1``'s roles under Axolotl's names (``human`` is ``user``); raises
+        UnicodeDecodeError for a role that is not UTF-8."""
+        from fastaxo.chat.tokenize import ROLE_NAMES
+
+        roles = self._roles.slice(m0, m1 - m0).to_pylist()
+        names = {r: ROLE_NAMES.get(r, r) for r in set(roles)}
+        return [names[r] for r in roles]
 
     def _not_utf8(self, m0: int, m1: int) -> Exception:
         """The error for the first message in [m0, m1) whose role or content is not UTF-8,
