@@ -175,10 +175,12 @@ class ChatEngine:
         spec = self.spec
         fast: tuple[dict[int, bytes], dict[int, np.ndarray], dict[int, list[int]]] = (
             {}, {}, {})
-        try:  # rows that stay UTF-8: the labels read bytes, so fastaxo's ids only
-            table, enc = self._byte_path()
-        except InvalidInputError:  # (FASTAXO_TOKENIZER=fastaxo refused: _tokenize raises it)
-            table = None
+        table = None
+        if hasattr(conversations, "utf8_rows"):  # (rows from Arrow; lists never are)
+            try:  # rows that stay UTF-8: the labels read bytes, so fastaxo's ids only
+                table, enc = self._byte_path()
+            except InvalidInputError:  # (FASTAXO_TOKENIZER=fastaxo refused: _tokenize says)
+                table = None
         if table is not None and enc == "fastaxo":
             fast = utf8_texts(spec, conversations, part, _SCAN_CAP)
         rows = []
